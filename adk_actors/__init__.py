@@ -1,0 +1,1 @@
+"""The ADK domain layer (later issues). The kernel lives in `supervision`."""

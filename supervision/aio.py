@@ -1,0 +1,57 @@
+"""Calling servers from asyncio code without blocking the event loop.
+
+`await aio.call(pid, request)` has the same semantics as `call`: the reply, or
+`CallTimeout`, or `ProcessExit` as soon as the server dies. The reply is handed to
+the loop with `call_soon_threadsafe`; no thread is parked per call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Hashable
+from typing import Any
+
+from supervision.errors import CallTimeout, ProcessExit
+from supervision.gen_server import _CALL, From, _server
+from supervision.pid import Pid
+
+
+class _LoopFrom(From):
+    """A reply slot that resolves an asyncio future on its loop."""
+
+    __slots__ = ("_future", "_loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self._loop = loop
+        self._future: asyncio.Future[None] = loop.create_future()
+
+    def _wake(self) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._resolve)
+        except RuntimeError:
+            pass  # the loop is closed: nobody is waiting any more
+
+    def _resolve(self) -> None:
+        if not self._future.done():
+            self._future.set_result(None)
+
+
+async def call(dest: Pid | Hashable, request: Any, timeout: float | None = 5.0) -> Any:
+    """Like `supervision.call`, awaitable; the event loop keeps running meanwhile."""
+    process = _server(dest)
+    if process is None:
+        raise ProcessExit("noproc", f"no process {dest!r}")
+    slot = _LoopFrom(asyncio.get_running_loop())
+    if not process.add_watcher(slot, slot):
+        raise ProcessExit("noproc", f"{dest!r} is not alive")
+    process.tell((_CALL, request, slot))
+    try:
+        await asyncio.wait_for(asyncio.shield(slot._future), timeout)
+    except TimeoutError:
+        if slot.claim_for_timeout():
+            raise CallTimeout(timeout) from None
+        await slot._future  # settled right at the deadline
+    finally:
+        process.remove_watcher(slot)
+    return slot.result()

@@ -1,0 +1,50 @@
+"""Structured, bounded, secret-free reports: process crashes and supervisor decisions.
+
+Event names are stable (tests and dashboards rely on them):
+``supervision.process.crashed``, ``supervision.supervisor.child_exited``,
+``supervision.supervisor.child_restarted``, ``supervision.supervisor.child_start_failed``,
+``supervision.supervisor.max_intensity_reached``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from supervision.signals import Crash, scrub_message
+
+_log = structlog.get_logger("supervision")
+
+MAX_REASON_CHARS = 512
+
+
+def format_reason(reason: Any) -> str:
+    """A reason as short text; crash messages were scrubbed already, others are scrubbed here."""
+    if isinstance(reason, Crash):
+        return f"{reason.kind}: {reason.message}"
+    return scrub_message(repr(reason))[:MAX_REASON_CHARS]
+
+
+def process_crashed(pid: Any, label: str, name: Any, reason: Any, during: str) -> None:
+    """A server stopped with an abnormal reason (a callback raised, or it returned Stop)."""
+    _log.error(
+        "supervision.process.crashed",
+        pid=str(pid),
+        server=label,
+        name=None if name is None else format_reason(name),
+        reason=format_reason(reason),
+        during=during,
+    )
+
+
+def supervisor_event(event: str, supervisor: Any, **fields: Any) -> None:
+    """A supervisor report: what exited, why, and what the supervisor decided."""
+    clean = {
+        key: (format_reason(value) if key in ("reason", "child_id") else value)
+        for key, value in fields.items()
+    }
+    level = "error" if event.endswith(("max_intensity_reached", "start_failed")) else "info"
+    if event.endswith("child_exited") and fields.get("abnormal"):
+        level = "error"
+    getattr(_log, level)(event, supervisor=str(supervisor), **clean)

@@ -1,0 +1,405 @@
+"""The process core: identity, links, monitors and exit signals.
+
+`Process` is what every kind of process shares; a subclass supplies the mailbox
+(`deliver`). Exit-signal propagation is iterative, so a long chain of links does not
+recurse through the Python stack, and signals are handled at once, as in Erlang:
+a process that does not trap exits dies as soon as the signal arrives, even while a
+handler of it is still running (that handler is then fenced, see `is_fenced_thread`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Hashable
+from typing import Any, Protocol
+
+from supervision.errors import KernelError, ProcessExit
+from supervision.pid import Pid
+from supervision.signals import Down, ExitSignal, Reason, Ref
+
+_table: dict[int, Process] = {}
+"""Every live process by pid number (dict operations are atomic under the GIL)."""
+
+_current = threading.local()
+"""`_current.process`: the process that owns this thread (a server or a pseudo-process)."""
+
+_propagation = threading.local()
+"""`_propagation.queue`: exits waiting to be propagated by the outermost `_exit` on this thread."""
+
+
+class Watcher(Protocol):
+    """Anything a monitor can notify: a process, or a pending call's reply slot."""
+
+    def notify_down(self, ref: Hashable, pid: Pid, reason: Reason) -> None: ...
+
+
+class Process:
+    """What every process has: a pid, links, monitors, `trap_exit` and an exit reason."""
+
+    is_pseudo = False
+
+    def __init__(self) -> None:
+        self.pid = Pid(self)
+        self.alive = True
+        self.exit_reason: Reason = None
+        self.trap_exit = False
+        self.parent: Process | None = None
+        self.name: Hashable | None = None
+        self.label = ""
+        """A short description for logs (the server class, the supervisor kind)."""
+        self._lock = threading.Lock()
+        self._links: set[Process] = set()
+        self._watchers: dict[Hashable, Watcher] = {}
+        self._monitoring: dict[Hashable, Process] = {}
+        self._timers: set[Any] = set()
+        self._dead: threading.Event | None = None
+        _table[self.pid.number] = self
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.pid}{' ' + self.label if self.label else ''}>"
+
+    # -- mailbox: supplied by subclasses -------------------------------------------
+
+    def deliver(self, message: Any) -> None:
+        """Put a plain message (as from `send`) into the mailbox; never raises."""
+        raise NotImplementedError
+
+    def cast(self, message: Any) -> None:
+        """Deliver a `cast`; a process without `handle_cast` gets it as a plain message."""
+        self.deliver(message)
+
+    def on_exit(self) -> None:
+        """Release the mailbox and any thread once the process is dead."""
+
+    def remove_down_message(self, ref: Ref) -> None:
+        """Drop an already delivered `Down` carrying `ref` (for `demonitor(flush=True)`)."""
+
+    # -- monitors --------------------------------------------------------------------
+
+    def add_watcher(self, key: Hashable, watcher: Watcher) -> bool:
+        """Register a monitor on this process; False if it is already dead."""
+        with self._lock:
+            if not self.alive:
+                return False
+            self._watchers[key] = watcher
+            return True
+
+    def remove_watcher(self, key: Hashable) -> bool:
+        """Remove a monitor; False if it already fired (or never existed)."""
+        with self._lock:
+            return self._watchers.pop(key, None) is not None
+
+    def notify_down(self, ref: Hashable, pid: Pid, reason: Reason) -> None:
+        with self._lock:
+            if self._monitoring.pop(ref, None) is None:
+                return  # demonitored meanwhile
+            self.deliver(Down(ref, pid, reason))  # type: ignore[arg-type]
+
+    def monitor(self, target: Process) -> Ref:
+        ref = Ref()
+        with self._lock:
+            self._monitoring[ref] = target
+        if not target.add_watcher(ref, self):
+            self.notify_down(ref, target.pid, "noproc")
+        return ref
+
+    def demonitor(self, ref: Ref, flush: bool) -> bool:
+        """Stop monitoring; True if the monitor was still active (no `Down` was sent)."""
+        with self._lock:
+            target = self._monitoring.pop(ref, None)
+        if target is not None and target.remove_watcher(ref):
+            return True
+        if flush:
+            with self._lock:
+                self.remove_down_message(ref)
+        return False
+
+    # -- links -----------------------------------------------------------------------
+
+    def link(self, other: Process) -> bool:
+        """Link both ways; False if `other` is already dead."""
+        if other is self:
+            return True
+        first, second = (self, other) if self.pid.number < other.pid.number else (other, self)
+        with first._lock, second._lock:
+            if not other.alive:
+                return False
+            if not self.alive:
+                return True  # a dead caller links to nothing; its thread is fenced
+            self._links.add(other)
+            other._links.add(self)
+            return True
+
+    def unlink(self, other: Process) -> None:
+        first, second = (self, other) if self.pid.number < other.pid.number else (other, self)
+        with first._lock, second._lock:
+            self._links.discard(other)
+            other._links.discard(self)
+
+    # -- exit signals ----------------------------------------------------------------
+
+    def exit_signal(self, sender: Process | None, reason: Reason, *, from_link: bool) -> None:
+        """Receive an exit signal from `sender` (a link, or an explicit `exit`)."""
+        if reason == "kill" and not from_link:
+            self.exit("killed")  # untrappable
+        elif self.trap_exit:
+            self.deliver(ExitSignal(sender.pid if sender is not None else None, reason))
+        elif reason == "normal":
+            if sender is self:
+                self.exit("normal")
+        else:
+            self.exit(reason)
+
+    def exit(self, reason: Reason) -> bool:
+        """Die now with `reason`: notify links and monitors, free the name and timers.
+
+        Returns False if the process was already dead. Safe from any thread.
+        """
+        with self._lock:
+            if not self.alive:
+                return False
+            self.alive = False
+            self.exit_reason = reason
+            links, self._links = self._links, set()
+            watchers, self._watchers = self._watchers, {}
+            monitoring, self._monitoring = self._monitoring, {}
+            timers, self._timers = self._timers, set()
+        _table.pop(self.pid.number, None)
+        if self.name is not None:
+            _hooks.unregister_process(self)
+        for timer in timers:
+            _hooks.cancel_timer(timer)
+        for ref, target in monitoring.items():
+            target.remove_watcher(ref)
+        item = (self, reason, links, watchers)
+        queue: deque[Any] | None = getattr(_propagation, "queue", None)
+        if queue is not None:
+            queue.append(item)  # an outer exit on this thread is propagating: join its loop
+        else:
+            _propagation.queue = queue = deque([item])
+            try:
+                while queue:
+                    _propagate(*queue.popleft())
+            finally:
+                _propagation.queue = None
+        return True
+
+    def wait_dead(self, timeout: float | None) -> bool:
+        """Block until the process is dead; False on timeout."""
+        with self._lock:
+            if not self.alive:
+                return True
+            if self._dead is None:
+                self._dead = threading.Event()
+            dead = self._dead
+        return dead.wait(timeout)
+
+    # -- introspection -----------------------------------------------------------------
+
+    def counts(self) -> tuple[int, int, int]:
+        """(links, monitors on this process, timers aimed at it)."""
+        with self._lock:
+            return len(self._links), len(self._watchers), len(self._timers)
+
+    def add_timer(self, timer: Any) -> bool:
+        with self._lock:
+            if not self.alive:
+                return False
+            self._timers.add(timer)
+            return True
+
+    def discard_timer(self, timer: Any) -> None:
+        with self._lock:
+            self._timers.discard(timer)
+
+
+def _propagate(
+    dead: Process, reason: Reason, links: set[Process], watchers: dict[Hashable, Watcher]
+) -> None:
+    # Links first, then monitors: by the time a caller's call fails or a Down arrives,
+    # every linked supervisor already holds the exit signal in its mailbox.
+    for linked in links:
+        with linked._lock:
+            linked._links.discard(dead)
+        linked.exit_signal(dead, reason, from_link=True)
+    for key, watcher in watchers.items():
+        watcher.notify_down(key, dead.pid, reason)
+    with dead._lock:
+        event = dead._dead
+    if event is not None:
+        event.set()
+    dead.on_exit()
+
+
+class _Hooks:
+    """Late-bound calls into the registry and timer modules (they import this one)."""
+
+    unregister_process: Callable[[Process], None] = staticmethod(lambda process: None)
+    cancel_timer: Callable[[Any], None] = staticmethod(lambda timer: None)
+
+
+_hooks = _Hooks()
+
+
+# -- plain threads: pseudo-processes ---------------------------------------------------------
+
+
+class PseudoProcess(Process):
+    """The process of a plain thread: a mailbox read with `receive`, no handler loop.
+
+    It exits with ``"normal"`` when its thread ends. An exit signal cannot stop a plain
+    thread, so one that kills the pseudo-process marks it dead (links and monitors fire)
+    and the thread's next `receive` raises `ProcessExit(reason)`; after that the thread
+    gets a fresh pseudo-process, as the Erlang shell does. The same one-time
+    `ProcessExit` comes from `link`, `monitor`, `trap_exit` or `start_link` if the
+    thread calls one of those first.
+    """
+
+    is_pseudo = True
+
+    def __init__(self, thread: threading.Thread) -> None:
+        super().__init__()
+        self.label = f"thread {thread.name}"
+        self._mailbox: deque[Any] = deque()
+        self._arrived = threading.Condition(threading.Lock())
+        self.exit_reported = False
+
+    def deliver(self, message: Any) -> None:
+        with self._arrived:
+            if self.alive:
+                self._mailbox.append(message)
+                self._arrived.notify()
+
+    def on_exit(self) -> None:
+        with self._arrived:
+            self._arrived.notify_all()
+
+    def remove_down_message(self, ref: Ref) -> None:
+        with self._arrived:
+            for message in self._mailbox:
+                if type(message) is Down and message.ref == ref:
+                    self._mailbox.remove(message)
+                    return
+
+    def receive(self, timeout: float | None, match: Callable[[Any], bool] | None) -> Any:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._arrived:
+            while True:
+                if not self.alive:
+                    self.exit_reported = True
+                    raise ProcessExit(
+                        self.exit_reason, f"this thread's process exited: {self.exit_reason!r}"
+                    )
+                if match is None:
+                    if self._mailbox:
+                        return self._mailbox.popleft()
+                else:
+                    for message in self._mailbox:
+                        if match(message):
+                            self._mailbox.remove(message)
+                            return message
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError("receive: no matching message in time")
+                self._arrived.wait(remaining)
+
+    def pending(self) -> int:
+        with self._arrived:
+            return len(self._mailbox)
+
+
+class _ThreadEnd:
+    """Kept in the thread's local storage; CPython drops it when the thread ends."""
+
+    __slots__ = ("process",)
+
+    def __init__(self, process: PseudoProcess) -> None:
+        self.process = process
+
+    def __del__(self) -> None:
+        try:
+            self.process.exit("normal")
+        except Exception:  # interpreter shutdown: modules may be half torn down
+            pass
+
+
+def current_process(create: bool = True) -> Process | None:
+    """The calling thread's process; a plain thread gets a pseudo-process on first use."""
+    process: Process | None = getattr(_current, "process", None)
+    if process is not None and (
+        process.alive or not isinstance(process, PseudoProcess) or not process.exit_reported
+    ):
+        return process  # a killed pseudo-process stays until the thread has been told
+    if not create:
+        return None
+    pseudo = PseudoProcess(threading.current_thread())
+    _current.process = pseudo
+    _current.end = _ThreadEnd(pseudo)
+    return pseudo
+
+
+def bind_thread(process: Process) -> None:
+    """Make `process` the owner of the calling thread (server threads call this once)."""
+    _current.process = process
+
+
+def is_fenced_thread() -> bool:
+    """True when the calling thread runs a handler of a process that has since died.
+
+    Such a thread was abandoned by a kill or exit signal: whatever it sends, replies or
+    commits through the kernel is discarded.
+    """
+    process: Process | None = getattr(_current, "process", None)
+    return process is not None and not process.alive and not process.is_pseudo
+
+
+def require_alive(process: Process) -> Process:
+    """Raise `ProcessExit` if `process` was killed (a plain thread hears of it once)."""
+    if not process.alive:
+        if isinstance(process, PseudoProcess):
+            process.exit_reported = True
+        raise ProcessExit(
+            process.exit_reason, f"this thread's process exited: {process.exit_reason!r}"
+        )
+    return process
+
+
+def self_pid() -> Pid:
+    """The pid of the calling process (a plain thread gets a pseudo-process)."""
+    process = current_process()
+    assert process is not None
+    return process.pid
+
+
+def resolve(dest: Pid | Hashable) -> Process | None:
+    """The process behind a pid or a registered name, or None."""
+    if type(dest) is Pid:
+        return dest._process
+    from supervision.registry import lookup
+
+    return lookup(dest)
+
+
+def receive(timeout: float | None = None, match: Callable[[Any], bool] | None = None) -> Any:
+    """Take the next message (or the first one `match` accepts) from this thread's mailbox.
+
+    Only plain threads have a mailbox to read; a GenServer gets its messages through
+    `handle_info`. Raises `TimeoutError` when nothing arrives in time.
+    """
+    process = current_process()
+    if not isinstance(process, PseudoProcess):
+        raise KernelError(
+            "not_a_plain_thread", "receive() is for plain threads; a GenServer uses handle_info"
+        )
+    return process.receive(timeout, match)
+
+
+def process_count() -> int:
+    """Live processes, pseudo-processes of plain threads included."""
+    return len(_table)
+
+
+def live_processes() -> list[Process]:
+    return list(_table.values())
