@@ -26,13 +26,22 @@ def format_reason(reason: Any) -> str:
     return scrub_message(repr(reason))[:MAX_REASON_CHARS]
 
 
+def format_name(name: Any) -> Any:
+    """A process name or child id for a log line: strings and ints as they are, else bounded repr."""
+    if isinstance(name, str):
+        return name[:MAX_REASON_CHARS]
+    if isinstance(name, int):
+        return name
+    return format_reason(name)
+
+
 def process_crashed(pid: Any, label: str, name: Any, reason: Any, during: str) -> None:
     """A server stopped with an abnormal reason (a callback raised, or it returned Stop)."""
     _log.error(
         "supervision.process.crashed",
         pid=str(pid),
         server=label,
-        name=None if name is None else format_reason(name),
+        name=None if name is None else format_name(name),
         reason=format_reason(reason),
         during=during,
     )
@@ -40,10 +49,11 @@ def process_crashed(pid: Any, label: str, name: Any, reason: Any, during: str) -
 
 def supervisor_event(event: str, supervisor: Any, **fields: Any) -> None:
     """A supervisor report: what exited, why, and what the supervisor decided."""
-    clean = {
-        key: (format_reason(value) if key in ("reason", "child_id") else value)
-        for key, value in fields.items()
-    }
+    clean = {key: value for key, value in fields.items() if key != "abnormal"}
+    if "reason" in clean:
+        clean["reason"] = format_reason(clean["reason"])
+    if "child_id" in clean:
+        clean["child_id"] = format_name(clean["child_id"])
     level = "error" if event.endswith(("max_intensity_reached", "start_failed")) else "info"
     if event.endswith("child_exited") and fields.get("abnormal"):
         level = "error"

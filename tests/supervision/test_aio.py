@@ -1,0 +1,84 @@
+"""Calling servers from asyncio without blocking the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+import supervision as sv
+
+
+class Slow(sv.GenServer):
+    def handle_call(self, request, from_, state):
+        if request == "crash":
+            raise RuntimeError("bad")
+        time.sleep(request)
+        return sv.Reply(("slept", request), state)
+
+
+def test_aio_call_does_not_block_the_loop():
+    pid = Slow.start_link()
+
+    async def main():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        task = asyncio.create_task(ticker())
+        result = await sv.aio.call(pid, 0.3)
+        task.cancel()
+        return result, ticks
+
+    result, ticks = asyncio.run(main())
+    assert result == ("slept", 0.3)
+    assert ticks >= 10  # the loop kept running during the 0.3 s call
+
+
+def test_aio_call_errors_match_sync_call():
+    pid = Slow.start()
+
+    async def main():
+        with pytest.raises(sv.CallTimeout):
+            await sv.aio.call(pid, 0.3, timeout=0.05)
+        with pytest.raises(sv.ProcessExit) as info:
+            await sv.aio.call(pid, "crash")
+        assert info.value.reason.kind == "RuntimeError"
+        with pytest.raises(sv.ProcessExit) as info:
+            await sv.aio.call(pid, 0)
+        assert info.value.reason == "noproc"
+
+    asyncio.run(main())
+
+
+def test_aio_call_sees_death_at_once():
+    pid = Slow.start()
+
+    async def main():
+        threading.Timer(0.05, lambda: sv.exit(pid, "kill")).start()
+        started = time.monotonic()
+        with pytest.raises(sv.ProcessExit) as info:
+            await sv.aio.call(pid, 3.0, timeout=30)
+        return info.value.reason, time.monotonic() - started
+
+    reason, elapsed = asyncio.run(main())
+    assert reason == "killed" and elapsed < 2.0
+
+
+def test_many_concurrent_aio_calls():
+    class Echo(sv.GenServer):
+        def handle_call(self, request, from_, state):
+            return sv.Reply(request, state)
+
+    pid = Echo.start_link()
+
+    async def main():
+        return await asyncio.gather(*(sv.aio.call(pid, i) for i in range(500)))
+
+    assert asyncio.run(main()) == list(range(500))
