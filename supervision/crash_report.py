@@ -23,6 +23,8 @@ def format_reason(reason: Any) -> str:
     """A reason as short text; crash messages were scrubbed already, others are scrubbed here."""
     if isinstance(reason, Crash):
         return f"{reason.kind}: {reason.message}"
+    if isinstance(reason, str):
+        return scrub_message(reason)[:MAX_REASON_CHARS]
     return scrub_message(repr(reason))[:MAX_REASON_CHARS]
 
 

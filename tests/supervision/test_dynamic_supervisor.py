@@ -70,8 +70,10 @@ def test_restart_types():
     transient2 = sv.DynamicSupervisor.start_child(dyn, job("tr2", restart="transient"))
     sv.exit(transient2, "boom")
     wait_until(
-        lambda: sorted(sv.call(c.pid, "get") for c in sv.DynamicSupervisor.which_children(dyn))
-        == ["p", "tr2"]
+        lambda: (
+            sorted(sv.call(c.pid, "get") for c in sv.DynamicSupervisor.which_children(dyn))
+            == ["p", "tr2"]
+        )
     )
 
 
@@ -101,7 +103,9 @@ def test_child_start_failure_is_returned_not_raised_inside_the_supervisor():
 
 def test_shutdown_stops_children_concurrently(leak_check):
     dyn = sv.DynamicSupervisor.start()
-    pids = [sv.DynamicSupervisor.start_child(dyn, job("trap_slow", shutdown=5.0)) for _ in range(10)]
+    pids = [
+        sv.DynamicSupervisor.start_child(dyn, job("trap_slow", shutdown=5.0)) for _ in range(10)
+    ]
     started = time.monotonic()
     sv.stop(dyn, "shutdown")
     elapsed = time.monotonic() - started

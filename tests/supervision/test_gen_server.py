@@ -102,7 +102,9 @@ def test_callback_exception_crashes_process_with_bounded_secret_free_reason():
     down = sv.receive(1.0, match=lambda m: isinstance(m, sv.Down) and m.ref == ref)
     assert down.reason == reason and not pid.is_alive()
     crashed = [e for e in logs if e["event"] == "supervision.process.crashed"]
-    assert len(crashed) == 1 and crashed[0]["server"] == "Counter" and crashed[0]["during"] == "call"
+    assert (
+        len(crashed) == 1 and crashed[0]["server"] == "Counter" and crashed[0]["during"] == "call"
+    )
     assert "AIza" not in str(crashed[0])
 
 
@@ -114,7 +116,9 @@ def test_crash_message_is_bounded():
     pid = Loud.start()
     sv.cast(pid, "go")
     reason = wait_dead(pid)
-    assert isinstance(reason, sv.Crash) and len(reason.message) <= sv.signals.MAX_CRASH_MESSAGE_CHARS
+    assert (
+        isinstance(reason, sv.Crash) and len(reason.message) <= sv.signals.MAX_CRASH_MESSAGE_CHARS
+    )
 
 
 def test_caller_sees_callee_death_at_once_not_at_timeout():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import pytest
@@ -233,7 +234,7 @@ def test_send_to_unknown_name_raises_and_to_dead_pid_is_silent():
 
 def test_long_link_chain_propagates_without_recursion(leak_check):
     pids = [Idle.start() for _ in range(2000)]
-    for left, right in zip(pids, pids[1:], strict=False):
+    for left, right in itertools.pairwise(pids):
         left._process.link(right._process)
     sv.exit(pids[0], "cascade")
     assert wait_dead(pids[-1]) == "cascade"

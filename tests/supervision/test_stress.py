@@ -35,9 +35,7 @@ def test_ten_thousand_processes_random_kills_leave_nothing_behind():
     threads_before = threading.active_count()
     stats_before = sv.kernel_stats()
 
-    pids = [
-        Cell.start(i, name=f"cell-{i}" if i % 10 == 0 else None) for i in range(PROCESSES)
-    ]
+    pids = [Cell.start(i, name=f"cell-{i}" if i % 10 == 0 else None) for i in range(PROCESSES)]
     assert sv.kernel_stats()["processes"] == stats_before["processes"] + PROCESSES
     assert sv.kernel_stats()["timers"] >= PROCESSES
 

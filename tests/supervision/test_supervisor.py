@@ -65,7 +65,12 @@ def test_which_and_count_children():
     rows = sv.Supervisor.which_children(sup)
     assert [(r.id, r.type) for r in rows] == [("a", "worker"), ("inner", "supervisor")]
     assert all(isinstance(r, sv.ChildInfo) and r.pid.is_alive() for r in rows)
-    assert sv.Supervisor.count_children(sup) == {"specs": 2, "active": 2, "supervisors": 1, "workers": 1}
+    assert sv.Supervisor.count_children(sup) == {
+        "specs": 2,
+        "active": 2,
+        "supervisors": 1,
+        "workers": 1,
+    }
 
 
 def test_shutdown_timeout_then_kill():
@@ -112,7 +117,11 @@ def test_terminate_restart_delete_child_and_their_errors():
     sv.Supervisor.terminate_child(sup, "a")
     sv.Supervisor.delete_child(sup, "a")
     assert [c.id for c in sv.Supervisor.which_children(sup)] == ["b"]
-    for op in (sv.Supervisor.terminate_child, sv.Supervisor.restart_child, sv.Supervisor.delete_child):
+    for op in (
+        sv.Supervisor.terminate_child,
+        sv.Supervisor.restart_child,
+        sv.Supervisor.delete_child,
+    ):
         with pytest.raises(sv.SupervisorError) as info:
             op(sup, "zzz")
         assert info.value.reason == "not_found"
@@ -142,7 +151,11 @@ def test_failing_child_stops_supervisor_start_with_clear_error():
         sv.Supervisor.start_link(
             [spec(log, "a", trap=True), spec(log, "b", fail_init=True), spec(log, "c")]
         )
-    assert info.value.reason == ("failed_to_start_child", "b", sv.Crash("RuntimeError", "b cannot start"))
+    assert info.value.reason == (
+        "failed_to_start_child",
+        "b",
+        sv.Crash("RuntimeError", "b cannot start"),
+    )
     assert log.snapshot() == [("start", "a"), ("stop", "a", "shutdown")]  # c never started
     assert any(e["event"] == "supervision.supervisor.child_start_failed" for e in logs)
 
@@ -191,7 +204,9 @@ def test_escalation_restarts_the_failing_subtree_from_its_parent():
     log = Recorder()
 
     def inner():
-        return sv.Supervisor.start_link([spec(log, "leaf")], intensity=1, period=60, name="inner-sup")
+        return sv.Supervisor.start_link(
+            [spec(log, "leaf")], intensity=1, period=60, name="inner-sup"
+        )
 
     top = sv.Supervisor.start_link(
         [sv.ChildSpec("inner", inner, type="supervisor")], intensity=5, period=60
