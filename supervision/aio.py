@@ -12,8 +12,9 @@ from collections.abc import Hashable
 from typing import Any
 
 from supervision.errors import CallTimeout, ProcessExit
-from supervision.gen_server import _CALL, From, _server
+from supervision.gen_server import _server
 from supervision.pid import Pid
+from supervision.server_process import CALL, From
 
 
 class _LoopFrom(From):
@@ -45,7 +46,7 @@ async def call(dest: Pid | Hashable, request: Any, timeout: float | None = 5.0) 
     slot = _LoopFrom(asyncio.get_running_loop())
     if not process.add_watcher(slot, slot):
         raise ProcessExit("noproc", f"{dest!r} is not alive")
-    process.tell((_CALL, request, slot))
+    process.tell((CALL, request, slot))
     try:
         await asyncio.wait_for(asyncio.shield(slot._future), timeout)
     except TimeoutError:

@@ -340,8 +340,8 @@ def current_process(create: bool = True) -> Process | None:
     return pseudo
 
 
-def bind_thread(process: Process) -> None:
-    """Make `process` the owner of the calling thread (server threads call this once)."""
+def bind_thread(process: Process | None) -> None:
+    """Make `process` the owner of the calling thread (dispatchers call this)."""
     _current.process = process
 
 

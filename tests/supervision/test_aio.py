@@ -10,6 +10,8 @@ import pytest
 
 import supervision as sv
 
+pytestmark = pytest.mark.usefixtures("each_dispatcher")
+
 
 class Slow(sv.GenServer):
     def handle_call(self, request, from_, state):

@@ -9,6 +9,8 @@ import pytest
 import supervision as sv
 from tests.helpers import wait_dead, wait_until
 
+pytestmark = pytest.mark.usefixtures("each_dispatcher")
+
 
 class Job(sv.GenServer):
     def init(self, args):

@@ -11,6 +11,8 @@ from structlog.testing import capture_logs
 import supervision as sv
 from tests.helpers import Recorder, wait_dead, wait_until
 
+pytestmark = pytest.mark.usefixtures("each_dispatcher")
+
 
 class Counter(sv.GenServer):
     def init(self, start):

@@ -10,6 +10,8 @@ import pytest
 import supervision as sv
 from tests.helpers import in_thread, wait_dead, wait_until
 
+pytestmark = pytest.mark.usefixtures("each_dispatcher")
+
 
 class Idle(sv.GenServer):
     def init(self, args):

@@ -5,7 +5,10 @@ from __future__ import annotations
 import random
 import threading
 
+import pytest
+
 import supervision as sv
+from supervision.dispatch_pool import get_pool
 from tests.helpers import wait_until
 
 PROCESSES = 10_000
@@ -30,7 +33,10 @@ def _find(parent: list[int], i: int) -> int:
     return i
 
 
-def test_ten_thousand_processes_random_kills_leave_nothing_behind():
+@pytest.mark.parametrize("dispatcher", ["pooled", "thread"])
+def test_ten_thousand_processes_random_kills_leave_nothing_behind(dispatcher, monkeypatch):
+    monkeypatch.setattr(Cell, "dispatcher", dispatcher)
+    get_pool()  # the shared pool's threads exist before the baseline is taken
     rng = random.Random(20261129)
     threads_before = threading.active_count()
     stats_before = sv.kernel_stats()

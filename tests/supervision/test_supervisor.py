@@ -10,6 +10,8 @@ from structlog.testing import capture_logs
 import supervision as sv
 from tests.helpers import Recorder, wait_dead, wait_until
 
+pytestmark = pytest.mark.usefixtures("each_dispatcher")
+
 
 class Worker(sv.GenServer):
     """A child that records its start and stop in a shared log."""

@@ -1,0 +1,213 @@
+"""The ``"pooled"`` dispatcher: many servers share a few threads.
+
+Each pooled server has its own FIFO mailbox. A server with mail is *ready*; ready
+servers wait in one queue, and pool threads take them in turn, run at most
+`QUANTUM` messages, then put the server at the back of the queue if it still has
+mail. So a server never runs on two threads at once, its messages stay in order,
+and a busy server cannot starve the others.
+
+A watchdog notices a handler that has run longer than `block_warning` seconds,
+logs ``supervision.dispatch.handler_blocked`` once for it, and adds a spare thread
+(up to `max_threads`) so the other servers keep moving. Spare threads leave again
+when they have been idle for a while.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from typing import Any
+
+import structlog
+
+from supervision.process import Process, bind_thread
+from supervision.server_process import ServerProcess
+from supervision.signals import Ref
+
+_log = structlog.get_logger("supervision")
+
+QUANTUM = 32
+"""Messages a server may handle before it yields its thread to the next ready server."""
+
+SPARE_IDLE_SECONDS = 2.0
+
+
+class _Worker:
+    __slots__ = ("current", "index", "started", "warned")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.current: PooledServerProcess | None = None
+        self.started = 0.0
+        self.warned = False
+
+
+class Pool:
+    """The shared threads that run pooled servers."""
+
+    def __init__(self, threads: int, max_threads: int, block_warning: float) -> None:
+        if threads < 1 or max_threads < threads:
+            raise ValueError("need 1 <= threads <= max_threads")
+        self.threads = threads
+        self.max_threads = max_threads
+        self.block_warning = block_warning
+        self._ready: deque[PooledServerProcess] = deque()
+        self._wake = threading.Condition(threading.Lock())
+        self._workers: list[_Worker] = []
+        self._idle = 0
+        for _ in range(threads):
+            self._add_worker(spare=False)
+        threading.Thread(target=self._watch, name="supervision-pool-watchdog", daemon=True).start()
+
+    def _add_worker(self, spare: bool) -> None:
+        worker = _Worker(len(self._workers))
+        self._workers.append(worker)
+        threading.Thread(
+            target=self._run_worker,
+            args=(worker, spare),
+            name=f"supervision-pool-{worker.index}",
+            daemon=True,
+        ).start()
+
+    def schedule(self, process: PooledServerProcess) -> None:
+        with self._wake:
+            self._ready.append(process)
+            if self._idle:
+                self._wake.notify()
+
+    def thread_count(self) -> int:
+        with self._wake:
+            return len(self._workers)
+
+    def _run_worker(self, worker: _Worker, spare: bool) -> None:
+        ready, wake = self._ready, self._wake
+        while True:
+            with wake:
+                while not ready:
+                    self._idle += 1
+                    timed_out = not wake.wait(SPARE_IDLE_SECONDS if spare else None)
+                    self._idle -= 1
+                    if timed_out and not ready and spare:
+                        self._workers.remove(worker)
+                        return
+                process = ready.popleft()
+            self._run(worker, process)
+
+    def _run(self, worker: _Worker, process: PooledServerProcess) -> None:
+        bind_thread(process)
+        mailbox, lock, handle = process._mailbox, process._mailbox_lock, process.handle
+        try:
+            for _ in range(QUANTUM):
+                with lock:
+                    if not mailbox:
+                        process._scheduled = False
+                        return
+                    envelope = mailbox.popleft()
+                worker.started = time.monotonic()
+                worker.current = process
+                handle(envelope)
+                worker.current = None
+                worker.warned = False
+            self.schedule(process)  # more mail: to the back of the line
+        finally:
+            worker.current = None
+            bind_thread(None)
+
+    def _watch(self) -> None:
+        interval = max(0.01, self.block_warning / 2)
+        while True:
+            time.sleep(interval)
+            now = time.monotonic()
+            blocked = 0
+            with self._wake:
+                workers = list(self._workers)
+            for worker in workers:
+                process = worker.current
+                if process is None or now - worker.started < self.block_warning:
+                    continue
+                blocked += 1
+                if not worker.warned:
+                    worker.warned = True
+                    _log.warning(
+                        "supervision.dispatch.handler_blocked",
+                        pid=str(process.pid),
+                        server=process.label,
+                        seconds=round(now - worker.started, 3),
+                        threshold=self.block_warning,
+                    )
+            with self._wake:
+                if (
+                    blocked
+                    and self._ready
+                    and not self._idle
+                    and len(self._workers) < self.max_threads
+                ):
+                    self._add_worker(spare=True)
+
+
+_pool: Pool | None = None
+_pool_lock = threading.Lock()
+
+
+def _default_threads() -> int:
+    configured = os.environ.get("SUPERVISION_POOL_THREADS")
+    if configured:
+        return max(1, int(configured))
+    return max(4, os.cpu_count() or 1)
+
+
+def get_pool() -> Pool:
+    """The process-wide pool, started on first use (`SUPERVISION_POOL_THREADS` sets its size)."""
+    global _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                threads = _default_threads()
+                _pool = Pool(threads, max_threads=threads * 8, block_warning=0.1)
+    return _pool
+
+
+class PooledServerProcess(ServerProcess):
+    """A server whose mailbox is run by the shared pool."""
+
+    def __init__(self, server: Any, parent: Process | None) -> None:
+        super().__init__(server, parent)
+        self._mailbox: deque[tuple[Any, ...]] = deque()
+        self._mailbox_lock = threading.Lock()
+        self._scheduled = True  # held until `release` so nothing runs before init returns
+        self._pool = get_pool()
+
+    def release(self) -> None:
+        """Let the pool run this server (called once `init` has returned)."""
+        with self._mailbox_lock:
+            if not self._mailbox:
+                self._scheduled = False
+                return
+        self._pool.schedule(self)
+
+    def tell(self, envelope: tuple[Any, ...]) -> None:
+        with self._mailbox_lock:
+            if not self.alive:
+                return
+            self._mailbox.append(envelope)
+            if self._scheduled:
+                return
+            self._scheduled = True
+        self._pool.schedule(self)
+
+    def mailbox_size(self) -> int:
+        return len(self._mailbox)
+
+    def on_exit(self) -> None:
+        self.state = None
+        with self._mailbox_lock:
+            self._mailbox.clear()
+
+    def remove_down_message(self, ref: Ref) -> None:
+        with self._mailbox_lock:
+            for envelope in self._mailbox:
+                if self.is_down_envelope(envelope, ref):
+                    self._mailbox.remove(envelope)
+                    return
