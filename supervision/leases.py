@@ -31,6 +31,7 @@ import lmdb
 import msgspec
 
 from supervision.errors import KernelError
+from supervision.process import is_fenced_thread
 
 T = TypeVar("T")
 
@@ -41,7 +42,7 @@ MAX_LEASE_SECONDS = 86_400.0
 
 class LeaseError(KernelError):
     """A lease operation was refused: ``lease_held``, ``lease_expired``, ``stale_owner``,
-    ``not_found`` or ``invalid_lease``."""
+    ``not_found``, ``invalid_lease`` or ``fenced``."""
 
 
 class Lease(msgspec.Struct, frozen=True):
@@ -151,6 +152,11 @@ def _check_seconds(seconds: float) -> None:
         raise LeaseError("invalid_lease", f"lease must be > 0 and <= {MAX_LEASE_SECONDS} seconds")
 
 
+def _refuse_fenced() -> None:
+    if is_fenced_thread():
+        raise LeaseError("fenced", "this process was killed; its commits are discarded")
+
+
 class LeaseStore(Protocol):
     def acquire(self, key: str, owner: str, lease: float) -> Lease: ...
     def renew(self, key: str, token: str, lease: float) -> Lease: ...
@@ -197,7 +203,11 @@ class MemoryLeases:
             return self._leases.get(key)
 
     def fenced_commit(self, key: str, token: str, apply: Callable[[], T]) -> T:
-        """Run `apply` only while `token` holds `key`, with no lease step in between."""
+        """Run `apply` only while `token` holds `key`, with no lease step in between.
+
+        Refused with ``fenced`` when called by a process that has been killed.
+        """
+        _refuse_fenced()
         with self._lock:
             self._rules.holder(self._leases.get(key), key, token)
             return apply()
@@ -278,8 +288,9 @@ class LmdbLeases:
         """Run `apply(txn)` in the same write transaction that checks the lease.
 
         Whatever `apply` writes commits only if `token` still holds `key`; if `apply`
-        raises, nothing commits.
+        raises, nothing commits. Refused with ``fenced`` when called by a killed process.
         """
+        _refuse_fenced()
         with self._env.begin(write=True) as txn:
             self._rules.holder(self._read(txn, key), key, token)
             return apply(txn)

@@ -1,0 +1,218 @@
+"""`Task`: a monitored lightweight worker that is a real process.
+
+`Task.start(fn, *args, deadline=None)` runs `fn(*args)`: a plain callable on the
+bounded sync pool (a full pool raises `TaskBusy`, it never queues without bound), a
+coroutine function on the reactor's event loop. The task has a pid; it can be
+linked, monitored and killed. It watches the process that started it (its owner):
+when the owner dies, the task is stopped.
+
+Stopping a task (kill, its absolute `deadline`, its owner's death, its supervisor's
+exit): a coroutine is cancelled at its next ``await``; a sync callable cannot be
+pre-empted, so it is abandoned and fenced: it runs to the end on its pool thread, but
+its result is discarded and whatever it sends, replies or commits through the kernel
+afterwards is dropped (see `docs/supervision.md`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+import time
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future
+from typing import Any, NamedTuple
+
+from supervision.errors import KernelError, ProcessExit
+from supervision.pid import Pid
+from supervision.process import Process, current_process, resolve
+from supervision.reactor import reactor_loop
+from supervision.signals import Crash, Reason, Ref
+from supervision.sync_pool import SyncPool, default_sync_pool
+from supervision.task_supervisor import TaskSupervisorProcess, default_task_supervisor
+from supervision.timers import send_after
+
+DEADLINE_REASON = "deadline_exceeded"
+OWNER_EXITED = ("shutdown", "owner_exited")
+
+
+class TaskFailed(KernelError):
+    """The task raised (reason: its `Crash`) or was stopped (``killed``, owner exit, ...)."""
+
+
+class TaskTimeout(KernelError):
+    """``deadline_exceeded``: the task was stopped at its deadline; ``wait_timeout``: `wait`
+    gave up, the task still runs."""
+
+
+class TaskResult(NamedTuple):
+    """Sent to the owner when a task started with ``notify=True`` ends."""
+
+    pid: Pid
+    ok: bool
+    value: Any  # the result, or the exit reason when not ok
+
+
+class _Deadline:
+    """Timer message: the task's deadline has come."""
+
+
+_DEADLINE = _Deadline()
+
+
+class TaskProcess(Process):
+    """The process behind a `Task`. It has no mailbox: messages to it are dropped."""
+
+    def __init__(self, owner: Process, notify: bool) -> None:
+        super().__init__()
+        self.label = "task"
+        self.owner = owner
+        self.notify = notify
+        self.outcome: tuple[bool, Any] | None = None
+        self._outcome_lock = threading.Lock()
+        self._owner_ref = Ref()
+        self.future: Future[Any] | None = None
+
+    def deliver(self, message: Any) -> None:
+        if message is _DEADLINE:
+            self.exit(DEADLINE_REASON)
+
+    def notify_down(self, ref: Hashable, pid: Pid, reason: Reason) -> None:
+        if ref == self._owner_ref:
+            self.exit(OWNER_EXITED)
+
+    def watch_owner(self) -> None:
+        if not self.owner.add_watcher(self._owner_ref, self):
+            self.exit(OWNER_EXITED)
+
+    def exit(self, reason: Reason) -> bool:
+        with self._outcome_lock:
+            if self.outcome is None:
+                self.outcome = (False, reason)
+            elif self.outcome[0]:
+                reason = "normal"  # it had already finished: a late kill changes nothing
+        return super().exit(reason)
+
+    def complete(self, value: Any) -> None:
+        """The work returned `value`; dropped if the task was stopped first (fenced)."""
+        with self._outcome_lock:
+            if self.outcome is not None:
+                return
+            self.outcome = (True, value)
+        super().exit("normal")
+
+    def fail(self, exc: BaseException) -> None:
+        self.exit(Crash.from_exception(exc))
+
+    def on_exit(self) -> None:
+        self.owner.remove_watcher(self._owner_ref)
+        future = self.future
+        if future is not None and not future.done():
+            future.cancel()
+        if self.notify and self.outcome is not None:
+            ok, value = self.outcome
+            self.owner.deliver(TaskResult(self.pid, ok, value))
+
+
+async def _run_coroutine(process: TaskProcess, coroutine: Any) -> None:
+    try:
+        value = await coroutine
+    except asyncio.CancelledError:
+        process.exit(("shutdown", "cancelled"))  # a no-op when the task was stopped first
+        raise
+    except BaseException as exc:
+        process.fail(exc)
+    else:
+        process.complete(value)
+
+
+class Task:
+    """A handle on a running task: `pid`, `wait`, `kill`."""
+
+    __slots__ = ("_process",)
+
+    def __init__(self, process: TaskProcess) -> None:
+        self._process = process
+
+    @property
+    def pid(self) -> Pid:
+        return self._process.pid
+
+    def __repr__(self) -> str:
+        return f"<Task {self._process.pid}>"
+
+    @classmethod
+    def start(
+        cls,
+        fn: Callable[..., Any],
+        *args: Any,
+        deadline: float | None = None,
+        notify: bool = False,
+        supervisor: Pid | Hashable | None = None,
+        pool: SyncPool | None = None,
+    ) -> Task:
+        """Run `fn(*args)` as a task owned by the calling process.
+
+        `deadline` is an absolute `time.monotonic()` instant; a deadline already past
+        starts nothing (the task ends with ``deadline_exceeded``). With `notify`, the
+        owner also gets a `TaskResult` message. Raises `TaskBusy` when the sync pool
+        is full and `MaxChildrenReached` when the task supervisor is.
+        """
+        owner = current_process()
+        assert owner is not None
+        if not owner.alive and not owner.is_pseudo:
+            raise ProcessExit(owner.exit_reason, "a killed process cannot start tasks")
+        task_supervisor = _task_supervisor(supervisor)
+        process = TaskProcess(owner, notify)
+        task_supervisor.adopt(process)
+        process.watch_owner()
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                process.exit(DEADLINE_REASON)
+                return cls(process)
+            send_after(process.pid, _DEADLINE, remaining)
+        if inspect.iscoroutinefunction(fn) or inspect.iscoroutine(fn):
+            coroutine = fn if inspect.iscoroutine(fn) else fn(*args)
+            process.future = asyncio.run_coroutine_threadsafe(
+                _run_coroutine(process, coroutine), reactor_loop()
+            )
+            if not process.alive:
+                process.future.cancel()
+        else:
+            try:
+                (pool or default_sync_pool()).submit(process, fn, args)
+            except BaseException:
+                process.exit(("shutdown", "not_started"))
+                raise
+        return cls(process)
+
+    def wait(self, timeout: float | None = None) -> Any:
+        """The task's result; `TaskFailed(reason)` if it failed or was stopped,
+        `TaskTimeout` at its deadline or when `timeout` runs out first."""
+        if not self._process.wait_dead(timeout):
+            raise TaskTimeout("wait_timeout", f"the task did not finish within {timeout} s")
+        outcome = self._process.outcome
+        assert outcome is not None
+        ok, value = outcome
+        if ok:
+            return value
+        if value == DEADLINE_REASON:
+            raise TaskTimeout(DEADLINE_REASON, "the task was stopped at its deadline")
+        raise TaskFailed(value, f"the task ended with {value!r}")
+
+    def kill(self) -> None:
+        """Stop the task now (untrappable): cancelled if a coroutine, fenced if sync."""
+        self._process.exit("killed")
+
+    def done(self) -> bool:
+        return not self._process.alive
+
+
+def _task_supervisor(supervisor: Pid | Hashable | None) -> TaskSupervisorProcess:
+    if supervisor is None:
+        return default_task_supervisor()
+    process = resolve(supervisor)
+    if not isinstance(process, TaskSupervisorProcess) or not process.alive:
+        raise KernelError("noproc", f"{supervisor!r} is not a running task supervisor")
+    return process
