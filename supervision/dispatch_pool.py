@@ -24,7 +24,6 @@ import structlog
 
 from supervision.process import Process, bind_thread
 from supervision.server_process import ServerProcess
-from supervision.signals import Ref
 
 _log = structlog.get_logger("supervision")
 
@@ -204,10 +203,3 @@ class PooledServerProcess(ServerProcess):
         self.state = None
         with self._mailbox_lock:
             self._mailbox.clear()
-
-    def remove_down_message(self, ref: Ref) -> None:
-        with self._mailbox_lock:
-            for envelope in self._mailbox:
-                if self.is_down_envelope(envelope, ref):
-                    self._mailbox.remove(envelope)
-                    return

@@ -190,8 +190,11 @@ def call(dest: Pid | Hashable, request: Any, timeout: float | None = 5.0) -> Any
 
 def cast(dest: Pid | Hashable, msg: Any) -> None:
     """Send `msg` to a server's `handle_cast`; never fails, even if nobody is there."""
-    process = resolve(dest)
-    if process is not None and not is_fenced_thread():
+    process = dest._process if type(dest) is Pid else resolve(dest)
+    if process is None:
+        return
+    me = getattr(_current, "process", None)
+    if me is None or me.alive or me.is_pseudo:  # a killed process's thread is fenced
         process.cast(msg)
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections import deque
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from supervision.gen_server import From, GenServer, Reply, Stop, call
@@ -97,3 +99,48 @@ def reactor_loop() -> asyncio.AbstractEventLoop:
     loop = call(REACTOR_NAME, "loop", timeout=10.0)
     assert isinstance(loop, asyncio.AbstractEventLoop)
     return loop
+
+
+class Submitter:
+    """Hands coroutines to a loop in batches: one wake-up of the loop per batch, not per
+    coroutine (what `run_coroutine_threadsafe` costs)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._pending: deque[
+            tuple[Coroutine[Any, Any, Any], Callable[[asyncio.Task[Any]], None]]
+        ] = deque()
+        self._lock = threading.Lock()
+        self._scheduled = False
+
+    def submit(
+        self, coroutine: Coroutine[Any, Any, Any], on_created: Callable[[asyncio.Task[Any]], None]
+    ) -> None:
+        """Start `coroutine` on the loop soon; `on_created(task)` runs on the loop."""
+        with self._lock:
+            self._pending.append((coroutine, on_created))
+            if self._scheduled:
+                return
+            self._scheduled = True
+        self.loop.call_soon_threadsafe(self._drain)
+
+    def _drain(self) -> None:
+        with self._lock:
+            batch, self._pending = self._pending, deque()
+            self._scheduled = False
+        for coroutine, on_created in batch:
+            on_created(self.loop.create_task(coroutine))
+
+
+_submitters: dict[asyncio.AbstractEventLoop, Submitter] = {}
+
+
+def submitter() -> Submitter:
+    """The batching submitter of the running reactor's loop."""
+    loop = reactor_loop()
+    found = _submitters.get(loop)
+    if found is None:
+        for stale in [key for key in _submitters if key.is_closed()]:
+            del _submitters[stale]
+        found = _submitters.setdefault(loop, Submitter(loop))
+    return found

@@ -118,8 +118,9 @@ class From:
 class ServerProcess(Process):
     """A process running a `GenServer`'s callbacks; a dispatcher subclass owns the mailbox.
 
-    Subclasses implement `tell` (enqueue an envelope, never raise), `on_exit`,
-    `mailbox_size` and `remove_down_message`.
+    Subclasses implement `tell` (enqueue an envelope, never raise), `on_exit` and
+    `mailbox_size`. `demonitor(flush=True)` needs no mailbox search: a `Down` that is
+    queued but not yet handled is remembered, and dropped when its turn comes.
     """
 
     accepts_calls = True
@@ -130,6 +131,8 @@ class ServerProcess(Process):
         self.state: Any = None
         self.parent = parent
         self.label = type(server).__qualname__
+        self._queued_downs: set[Hashable] = set()  # Down refs in the mailbox, not yet handled
+        self._flushed_downs: set[Hashable] = set()  # ... of which demonitor(flush) dropped these
 
     def tell(self, envelope: tuple[Any, ...]) -> None:
         raise NotImplementedError
@@ -138,19 +141,16 @@ class ServerProcess(Process):
         raise NotImplementedError
 
     def deliver(self, message: Any) -> None:
+        if type(message) is Down:
+            self._queued_downs.add(message.ref)  # notify_down holds our lock here
         self.tell((INFO, message))
+
+    def remove_down_message(self, ref: Ref) -> None:
+        if ref in self._queued_downs:
+            self._flushed_downs.add(ref)
 
     def cast(self, message: Any) -> None:
         self.tell((CAST, message))
-
-    @staticmethod
-    def is_down_envelope(envelope: Any, ref: Ref) -> bool:
-        return (
-            type(envelope) is tuple
-            and envelope[0] == INFO
-            and type(envelope[1]) is Down
-            and envelope[1].ref == ref
-        )
 
     # -- the receive loop body ---------------------------------------------------------
 
@@ -184,6 +184,8 @@ class ServerProcess(Process):
                 if type(info) is ExitSignal and parent is not None and info.pid == parent.pid:
                     self._stop(Stop(info.reason, self.state), None, "parent exit")
                     return
+                if type(info) is Down and self._forget_down(info.ref):
+                    return  # flushed by demonitor
                 result = server.handle_info(info, self.state)
             elif tag == INIT:
                 self._init(message[1], message[2], message[3])
@@ -199,6 +201,15 @@ class ServerProcess(Process):
                 self.state = result
         except BaseException as exc:  # OTP semantics: any exception crashes the process
             self._crash(Crash.from_exception(exc), TAG_NAMES[tag])
+
+    def _forget_down(self, ref: Hashable) -> bool:
+        """A queued Down reaches the handler: True if demonitor(flush) dropped it."""
+        with self._lock:
+            self._queued_downs.discard(ref)
+            if ref in self._flushed_downs:
+                self._flushed_downs.discard(ref)
+                return True
+            return False
 
     def _init(self, args: Any, name: Hashable | None, started: From) -> None:
         if name is not None:

@@ -20,13 +20,12 @@ import inspect
 import threading
 import time
 from collections.abc import Callable, Hashable
-from concurrent.futures import Future
 from typing import Any, NamedTuple
 
 from supervision.errors import KernelError, ProcessExit
 from supervision.pid import Pid
 from supervision.process import Process, current_process, resolve
-from supervision.reactor import reactor_loop
+from supervision.reactor import submitter
 from supervision.signals import Crash, Reason, Ref
 from supervision.sync_pool import SyncPool, default_sync_pool
 from supervision.task_supervisor import TaskSupervisorProcess, default_task_supervisor
@@ -71,7 +70,9 @@ class TaskProcess(Process):
         self.outcome: tuple[bool, Any] | None = None
         self._outcome_lock = threading.Lock()
         self._owner_ref = Ref()
-        self.future: Future[Any] | None = None
+        self.coroutine_task: asyncio.Task[Any] | None = None
+        self.coroutine_running = False
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     def deliver(self, message: Any) -> None:
         if message is _DEADLINE:
@@ -104,17 +105,35 @@ class TaskProcess(Process):
     def fail(self, exc: BaseException) -> None:
         self.exit(Crash.from_exception(exc))
 
+    def started_on_loop(self, task: asyncio.Task[Any]) -> None:
+        """Runs on the reactor once the coroutine's asyncio task exists."""
+        self.coroutine_task = task
+
+    def _cancel_on_loop(self) -> None:
+        # Runs on the reactor. A task that has not taken its first step is left alone:
+        # `_run_coroutine` sees the process is dead and closes the coroutine unrun.
+        task = self.coroutine_task
+        if task is not None and self.coroutine_running and not task.done():
+            task.cancel()
+
     def on_exit(self) -> None:
         self.owner.remove_watcher(self._owner_ref)
-        future = self.future
-        if future is not None and not future.done():
-            future.cancel()
+        loop = self.loop
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(self._cancel_on_loop)
+            except RuntimeError:
+                pass  # the loop is closed: its tasks are gone already
         if self.notify and self.outcome is not None:
             ok, value = self.outcome
             self.owner.deliver(TaskResult(self.pid, ok, value))
 
 
 async def _run_coroutine(process: TaskProcess, coroutine: Any) -> None:
+    if not process.alive:
+        coroutine.close()  # stopped before it began: it never runs
+        return
+    process.coroutine_running = True
     try:
         value = await coroutine
     except asyncio.CancelledError:
@@ -174,11 +193,9 @@ class Task:
             send_after(process.pid, _DEADLINE, remaining)
         if inspect.iscoroutinefunction(fn) or inspect.iscoroutine(fn):
             coroutine = fn if inspect.iscoroutine(fn) else fn(*args)
-            process.future = asyncio.run_coroutine_threadsafe(
-                _run_coroutine(process, coroutine), reactor_loop()
-            )
-            if not process.alive:
-                process.future.cancel()
+            reactor = submitter()
+            process.loop = reactor.loop
+            reactor.submit(_run_coroutine(process, coroutine), process.started_on_loop)
         else:
             try:
                 (pool or default_sync_pool()).submit(process, fn, args)

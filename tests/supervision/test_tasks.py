@@ -149,7 +149,10 @@ def test_past_deadline_starts_nothing():
 def test_owner_death_stops_its_tasks():
     log = Recorder()
 
+    running = threading.Event()
+
     async def forever():
+        running.set()
         try:
             await asyncio.sleep(30)
         except asyncio.CancelledError:
@@ -160,6 +163,7 @@ def test_owner_death_stops_its_tasks():
 
     def owner_thread():
         holder["task"] = Task.start(forever)
+        running.wait(5)
 
     in_thread(owner_thread)  # the thread ends: its pseudo-process exits normally
     task = holder["task"]
@@ -261,3 +265,27 @@ def test_reactor_is_supervised_and_its_restart_cancels_old_coroutines():
     task.kill()
     with pytest.raises(TaskFailed):
         task.wait(2)
+
+
+def test_coroutine_stopped_before_its_first_step_never_runs_and_is_closed():
+    import gc
+    import warnings
+
+    ran = []
+
+    async def never():
+        ran.append(1)
+        await asyncio.sleep(10)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tasks = [Task.start(never) for _ in range(50)]
+        for task in tasks:
+            task.kill()
+        for task in tasks:
+            with pytest.raises(TaskFailed):
+                task.wait(2)
+        time.sleep(0.1)
+        gc.collect()
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(ran) < 50  # most were killed before the loop took them
