@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import threading
 import time
 from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple
@@ -26,7 +25,7 @@ from supervision.errors import KernelError, ProcessExit
 from supervision.pid import Pid
 from supervision.process import Process, current_process, resolve
 from supervision.reactor import submitter
-from supervision.signals import Crash, Reason, Ref
+from supervision.signals import Crash, Reason
 from supervision.sync_pool import SyncPool, default_sync_pool
 from supervision.task_supervisor import TaskSupervisorProcess, default_task_supervisor
 from supervision.timers import send_after
@@ -68,8 +67,7 @@ class TaskProcess(Process):
         self.owner = owner
         self.notify = notify
         self.outcome: tuple[bool, Any] | None = None
-        self._outcome_lock = threading.Lock()
-        self._owner_ref = Ref()
+        self.supervisor: TaskSupervisorProcess | None = None
         self.coroutine_task: asyncio.Task[Any] | None = None
         self.coroutine_running = False
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -79,15 +77,15 @@ class TaskProcess(Process):
             self.exit(DEADLINE_REASON)
 
     def notify_down(self, ref: Hashable, pid: Pid, reason: Reason) -> None:
-        if ref == self._owner_ref:
+        if ref is self:  # the owner's monitor is keyed by the task itself
             self.exit(OWNER_EXITED)
 
     def watch_owner(self) -> None:
-        if not self.owner.add_watcher(self._owner_ref, self):
+        if not self.owner.add_watcher(self, self):
             self.exit(OWNER_EXITED)
 
     def exit(self, reason: Reason) -> bool:
-        with self._outcome_lock:
+        with self._lock:
             if self.outcome is None:
                 self.outcome = (False, reason)
             elif self.outcome[0]:
@@ -96,7 +94,7 @@ class TaskProcess(Process):
 
     def complete(self, value: Any) -> None:
         """The work returned `value`; dropped if the task was stopped first (fenced)."""
-        with self._outcome_lock:
+        with self._lock:
             if self.outcome is not None:
                 return
             self.outcome = (True, value)
@@ -117,7 +115,9 @@ class TaskProcess(Process):
             task.cancel()
 
     def on_exit(self) -> None:
-        self.owner.remove_watcher(self._owner_ref)
+        self.owner.remove_watcher(self)
+        if self.supervisor is not None:
+            self.supervisor.forget(self)
         loop = self.loop
         if loop is not None:
             try:
@@ -191,7 +191,7 @@ class Task:
                 process.exit(DEADLINE_REASON)
                 return cls(process)
             send_after(process.pid, _DEADLINE, remaining)
-        if inspect.iscoroutinefunction(fn) or inspect.iscoroutine(fn):
+        if _is_coroutine(fn):
             coroutine = fn if inspect.iscoroutine(fn) else fn(*args)
             reactor = submitter()
             process.loop = reactor.loop
@@ -224,6 +224,16 @@ class Task:
 
     def done(self) -> bool:
         return not self._process.alive
+
+
+_CO_COROUTINE = inspect.CO_COROUTINE
+
+
+def _is_coroutine(fn: Any) -> bool:
+    code = getattr(fn, "__code__", None)
+    if code is not None:  # a plain function: one flag test instead of inspect's walk
+        return bool(code.co_flags & _CO_COROUTINE)
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutine(fn)
 
 
 def _task_supervisor(supervisor: Pid | Hashable | None) -> TaskSupervisorProcess:
