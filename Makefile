@@ -34,6 +34,7 @@ run: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/kernel.py
+	$(BIN)/python benchmarks/runtime.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
