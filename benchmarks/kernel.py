@@ -1,6 +1,7 @@
 """Kernel benchmark: `supervision` against raw pykka, side by side in one process run.
 
-Rows (see docs/BENCHMARKS.md):
+Rows (see docs/BENCHMARKS.md), each for both GenServer dispatchers (``thread``: a pykka
+thread per server, like a pykka ThreadingActor; ``pooled``: the default, shared threads):
 
 1. cast throughput: `supervision.cast` to a GenServer vs `ActorRef.tell` to a pykka actor.
 2. call round trip: `supervision.call` vs `ActorRef.ask`.
@@ -8,8 +9,9 @@ Rows (see docs/BENCHMARKS.md):
 4. restart latency: kill a named permanent child of a Supervisor until its replacement
    answers a call (raw pykka has no supervisor: no peer figure).
 
-Each comparison alternates ours and pykka's run, repeats it and keeps the best of each,
-so a neighbour process on a small machine disturbs both sides alike.
+The sides of a comparison run in turn, in a rotating order, several rounds; the best
+round of each side is reported (a neighbour process on a small machine only ever makes
+a run slower), and the median of the per-round ratios is printed as a stability check.
 
 Usage: ``python benchmarks/kernel.py [--quick] [--repeats N]``
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import gc
 import importlib.metadata
 import os
@@ -41,7 +44,7 @@ RESTART_NAME = "bench.restart.worker"
 # -- the actors under test ---------------------------------------------------------------------
 
 
-class CounterServer(GenServer):
+class Counter(GenServer):
     """Our side: a cast increments, the call "get" returns the count."""
 
     def init(self, args: Any) -> int:
@@ -52,6 +55,21 @@ class CounterServer(GenServer):
 
     def handle_call(self, request: Any, from_: From, state: int) -> Reply:
         return Reply(state, state)
+
+
+class ThreadCounter(Counter):
+    """On its own pykka thread, like the peer."""
+
+    dispatcher = "thread"
+
+
+class PooledCounter(Counter):
+    """On the shared pool (the default dispatcher)."""
+
+    dispatcher = "pooled"
+
+
+OURS: dict[str, type[Counter]] = {"thread": ThreadCounter, "pooled": PooledCounter}
 
 
 class CounterActor(pykka.ThreadingActor):
@@ -82,7 +100,7 @@ class Config:
     repeats: int
 
 
-FULL = Config(casts=200_000, calls=20_000, spawns=2_000, kills=500, repeats=3)
+FULL = Config(casts=200_000, calls=20_000, spawns=2_000, kills=500, repeats=5)
 QUICK = Config(casts=20_000, calls=2_000, spawns=200, kills=50, repeats=1)
 
 
@@ -101,6 +119,9 @@ class Row:
         return None if self.peer is None or self.peer == 0 else self.ours / self.peer
 
 
+Side = Callable[[], float]
+
+
 def percentile(samples: list[float], q: float) -> float:
     """The q-th percentile (0..100) by nearest rank."""
     ordered = sorted(samples)
@@ -108,28 +129,28 @@ def percentile(samples: list[float], q: float) -> float:
     return ordered[index]
 
 
-def alternate(
-    ours: Callable[[], float], peer: Callable[[], float], repeats: int
-) -> tuple[list[float], list[float]]:
-    """Run both sides `repeats` times, swapping which goes first each round."""
-    ours_runs: list[float] = []
-    peer_runs: list[float] = []
+def rounds(sides: dict[str, Side], repeats: int) -> dict[str, list[float]]:
+    """Run every side `repeats` times, rotating which one goes first each round."""
+    names = list(sides)
+    runs: dict[str, list[float]] = {name: [] for name in names}
     for round_ in range(repeats):
-        order = [(ours, ours_runs), (peer, peer_runs)]
-        if round_ % 2:
-            order.reverse()
-        for run, sink in order:
+        shift = round_ % len(names)
+        for name in names[shift:] + names[:shift]:
             gc.collect()
-            sink.append(run())
-    return ours_runs, peer_runs
+            runs[name].append(sides[name]())
+    return runs
+
+
+def median_ratio(ours: list[float], peer: list[float]) -> float:
+    return statistics.median(o / p for o, p in zip(ours, peer, strict=True))
 
 
 # -- 1. cast throughput ------------------------------------------------------------------------
 
 
-def ours_cast(n: int) -> float:
+def ours_cast(server: type[Counter], n: int) -> float:
     """Messages/s for `n` casts followed by one synchronising call."""
-    pid = CounterServer.start()
+    pid = server.start()
     cast, call = supervision.cast, supervision.call
     call(pid, "get")
     start = time.perf_counter()
@@ -157,22 +178,34 @@ def pykka_tell(n: int) -> float:
     return n / elapsed
 
 
-def bench_cast(config: Config) -> Row:
-    ours_cast(config.casts // 10)  # warm-up
-    pykka_tell(config.casts // 10)
-    ours, peer = alternate(
-        lambda: ours_cast(config.casts), lambda: pykka_tell(config.casts), config.repeats
-    )
-    best_ours, best_peer = max(ours), max(peer)
-    return Row(
-        name=f"cast vs tell ({config.casts:,} msgs)",
-        unit="msg/s",
-        ours=best_ours,
-        peer=best_peer,
-        goal="ours >= 0.9x pykka",
-        met=best_ours >= 0.9 * best_peer,
-        detail=f"runs ours {fmt_list(ours)}; pykka {fmt_list(peer)}",
-    )
+def bench_cast(config: Config) -> list[Row]:
+    n = config.casts
+    sides: dict[str, Side] = {
+        kind: functools.partial(ours_cast, server, n) for kind, server in OURS.items()
+    }
+    sides["pykka"] = lambda: pykka_tell(n)
+    rounds(sides, 1)  # warm-up
+    runs = rounds(sides, config.repeats)
+    peer = max(runs["pykka"])
+    rows = []
+    for kind in OURS:
+        best = max(runs[kind])
+        rows.append(
+            Row(
+                name=f"cast vs tell [{kind}]",
+                unit="msg/s",
+                ours=best,
+                peer=peer,
+                goal=">= 0.9x",
+                met=best >= 0.9 * peer,
+                detail=(
+                    f"{n:,} casts; runs {fmt_list(runs[kind])} vs pykka "
+                    f"{fmt_list(runs['pykka'])}; median ratio "
+                    f"{median_ratio(runs[kind], runs['pykka']):.2f}x"
+                ),
+            )
+        )
+    return rows
 
 
 # -- 2. call round trip ------------------------------------------------------------------------
@@ -190,8 +223,8 @@ def timed_round_trips(n: int, round_trip: Callable[[], Any]) -> tuple[float, lis
     return (clock() - start) / n, samples
 
 
-def ours_call(n: int) -> tuple[float, list[float]]:
-    pid = CounterServer.start()
+def ours_call(server: type[Counter], n: int) -> tuple[float, list[float]]:
+    pid = server.start()
     call = supervision.call
     result = timed_round_trips(n, lambda: call(pid, "get"))
     supervision.stop(pid)
@@ -206,49 +239,73 @@ def pykka_ask(n: int) -> tuple[float, list[float]]:
     return result
 
 
-def bench_call(config: Config) -> Row:
-    ours_call(config.calls // 10)  # warm-up
-    pykka_ask(config.calls // 10)
-    samples: dict[str, list[float]] = {"ours": [], "peer": []}
+class BestSamples:
+    """Keeps the per-call samples of each side's fastest run (for p50/p99)."""
 
-    def keep(side: str, run: Callable[[int], tuple[float, list[float]]]) -> Callable[[], float]:
+    def __init__(self) -> None:
+        self.mean: dict[str, float] = {}
+        self.samples: dict[str, list[float]] = {}
+
+    def reset(self) -> None:
+        self.mean.clear()
+        self.samples.clear()
+
+    def side(self, name: str, run: Callable[[], tuple[float, list[float]]]) -> Side:
         def go() -> float:
-            mean, per_call = run(config.calls)
-            if not samples[side] or mean < statistics.fmean(samples[side]):
-                samples[side] = per_call
-            return mean
+            mean, per_call = run()
+            if mean < self.mean.get(name, float("inf")):
+                self.mean[name], self.samples[name] = mean, per_call
+            return mean * 1e6
 
         return go
 
-    ours, peer = alternate(keep("ours", ours_call), keep("peer", pykka_ask), config.repeats)
-    best_ours, best_peer = min(ours) * 1e6, min(peer) * 1e6
-    o, p = samples["ours"], samples["peer"]
-    return Row(
-        name=f"call vs ask ({config.calls:,} round trips)",
-        unit="µs/call",
-        ours=best_ours,
-        peer=best_peer,
-        goal="ours <= 1.1x pykka",
-        met=best_ours <= 1.1 * best_peer,
-        detail=(
-            f"p50 {percentile(o, 50) * 1e6:.1f} vs {percentile(p, 50) * 1e6:.1f} µs, "
-            f"p99 {percentile(o, 99) * 1e6:.1f} vs {percentile(p, 99) * 1e6:.1f} µs; "
-            f"runs ours {fmt_list([x * 1e6 for x in ours])}; "
-            f"pykka {fmt_list([x * 1e6 for x in peer])}"
-        ),
-    )
+    def p(self, name: str, q: float) -> float:
+        return percentile(self.samples[name], q) * 1e6
+
+
+def bench_call(config: Config) -> list[Row]:
+    n = config.calls
+    best = BestSamples()
+    sides = {
+        kind: best.side(kind, functools.partial(ours_call, server, n))
+        for kind, server in OURS.items()
+    }
+    sides["pykka"] = best.side("pykka", lambda: pykka_ask(n))
+    rounds(sides, 1)  # warm-up
+    best.reset()
+    runs = rounds(sides, config.repeats)
+    peer = min(runs["pykka"])
+    rows = []
+    for kind in OURS:
+        ours = min(runs[kind])
+        rows.append(
+            Row(
+                name=f"call vs ask [{kind}]",
+                unit="µs/call",
+                ours=ours,
+                peer=peer,
+                goal="<= 1.1x",
+                met=ours <= 1.1 * peer,
+                detail=(
+                    f"{n:,} calls; p50 {best.p(kind, 50):.1f} vs {best.p('pykka', 50):.1f} µs, "
+                    f"p99 {best.p(kind, 99):.1f} vs {best.p('pykka', 99):.1f} µs; "
+                    f"median ratio {median_ratio(runs[kind], runs['pykka']):.2f}x"
+                ),
+            )
+        )
+    return rows
 
 
 # -- 3. spawn + stop ---------------------------------------------------------------------------
 
 
-def ours_spawn(n: int) -> float:
+def ours_spawn(server: type[Counter], n: int) -> float:
     """Children/s: start a temporary child under a DynamicSupervisor, then terminate it."""
     sup = DynamicSupervisor.start()
     start_child, terminate_child = DynamicSupervisor.start_child, DynamicSupervisor.terminate_child
     start = time.perf_counter()
     for i in range(n):
-        spec = ChildSpec(i, lambda: CounterServer.start_link(0), restart="temporary")
+        spec = ChildSpec(i, lambda: server.start_link(0), restart="temporary")
         pid = start_child(sup, spec)
         assert pid is not None
         terminate_child(sup, pid)
@@ -265,21 +322,31 @@ def pykka_spawn(n: int) -> float:
     return n / (time.perf_counter() - start)
 
 
-def bench_spawn(config: Config) -> Row:
-    ours_spawn(config.spawns // 10)  # warm-up
-    pykka_spawn(config.spawns // 10)
-    ours, peer = alternate(
-        lambda: ours_spawn(config.spawns), lambda: pykka_spawn(config.spawns), config.repeats
-    )
-    return Row(
-        name=f"spawn+stop ({config.spawns:,} children)",
-        unit="spawn/s",
-        ours=max(ours),
-        peer=max(peer),
-        goal="(none)",
-        met=None,
-        detail=f"runs ours {fmt_list(ours)}; pykka {fmt_list(peer)}",
-    )
+def bench_spawn(config: Config) -> list[Row]:
+    n = config.spawns
+    sides: dict[str, Side] = {
+        kind: functools.partial(ours_spawn, server, n) for kind, server in OURS.items()
+    }
+    sides["pykka"] = lambda: pykka_spawn(n)
+    rounds(sides, 1)  # warm-up
+    runs = rounds(sides, config.repeats)
+    peer = max(runs["pykka"])
+    return [
+        Row(
+            name=f"spawn+stop [{kind}]",
+            unit="spawn/s",
+            ours=max(runs[kind]),
+            peer=peer,
+            goal="(none)",
+            met=None,
+            detail=(
+                f"{n:,} children; runs {fmt_list(runs[kind])} vs pykka "
+                f"{fmt_list(runs['pykka'])}; median ratio "
+                f"{median_ratio(runs[kind], runs['pykka']):.2f}x"
+            ),
+        )
+        for kind in OURS
+    ]
 
 
 # -- 4. restart latency ------------------------------------------------------------------------
@@ -296,12 +363,12 @@ def wait_replacement(old: supervision.Pid) -> None:
                 return
             except supervision.ProcessExit:
                 pass
-        sleep(0)  # releases the GIL so the supervisor thread runs at once
+        sleep(0)  # releases the GIL so the supervisor's thread runs at once
 
 
-def restart_latencies(kills: int) -> list[float]:
+def restart_latencies(server: type[Counter], kills: int) -> list[float]:
     """Seconds from `exit(pid, "kill")` until the replacement answers, per kill."""
-    spec = ChildSpec("worker", lambda: CounterServer.start_link(0, name=RESTART_NAME))
+    spec = ChildSpec("worker", lambda: server.start_link(0, name=RESTART_NAME))
     sup = Supervisor.start([spec], intensity=1_000_000, period=1)
     samples: list[float] = []
     for _ in range(kills):
@@ -315,26 +382,41 @@ def restart_latencies(kills: int) -> list[float]:
     return samples
 
 
-def bench_restart(config: Config) -> Row:
-    restart_latencies(max(5, config.kills // 10))  # warm-up
-    runs = []
-    for _ in range(config.repeats):
-        gc.collect()
-        runs.append(restart_latencies(config.kills))
-    best = min(runs, key=lambda run: percentile(run, 50))
-    p50, p99 = percentile(best, 50) * 1e3, percentile(best, 99) * 1e3
-    return Row(
-        name=f"restart latency ({config.kills} kills)",
-        unit="ms p50",
-        ours=p50,
-        peer=None,
-        goal="p50 < 1 ms",
-        met=p50 < 1.0,
-        detail=(
-            f"p99 {p99:.3f} ms, mean {statistics.fmean(best) * 1e3:.3f} ms; "
-            f"p50 per run {fmt_list([percentile(r, 50) * 1e3 for r in runs])} ms"
-        ),
-    )
+def bench_restart(config: Config) -> list[Row]:
+    kills = config.kills
+    samples: dict[str, list[list[float]]] = {kind: [] for kind in OURS}
+
+    def side(kind: str) -> Side:
+        def go() -> float:
+            run = restart_latencies(OURS[kind], kills)
+            samples[kind].append(run)
+            return percentile(run, 50)
+
+        return go
+
+    rounds({kind: side(kind) for kind in OURS}, 1)  # warm-up
+    samples = {kind: [] for kind in OURS}
+    rounds({kind: side(kind) for kind in OURS}, config.repeats)
+    rows = []
+    for kind in OURS:
+        best = min(samples[kind], key=lambda run: percentile(run, 50))
+        p50 = percentile(best, 50) * 1e3
+        rows.append(
+            Row(
+                name=f"restart latency [{kind}]",
+                unit="ms p50",
+                ours=p50,
+                peer=None,
+                goal="< 1 ms",
+                met=p50 < 1.0,
+                detail=(
+                    f"{kills} kills; p99 {percentile(best, 99) * 1e3:.3f} ms, "
+                    f"mean {statistics.fmean(best) * 1e3:.3f} ms; p50 per run "
+                    f"{fmt_list([percentile(r, 50) * 1e3 for r in samples[kind]])} ms"
+                ),
+            )
+        )
+    return rows
 
 
 # -- reporting ---------------------------------------------------------------------------------
@@ -372,7 +454,7 @@ def machine_facts() -> list[str]:
         f"platform {platform.platform()}",
     ]
     try:
-        import psutil
+        import psutil  # type: ignore[import-untyped]
 
         facts.append(f"ram      {psutil.virtual_memory().total / 2**30:.1f} GiB")
     except ImportError:
@@ -405,15 +487,15 @@ def print_table(rows: list[Row]) -> None:
 
 
 def quiet_logs() -> None:
-    """Render supervisor reports as usual but write them to /dev/null, not the table."""
+    """Render supervisor reports as usual but write them to /dev/null, not over the table."""
     sink = open(os.devnull, "w")  # noqa: SIM115 - kept open for the whole run
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=sink))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="supervision kernel vs raw pykka")
     parser.add_argument("--quick", action="store_true", help="a short smoke run")
-    parser.add_argument("--repeats", type=int, help="rounds per comparison (best is kept)")
+    parser.add_argument("--repeats", type=int, help="rounds per comparison (the best is kept)")
     args = parser.parse_args(argv)
     config = QUICK if args.quick else FULL
     if args.repeats:
@@ -424,11 +506,14 @@ def main(argv: list[str] | None = None) -> int:
         print("  " + fact)
     print(flush=True)
     started = time.perf_counter()
-    rows = []
+    rows: list[Row] = []
     for bench in (bench_cast, bench_call, bench_spawn, bench_restart):
-        rows.append(bench(config))
+        rows.extend(bench(config))
     print_table(rows)
-    print(f"\ntotal {time.perf_counter() - started:.1f} s, best of {config.repeats} alternated runs")
+    print(
+        f"\ntotal {time.perf_counter() - started:.1f} s; best of {config.repeats} rounds per "
+        "side, sides alternated; ratio = supervision / pykka"
+    )
     return 0
 
 

@@ -55,6 +55,7 @@ class Process:
         self._monitoring: dict[Hashable, Process] = {}
         self._timers: set[Any] = set()
         self._dead: threading.Event | None = None
+        self._exit_finished = False  # links, monitors and on_exit have all been handled
         _table[self.pid.number] = self
 
     def __repr__(self) -> str:
@@ -187,9 +188,10 @@ class Process:
         return True
 
     def wait_dead(self, timeout: float | None) -> bool:
-        """Block until the process is dead; False on timeout."""
+        """Block until the process is dead and its exit fully propagated (links and
+        monitors notified); False on timeout."""
         with self._lock:
-            if not self.alive:
+            if self._exit_finished:
                 return True
             if self._dead is None:
                 self._dead = threading.Event()
@@ -226,11 +228,12 @@ def _propagate(
         linked.exit_signal(dead, reason, from_link=True)
     for key, watcher in watchers.items():
         watcher.notify_down(key, dead.pid, reason)
+    dead.on_exit()
     with dead._lock:
+        dead._exit_finished = True
         event = dead._dead
     if event is not None:
         event.set()
-    dead.on_exit()
 
 
 class _Hooks:
