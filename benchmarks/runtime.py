@@ -162,8 +162,10 @@ def stream_credit(credit: int) -> Callable[[int], None]:
         threading.Thread(target=reader).start()
         ready.wait()
         publisher = threading.Thread(
-            target=lambda: [CreditStream.publish(stream, i) for i in range(count)]
-            and CreditStream.finish(stream, "done")
+            target=lambda: (
+                [CreditStream.publish(stream, i) for i in range(count)]
+                and CreditStream.finish(stream, "done")
+            )
         )
         publisher.start()
         publisher.join()
@@ -184,14 +186,22 @@ def main() -> None:
     rounds = 1 if options.quick else 3
 
     print(f"# runtime benchmark  {datetime.date.today()}  python {platform.python_version()}")
-    print(f"# cpus {os.cpu_count()}  pool threads {os.environ.get('SUPERVISION_POOL_THREADS', 'default')}")
+    print(
+        f"# cpus {os.cpu_count()}  pool threads {os.environ.get('SUPERVISION_POOL_THREADS', 'default')}"
+    )
     reactor_loop()  # start the runtime outside the timings
 
     result = idle_actors(actors)
     print(f"\n{actors:,} idle pooled actors")
-    print(f"  start            {result['start_s']:8.2f} s   (goal < 10 s: {'met' if result['start_s'] < 10 else 'MISSED'})")
-    print(f"  RSS added        {result['rss_mib']:8.0f} MiB (goal < 2048 MiB: {'met' if result['rss_mib'] < 2048 else 'MISSED'})")
-    print(f"  one call to each {result['call_each_s']:8.2f} s   ({actors / result['call_each_s']:,.0f} calls/s)")
+    print(
+        f"  start            {result['start_s']:8.2f} s   (goal < 10 s: {'met' if result['start_s'] < 10 else 'MISSED'})"
+    )
+    print(
+        f"  RSS added        {result['rss_mib']:8.0f} MiB (goal < 2048 MiB: {'met' if result['rss_mib'] < 2048 else 'MISSED'})"
+    )
+    print(
+        f"  one call to each {result['call_each_s']:8.2f} s   ({actors / result['call_each_s']:,.0f} calls/s)"
+    )
     print(f"  kill each        {result['kill_each_s']:8.2f} s")
 
     print(f"\ntask spawn+wait, {tasks:,} tasks, best of {rounds}: ours / peer / ratio")
