@@ -70,6 +70,7 @@ class TaskProcess(Process):
         self.supervisor: TaskSupervisorProcess | None = None
         self.coroutine_task: asyncio.Task[Any] | None = None
         self.coroutine_running = False
+        self.coroutine_finished = False  # ended on its own: nothing to cancel
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def deliver(self, message: Any) -> None:
@@ -119,7 +120,7 @@ class TaskProcess(Process):
         if self.supervisor is not None:
             self.supervisor.forget(self)
         loop = self.loop
-        if loop is not None:
+        if loop is not None and not self.coroutine_finished:
             try:
                 loop.call_soon_threadsafe(self._cancel_on_loop)
             except RuntimeError:
@@ -140,8 +141,10 @@ async def _run_coroutine(process: TaskProcess, coroutine: Any) -> None:
         process.exit(("shutdown", "cancelled"))  # a no-op when the task was stopped first
         raise
     except BaseException as exc:
+        process.coroutine_finished = True
         process.fail(exc)
     else:
+        process.coroutine_finished = True
         process.complete(value)
 
 
