@@ -4,7 +4,7 @@ Rows (see docs/BENCHMARKS.md):
 
 1. 100,000 idle pooled GenServers: time to start them all, resident memory they add,
    then one call to each. Goals: start < 10 s, RSS < 2 GiB.
-2. Task spawn rate: start N tasks, then wait for all; sync callables on the task pool,
+2. Task spawn rate: start a burst of N tasks (5,000 and 50,000), then wait for all; sync callables on the task pool,
    coroutines on the reactor. Peer: `concurrent.futures.ThreadPoolExecutor.submit` +
    `result` for sync work, `asyncio.run_coroutine_threadsafe` for coroutines.
    Goal: >= 20,000 tasks/s.
@@ -196,18 +196,21 @@ def main() -> None:
     )
     print(f"  kill each        {result['kill_each_s']:8.2f} s")
 
-    print(f"\ntask spawn+wait, {tasks:,} tasks, best of {rounds}: ours / peer / ratio")
-    for label, ours, peer in (
-        ("sync callables", our_sync_tasks, peer_sync),
-        ("coroutines", our_coroutine_tasks, peer_coroutines),
-    ):
-        our_rate = best_rate(ours, tasks, rounds)
-        peer_rate = best_rate(peer, tasks, rounds)
-        verdict = "met" if our_rate >= 20_000 else "MISSED"
+    for burst in sorted({tasks // 10, tasks}):
         print(
-            f"  {label:15s} {our_rate:10,.0f}/s  {peer_rate:10,.0f}/s  {our_rate / peer_rate:5.2f}x"
-            f"  (goal >= 20,000/s: {verdict})"
+            f"\ntask spawn+wait, bursts of {burst:,} tasks, best of {rounds}: ours / peer / ratio"
         )
+        for label, ours, peer in (
+            ("sync callables", our_sync_tasks, peer_sync),
+            ("coroutines", our_coroutine_tasks, peer_coroutines),
+        ):
+            our_rate = best_rate(ours, burst, rounds)
+            peer_rate = best_rate(peer, burst, rounds)
+            verdict = "met" if our_rate >= 20_000 else "MISSED"
+            print(
+                f"  {label:15s} {our_rate:10,.0f}/s  {peer_rate:10,.0f}/s  {our_rate / peer_rate:5.2f}x"
+                f"  (goal >= 20,000/s: {verdict})"
+            )
 
     print(f"\ncredit stream, {items:,} items, best of {rounds}")
     rate = best_rate(stream_push, items, rounds)

@@ -171,6 +171,8 @@ def get_pool() -> Pool:
 class PooledServerProcess(ServerProcess):
     """A server whose mailbox is run by the shared pool."""
 
+    __slots__ = ("_mailbox", "_mailbox_lock", "_pool", "_scheduled")
+
     def __init__(self, server: Any, parent: Process | None) -> None:
         super().__init__(server, parent)
         self._mailbox: deque[tuple[Any, ...]] = deque()

@@ -38,6 +38,8 @@ class _ServerActor(pykka.ThreadingActor):
 class ThreadServerProcess(ServerProcess):
     """A server on its own pykka actor thread."""
 
+    __slots__ = ("_actor_ref", "_tell")
+
     def __init__(self, server: Any, parent: Process | None) -> None:
         super().__init__(server, parent)
         self._actor_ref = _ServerActor.start(self)

@@ -38,6 +38,23 @@ class Watcher(Protocol):
 class Process:
     """What every process has: a pid, links, monitors, `trap_exit` and an exit reason."""
 
+    __slots__ = (
+        "_dead",
+        "_exit_finished",
+        "_links",
+        "_lock",
+        "_monitoring",
+        "_timers",
+        "_watchers",
+        "alive",
+        "exit_reason",
+        "label",
+        "name",
+        "parent",
+        "pid",
+        "trap_exit",
+    )
+
     is_pseudo = False
 
     def __init__(self) -> None:
@@ -50,10 +67,12 @@ class Process:
         self.label = ""
         """A short description for logs (the server class, the supervisor kind)."""
         self._lock = threading.Lock()
-        self._links: set[Process] = set()
-        self._watchers: dict[Hashable, Watcher] = {}
-        self._monitoring: dict[Hashable, Process] = {}
-        self._timers: set[Any] = set()
+        # Created on first use: most processes never link, monitor or set a timer, and
+        # every container is one more object for the cyclic garbage collector to walk.
+        self._links: set[Process] | None = None
+        self._watchers: dict[Hashable, Watcher] | None = None
+        self._monitoring: dict[Hashable, Process] | None = None
+        self._timers: set[Any] | None = None
         self._dead: threading.Event | None = None
         self._exit_finished = False  # links, monitors and on_exit have all been handled
         _table[self.pid.number] = self
@@ -84,23 +103,27 @@ class Process:
         with self._lock:
             if not self.alive:
                 return False
+            if self._watchers is None:
+                self._watchers = {}
             self._watchers[key] = watcher
             return True
 
     def remove_watcher(self, key: Hashable) -> bool:
         """Remove a monitor; False if it already fired (or never existed)."""
         with self._lock:
-            return self._watchers.pop(key, None) is not None
+            return self._watchers is not None and self._watchers.pop(key, None) is not None
 
     def notify_down(self, ref: Hashable, pid: Pid, reason: Reason) -> None:
         with self._lock:
-            if self._monitoring.pop(ref, None) is None:
+            if self._monitoring is None or self._monitoring.pop(ref, None) is None:
                 return  # demonitored meanwhile
             self.deliver(Down(ref, pid, reason))  # type: ignore[arg-type]
 
     def monitor(self, target: Process) -> Ref:
         ref = Ref()
         with self._lock:
+            if self._monitoring is None:
+                self._monitoring = {}
             self._monitoring[ref] = target
         if not target.add_watcher(ref, self):
             self.notify_down(ref, target.pid, "noproc")
@@ -109,7 +132,7 @@ class Process:
     def demonitor(self, ref: Ref, flush: bool) -> bool:
         """Stop monitoring; True if the monitor was still active (no `Down` was sent)."""
         with self._lock:
-            target = self._monitoring.pop(ref, None)
+            target = None if self._monitoring is None else self._monitoring.pop(ref, None)
         if target is not None and target.remove_watcher(ref):
             return True
         if flush:
@@ -129,6 +152,10 @@ class Process:
                 return False
             if not self.alive:
                 return True  # a dead caller links to nothing; its thread is fenced
+            if self._links is None:
+                self._links = set()
+            if other._links is None:
+                other._links = set()
             self._links.add(other)
             other._links.add(self)
             return True
@@ -136,8 +163,10 @@ class Process:
     def unlink(self, other: Process) -> None:
         first, second = (self, other) if self.pid.number < other.pid.number else (other, self)
         with first._lock, second._lock:
-            self._links.discard(other)
-            other._links.discard(self)
+            if self._links is not None:
+                self._links.discard(other)
+            if other._links is not None:
+                other._links.discard(self)
 
     # -- exit signals ----------------------------------------------------------------
 
@@ -163,17 +192,19 @@ class Process:
                 return False
             self.alive = False
             self.exit_reason = reason
-            links, self._links = self._links, set()
-            watchers, self._watchers = self._watchers, {}
-            monitoring, self._monitoring = self._monitoring, {}
-            timers, self._timers = self._timers, set()
+            links, self._links = self._links, None
+            watchers, self._watchers = self._watchers, None
+            monitoring, self._monitoring = self._monitoring, None
+            timers, self._timers = self._timers, None
         _table.pop(self.pid.number, None)
         if self.name is not None:
             _hooks.unregister_process(self)
-        for timer in timers:
-            _hooks.cancel_timer(timer)
-        for ref, target in monitoring.items():
-            target.remove_watcher(ref)
+        if timers:
+            for timer in timers:
+                _hooks.cancel_timer(timer)
+        if monitoring:
+            for ref, target in monitoring.items():
+                target.remove_watcher(ref)
         item = (self, reason, links, watchers)
         queue: deque[Any] | None = getattr(_propagation, "queue", None)
         if queue is not None:
@@ -203,31 +234,40 @@ class Process:
     def counts(self) -> tuple[int, int, int]:
         """(links, monitors on this process, timers aimed at it)."""
         with self._lock:
-            return len(self._links), len(self._watchers), len(self._timers)
+            return len(self._links or ()), len(self._watchers or ()), len(self._timers or ())
 
     def add_timer(self, timer: Any) -> bool:
         with self._lock:
             if not self.alive:
                 return False
+            if self._timers is None:
+                self._timers = set()
             self._timers.add(timer)
             return True
 
     def discard_timer(self, timer: Any) -> None:
         with self._lock:
-            self._timers.discard(timer)
+            if self._timers is not None:
+                self._timers.discard(timer)
 
 
 def _propagate(
-    dead: Process, reason: Reason, links: set[Process], watchers: dict[Hashable, Watcher]
+    dead: Process,
+    reason: Reason,
+    links: set[Process] | None,
+    watchers: dict[Hashable, Watcher] | None,
 ) -> None:
     # Links first, then monitors: by the time a caller's call fails or a Down arrives,
     # every linked supervisor already holds the exit signal in its mailbox.
-    for linked in links:
-        with linked._lock:
-            linked._links.discard(dead)
-        linked.exit_signal(dead, reason, from_link=True)
-    for key, watcher in watchers.items():
-        watcher.notify_down(key, dead.pid, reason)
+    if links:
+        for linked in links:
+            with linked._lock:
+                if linked._links is not None:
+                    linked._links.discard(dead)
+            linked.exit_signal(dead, reason, from_link=True)
+    if watchers:
+        for key, watcher in watchers.items():
+            watcher.notify_down(key, dead.pid, reason)
     dead.on_exit()
     with dead._lock:
         dead._exit_finished = True
@@ -259,6 +299,8 @@ class PseudoProcess(Process):
     `ProcessExit` comes from `link`, `monitor`, `trap_exit` or `start_link` if the
     thread calls one of those first.
     """
+
+    __slots__ = ("_arrived", "_mailbox", "exit_reported")
 
     is_pseudo = True
 

@@ -123,6 +123,8 @@ class ServerProcess(Process):
     queued but not yet handled is remembered, and dropped when its turn comes.
     """
 
+    __slots__ = ("_queued_downs", "server", "state")
+
     accepts_calls = True
 
     def __init__(self, server: GenServer, parent: Process | None) -> None:
@@ -131,8 +133,8 @@ class ServerProcess(Process):
         self.state: Any = None
         self.parent = parent
         self.label = type(server).__qualname__
-        self._queued_downs: set[Hashable] = set()  # Down refs in the mailbox, not yet handled
-        self._flushed_downs: set[Hashable] = set()  # ... of which demonitor(flush) dropped these
+        # Down refs in the mailbox, not yet handled -> dropped by demonitor(flush)?
+        self._queued_downs: dict[Hashable, bool] | None = None
 
     def tell(self, envelope: tuple[Any, ...]) -> None:
         raise NotImplementedError
@@ -142,12 +144,14 @@ class ServerProcess(Process):
 
     def deliver(self, message: Any) -> None:
         if type(message) is Down:
-            self._queued_downs.add(message.ref)  # notify_down holds our lock here
+            if self._queued_downs is None:  # notify_down holds our lock here
+                self._queued_downs = {}
+            self._queued_downs[message.ref] = False
         self.tell((INFO, message))
 
     def remove_down_message(self, ref: Ref) -> None:
-        if ref in self._queued_downs:
-            self._flushed_downs.add(ref)
+        if self._queued_downs is not None and ref in self._queued_downs:
+            self._queued_downs[ref] = True
 
     def cast(self, message: Any) -> None:
         self.tell((CAST, message))
@@ -205,11 +209,7 @@ class ServerProcess(Process):
     def _forget_down(self, ref: Hashable) -> bool:
         """A queued Down reaches the handler: True if demonitor(flush) dropped it."""
         with self._lock:
-            self._queued_downs.discard(ref)
-            if ref in self._flushed_downs:
-                self._flushed_downs.discard(ref)
-                return True
-            return False
+            return self._queued_downs is not None and self._queued_downs.pop(ref, False)
 
     def _init(self, args: Any, name: Hashable | None, started: From) -> None:
         if name is not None:

@@ -23,6 +23,8 @@ TASK_SUPERVISOR_NAME = "supervision.tasks"
 
 
 class TaskSupervisorProcess(Process):
+    __slots__ = ("_children", "_children_lock", "_closing", "max_children")
+
     def __init__(self, parent: Process | None, max_children: int | None) -> None:
         super().__init__()
         self.label = "task supervisor"

@@ -61,6 +61,17 @@ _DEADLINE = _Deadline()
 class TaskProcess(Process):
     """The process behind a `Task`. It has no mailbox: messages to it are dropped."""
 
+    __slots__ = (
+        "coroutine_finished",
+        "coroutine_running",
+        "coroutine_task",
+        "loop",
+        "notify",
+        "outcome",
+        "owner",
+        "supervisor",
+    )
+
     def __init__(self, owner: Process, notify: bool) -> None:
         super().__init__()
         self.label = "task"
@@ -125,6 +136,8 @@ class TaskProcess(Process):
                 loop.call_soon_threadsafe(self._cancel_on_loop)
             except RuntimeError:
                 pass  # the loop is closed: its tasks are gone already
+        else:
+            self.coroutine_task = self.loop = None  # let the finished asyncio task go
         if self.notify and self.outcome is not None:
             ok, value = self.outcome
             self.owner.deliver(TaskResult(self.pid, ok, value))
