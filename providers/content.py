@@ -1,0 +1,318 @@
+"""The provider-neutral content model: `Content(role, parts)` and its `Part` variants.
+
+Values are frozen msgspec structs, JSON-safe and versioned (`CONTENT_SCHEMA_VERSION`),
+so a content value crosses processes, events, sessions and the wire unchanged.
+Constructors validate before they return; raw inline bytes become canonical base64.
+
+Limits (defaults, which `ContentLimits` may lower but never raise): 64 parts, 1 MiB
+per text part, 10 MiB per inline part, 15 MiB of inline data in total, 4 KiB per
+URI, 1 MiB per function-call or function-response payload (canonical JSON bytes).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import msgspec
+
+from providers.errors import AdkError
+
+CONTENT_SCHEMA_VERSION = 1
+
+Role = Literal["user", "model", "system", "tool"]
+ROLES = ("user", "model", "system", "tool")
+
+_MIME = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$")
+
+
+class TextPart(msgspec.Struct, frozen=True, tag="text", tag_field="type", omit_defaults=True):
+    text: str
+    thought: bool = False
+    thought_signature: str | None = None
+
+
+class InlineDataPart(msgspec.Struct, frozen=True, tag="inline_data", tag_field="type"):
+    mime_type: str
+    data: str  # canonical base64 (standard alphabet, padded)
+
+
+class FileDataPart(msgspec.Struct, frozen=True, tag="file_data", tag_field="type"):
+    file_uri: str
+    mime_type: str
+
+
+class FunctionCallPart(
+    msgspec.Struct, frozen=True, tag="function_call", tag_field="type", omit_defaults=True
+):
+    name: str
+    args: dict[str, Any] = msgspec.field(default_factory=dict)
+    id: str | None = None
+    thought_signature: str | None = None
+
+
+class FunctionResponsePart(
+    msgspec.Struct, frozen=True, tag="function_response", tag_field="type", omit_defaults=True
+):
+    name: str
+    response: dict[str, Any] = msgspec.field(default_factory=dict)
+    id: str | None = None
+
+
+Part = TextPart | InlineDataPart | FileDataPart | FunctionCallPart | FunctionResponsePart
+
+
+class Content(msgspec.Struct, frozen=True):
+    """A message: who said it (`role`) and what (`parts`)."""
+
+    role: str
+    parts: tuple[Part, ...]
+
+    def text_value(self, include_thoughts: bool = False) -> str:
+        """The visible text, concatenated (thought parts left out unless asked for)."""
+        return "".join(
+            part.text
+            for part in self.parts
+            if isinstance(part, TextPart) and (include_thoughts or not part.thought)
+        )
+
+    def function_calls(self) -> list[FunctionCallPart]:
+        return [part for part in self.parts if isinstance(part, FunctionCallPart)]
+
+    def is_text_only(self) -> bool:
+        return all(isinstance(part, TextPart) for part in self.parts)
+
+
+class ContentLimits(msgspec.Struct, frozen=True):
+    """Validation limits. Each may be lowered; none may exceed `CEILINGS`."""
+
+    max_parts: int = 64
+    max_text_bytes: int = 1 << 20
+    max_inline_bytes: int = 10 << 20
+    max_inline_total_bytes: int = 15 << 20
+    max_uri_bytes: int = 4096
+    max_function_payload_bytes: int = 1 << 20
+
+    def checked(self) -> ContentLimits:
+        for field in self.__struct_fields__:
+            value, ceiling = getattr(self, field), getattr(CEILINGS, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise AdkError("invalid_content_limits", f"{field} must be a positive int")
+            if value > ceiling:
+                raise AdkError("content_limit_above_ceiling", f"{field} may not exceed {ceiling}")
+        return self
+
+
+CEILINGS = ContentLimits()
+DEFAULT_LIMITS = ContentLimits()
+
+_json_encoder = msgspec.json.Encoder()
+_content_decoder = msgspec.json.Decoder(Content)
+
+
+# -- constructors --------------------------------------------------------------------------
+
+
+def text(value: str, *, thought: bool = False) -> TextPart:
+    """A text part (``thought=True`` marks a thought summary, never visible output)."""
+    part = TextPart(value, thought=thought)
+    _check_part(part, DEFAULT_LIMITS)
+    return part
+
+
+def inline_data(mime_type: str, data: bytes | str) -> InlineDataPart:
+    """Inline bytes; raw bytes are stored as canonical base64, a str must already be base64."""
+    encoded = (
+        base64.b64encode(data).decode("ascii") if isinstance(data, bytes | bytearray) else data
+    )
+    part = InlineDataPart(mime_type, encoded)
+    _check_part(part, DEFAULT_LIMITS)
+    return part
+
+
+def file_data(file_uri: str, mime_type: str) -> FileDataPart:
+    """A reference to a remote file (``https://`` or ``gs://``); never fetched locally."""
+    part = FileDataPart(file_uri, mime_type)
+    _check_part(part, DEFAULT_LIMITS)
+    return part
+
+
+def function_call(
+    name: str,
+    args: Mapping[str, Any] | None = None,
+    *,
+    id: str | None = None,
+    thought_signature: str | None = None,
+) -> FunctionCallPart:
+    part = FunctionCallPart(name, dict(args or {}), id, thought_signature)
+    _check_part(part, DEFAULT_LIMITS)
+    return part
+
+
+def function_response(
+    name: str, response: Mapping[str, Any], *, id: str | None = None
+) -> FunctionResponsePart:
+    part = FunctionResponsePart(name, dict(response), id)
+    _check_part(part, DEFAULT_LIMITS)
+    return part
+
+
+def new(
+    parts: Iterable[Part | str], role: str = "user", *, limits: ContentLimits | None = None
+) -> Content:
+    """A validated `Content`; plain strings become text parts."""
+    built = tuple(TextPart(part) if isinstance(part, str) else part for part in parts)
+    return _checked(Content(role, built), limits or DEFAULT_LIMITS)
+
+
+def from_text(value: str, role: str = "user") -> Content:
+    return new([value], role)
+
+
+# -- validation ----------------------------------------------------------------------------
+
+
+def validate(obj: Any, *, limits: ContentLimits | None = None) -> Content:
+    """Return `obj` as a valid `Content` (from a `Content` or its JSON-safe dict form),
+    or raise `AdkError` with the first violation's reason."""
+    limits = (limits or DEFAULT_LIMITS).checked() if limits is not None else DEFAULT_LIMITS
+    if isinstance(obj, Content):
+        return _checked(obj, limits)
+    if not isinstance(obj, Mapping):
+        raise AdkError(
+            "invalid_content", f"expected Content or a mapping, got {type(obj).__name__}"
+        )
+    try:
+        content = msgspec.convert(obj, Content)
+    except msgspec.ValidationError as exc:
+        raise AdkError("invalid_content", _structural(str(exc))) from None
+    return _checked(content, limits)
+
+
+def to_dict(content: Content) -> dict[str, Any]:
+    """The JSON-safe dict form of `content` (what `validate` accepts back)."""
+    return msgspec.to_builtins(content)  # type: ignore[no-any-return]
+
+
+def encode(content: Content) -> bytes:
+    """Canonical JSON bytes."""
+    return _json_encoder.encode(content)
+
+
+def decode(data: bytes | str) -> Content:
+    """Parse JSON produced by `encode` (or any equivalent JSON) and validate it."""
+    try:
+        content = _content_decoder.decode(data)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise AdkError("invalid_content", _structural(str(exc))) from None
+    return _checked(content, DEFAULT_LIMITS)
+
+
+def _structural(message: str) -> str:
+    # msgspec names the path and the expected type, never the offending value
+    return message[:200]
+
+
+def _checked(content: Content, limits: ContentLimits) -> Content:
+    if content.role not in ROLES:
+        raise AdkError("invalid_role", f"role must be one of {ROLES}")
+    if not content.parts:
+        raise AdkError("empty_content", "content needs at least one part")
+    if len(content.parts) > limits.max_parts:
+        raise AdkError("too_many_parts", f"at most {limits.max_parts} parts")
+    inline_total = 0
+    for part in content.parts:
+        inline_total += _check_part(part, limits)
+        if inline_total > limits.max_inline_total_bytes:
+            raise AdkError(
+                "inline_data_total_too_large",
+                f"at most {limits.max_inline_total_bytes} bytes inline",
+            )
+    return content
+
+
+def _check_part(part: Part, limits: ContentLimits) -> int:
+    """Validate one part; returns its decoded inline byte count (0 for other kinds)."""
+    if isinstance(part, TextPart):
+        if len(part.text.encode("utf-8", "surrogatepass")) > limits.max_text_bytes:
+            raise AdkError(
+                "text_part_too_large", f"at most {limits.max_text_bytes} bytes per text part"
+            )
+        _check_utf8(part.text)
+        return 0
+    if isinstance(part, InlineDataPart):
+        _check_mime(part.mime_type)
+        size = _canonical_base64_size(part.data)
+        if size > limits.max_inline_bytes:
+            raise AdkError(
+                "inline_data_too_large", f"at most {limits.max_inline_bytes} bytes per inline part"
+            )
+        return size
+    if isinstance(part, FileDataPart):
+        _check_mime(part.mime_type)
+        _check_uri(part.file_uri, limits)
+        return 0
+    if isinstance(part, FunctionCallPart | FunctionResponsePart):
+        if not part.name or len(part.name) > 128:
+            raise AdkError("invalid_function_name", "function names are 1..128 characters")
+        payload = part.args if isinstance(part, FunctionCallPart) else part.response
+        try:
+            size = len(_json_encoder.encode(payload))
+        except (TypeError, msgspec.EncodeError):
+            raise AdkError(
+                "invalid_function_payload", "function payloads must be JSON-safe"
+            ) from None
+        if size > limits.max_function_payload_bytes:
+            raise AdkError(
+                "function_payload_too_large",
+                f"at most {limits.max_function_payload_bytes} bytes per payload",
+            )
+        return 0
+    raise AdkError("invalid_content", f"unknown part type {type(part).__name__}")
+
+
+def _check_utf8(value: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise AdkError("invalid_utf8", "text must be valid UTF-8 (no lone surrogates)") from None
+
+
+def _check_mime(mime_type: str) -> None:
+    if not isinstance(mime_type, str) or not _MIME.match(mime_type):
+        raise AdkError(
+            "invalid_mime_type", "MIME types are lowercase type/subtype without parameters"
+        )
+
+
+def _canonical_base64_size(data: str) -> int:
+    try:
+        raw = base64.b64decode(data.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError, ValueError):
+        raise AdkError("invalid_base64", "inline data must be standard, padded base64") from None
+    if base64.b64encode(raw).decode("ascii") != data:
+        raise AdkError("invalid_base64", "inline data must be canonical base64")
+    return len(raw)
+
+
+def _check_uri(uri: str, limits: ContentLimits) -> None:
+    if len(uri.encode("utf-8")) > limits.max_uri_bytes:
+        raise AdkError("uri_too_long", f"at most {limits.max_uri_bytes} bytes per URI")
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        raise AdkError("invalid_uri", "the URI does not parse") from None
+    if parts.scheme not in ("https", "gs"):
+        raise AdkError("unsupported_uri_scheme", "file URIs must be https:// or gs://")
+    if not parts.netloc or not parts.hostname:
+        raise AdkError("invalid_uri", "file URIs must be absolute with a host")
+    if parts.username is not None or parts.password is not None:
+        raise AdkError("uri_credentials_not_allowed", "file URIs may not carry credentials")
+    if parts.fragment or "#" in uri:
+        raise AdkError("uri_fragment_not_allowed", "file URIs may not carry a fragment")
+    if any(ch.isspace() for ch in uri):
+        raise AdkError("invalid_uri", "file URIs may not contain whitespace")
