@@ -109,8 +109,9 @@ def test_limits_and_their_ceilings():
 
 def test_structural_errors_never_echo_values():
     bad = {"role": "user", "parts": [{"type": "text", "text": 42, "secret": "AIzaSECRET"}]}
-    error = pytest.raises(AdkError, content.validate, bad).value
-    assert error.reason == "invalid_content" and "AIzaSECRET" not in str(error)
+    with pytest.raises(AdkError) as info:
+        content.validate(bad)
+    assert info.value.reason == "invalid_content" and "AIzaSECRET" not in str(info.value)
     assert reason(
         lambda: content.validate({"role": "robot", "parts": [{"type": "text", "text": "x"}]})
     ) == ("invalid_role")
