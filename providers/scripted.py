@@ -1,0 +1,286 @@
+"""`ScriptedProvider`: the offline model for tests, demos and the stress harness.
+
+``ScriptedProvider(steps)`` consumes one step per model call, in order (thread-safe);
+``ScriptedProvider(fn=f)`` calls ``f(history, tools)`` for every call and uses the
+step it returns, so it can answer concurrent calls deterministically by input. A step:
+
+* ``{"text": "..."}`` (a plain string is short for this)
+* ``{"tool_calls": [{"name": ..., "args": {...}, "id": ...}]}``
+* ``{"stream": ["chunk", ...]}``: deltas for `stream`, their concatenation otherwise
+* ``{"content": Content}``
+* ``{"error": "reason"}``: raises `AdkError(reason)`
+* each with an optional ``"delay": seconds`` before it answers
+
+In an agent config, ``{"provider": "scripted", "script": [steps]}`` uses a fresh
+scripted provider per config.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from providers import content as content_model
+from providers.content import Content, TextPart
+from providers.errors import AdkError
+from providers.protocol import ModelOutput, ToolCalls, ToolDeclaration
+
+Step = Mapping[str, Any] | str
+StepFunction = Callable[[Sequence[Content], Sequence[ToolDeclaration]], Step]
+
+_STEP_KINDS = ("text", "tool_calls", "stream", "content", "error")
+_CONFIG_KEYS = frozenset(
+    {"provider", "script", "model", "instructions", "generation_config", "request_timeout"}
+)
+MAX_DELAY_SECONDS = 3600.0
+
+
+class ScriptedProvider:
+    """A deterministic model that answers from a script or a function."""
+
+    name = "scripted"
+
+    def __init__(
+        self, steps: Sequence[Step] | None = None, *, fn: StepFunction | None = None
+    ) -> None:
+        if (steps is None) == (fn is None):
+            raise AdkError("invalid_script", "give either steps or fn")
+        self._steps = [_check_step(step) for step in steps] if steps is not None else []
+        self._fn = fn
+        self._next = 0
+        self._lock = threading.Lock()
+        self.calls = 0
+        self.histories: list[list[Content]] = []
+        """Every history the provider was called with, in call order."""
+
+    @classmethod
+    def from_config_provider(cls) -> _ConfigScripted:
+        return _ConfigScripted()
+
+    def capabilities(self) -> dict[str, Any]:
+        return {
+            "streaming": True,
+            "function_calling": True,
+            "structured_output": False,
+            "multimodal": True,
+            "thinking": False,
+            "safety_settings": False,
+            "google_search_grounding": False,
+            "builtin_tools": [],
+            "content_schema_version": 1,
+            "live": False,
+        }
+
+    def validate_config(self, config: Mapping[str, Any]) -> None:
+        unknown = sorted(set(config) - _CONFIG_KEYS)
+        if unknown:
+            raise AdkError(
+                ("unknown_config_keys", tuple(unknown)), f"unknown keys: {', '.join(unknown)}"
+            )
+
+    def remaining(self) -> int:
+        with self._lock:
+            return len(self._steps) - self._next
+
+    def _take(
+        self, history: Sequence[Content], tools: Sequence[ToolDeclaration]
+    ) -> Mapping[str, Any]:
+        with self._lock:
+            self.calls += 1
+            self.histories.append(list(history))
+            if self._fn is None:
+                if self._next >= len(self._steps):
+                    raise AdkError("script_exhausted", f"the script has {len(self._steps)} steps")
+                step = self._steps[self._next]
+                self._next += 1
+                return step
+        return _check_step(self._fn(history, tools))
+
+    def generate(
+        self,
+        config: Mapping[str, Any],
+        history: Sequence[Content],
+        tools: Sequence[ToolDeclaration],
+    ) -> ModelOutput:
+        step = self._take(history, tools)
+        _pause(step)
+        return _answer(step)
+
+    def stream(
+        self,
+        config: Mapping[str, Any],
+        history: Sequence[Content],
+        tools: Sequence[ToolDeclaration],
+        on_delta: Callable[[str], None],
+    ) -> ModelOutput:
+        step = self._take(history, tools)
+        _pause(step)
+        if "stream" in step:
+            for chunk in step["stream"]:
+                on_delta(chunk)
+            return "".join(step["stream"])
+        answer = _answer(step)
+        if isinstance(answer, str):
+            if answer:
+                on_delta(answer)
+        elif isinstance(answer, Content):
+            for part in answer.parts:
+                if not isinstance(part, TextPart):
+                    raise AdkError(
+                        ("unsupported_text_stream_part", _part_kind(part)),
+                        "use stream_content for media",
+                    )
+                if not part.thought:
+                    on_delta(part.text)
+        return answer
+
+    def stream_content(
+        self,
+        config: Mapping[str, Any],
+        history: Sequence[Content],
+        tools: Sequence[ToolDeclaration],
+        on_delta: Callable[[Content], None],
+    ) -> ModelOutput:
+        step = self._take(history, tools)
+        _pause(step)
+        if "stream" in step:
+            for chunk in step["stream"]:
+                on_delta(content_model.new([chunk], role="model"))
+            return "".join(step["stream"])
+        answer = _answer(step)
+        if isinstance(answer, str):
+            on_delta(content_model.new([answer], role="model"))
+        elif isinstance(answer, Content):
+            on_delta(answer)
+        elif isinstance(answer, ToolCalls):
+            on_delta(answer.content)
+        return answer
+
+
+class _ConfigScripted:
+    """The registered ``"scripted"`` provider: runs ``config["script"]``, one provider
+    (and so one step cursor) per script list, remembering the last `MAX_SCRIPTS`."""
+
+    name = "scripted"
+    MAX_SCRIPTS = 4096
+
+    def __init__(self) -> None:
+        self._by_config: OrderedDict[int, tuple[Any, ScriptedProvider]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _for(self, config: Mapping[str, Any]) -> ScriptedProvider:
+        script = config.get("script")
+        if script is None:
+            raise AdkError(
+                "missing_script", "a scripted config needs 'script': [steps] or a ScriptedProvider"
+            )
+        if isinstance(script, ScriptedProvider):
+            return script
+        with self._lock:
+            entry = self._by_config.get(id(script))
+            if entry is None or entry[0] is not script:
+                entry = (script, ScriptedProvider(script))
+                self._by_config[id(script)] = entry
+                if len(self._by_config) > self.MAX_SCRIPTS:
+                    self._by_config.popitem(last=False)
+            else:
+                self._by_config.move_to_end(id(script))
+            return entry[1]
+
+    def capabilities(self) -> dict[str, Any]:
+        return ScriptedProvider(["x"]).capabilities()
+
+    def validate_config(self, config: Mapping[str, Any]) -> None:
+        ScriptedProvider(["x"]).validate_config(config)
+        self._for(config)
+
+    def generate(
+        self,
+        config: Mapping[str, Any],
+        history: Sequence[Content],
+        tools: Sequence[ToolDeclaration],
+    ) -> ModelOutput:
+        return self._for(config).generate(config, history, tools)
+
+    def stream(
+        self,
+        config: Mapping[str, Any],
+        history: Sequence[Content],
+        tools: Sequence[ToolDeclaration],
+        on_delta: Callable[[str], None],
+    ) -> ModelOutput:
+        return self._for(config).stream(config, history, tools, on_delta)
+
+    def stream_content(
+        self,
+        config: Mapping[str, Any],
+        history: Sequence[Content],
+        tools: Sequence[ToolDeclaration],
+        on_delta: Callable[[Content], None],
+    ) -> ModelOutput:
+        return self._for(config).stream_content(config, history, tools, on_delta)
+
+
+def _check_step(step: Step) -> Mapping[str, Any]:
+    if isinstance(step, str):
+        return {"text": step}
+    if not isinstance(step, Mapping):
+        raise AdkError("invalid_script_step", "a step is a mapping (or a string for text)")
+    kinds = [kind for kind in _STEP_KINDS if kind in step]
+    extra = set(step) - set(_STEP_KINDS) - {"delay"}
+    if len(kinds) != 1 or extra:
+        raise AdkError(
+            "invalid_script_step", f"a step has exactly one of {_STEP_KINDS} (and optional 'delay')"
+        )
+    delay = step.get("delay", 0)
+    if (
+        isinstance(delay, bool)
+        or not isinstance(delay, int | float)
+        or not 0 <= delay <= MAX_DELAY_SECONDS
+    ):
+        raise AdkError("invalid_script_step", f"delay must be 0..{MAX_DELAY_SECONDS} seconds")
+    kind = kinds[0]
+    if kind == "stream" and not (
+        isinstance(step["stream"], list) and all(isinstance(c, str) for c in step["stream"])
+    ):
+        raise AdkError("invalid_script_step", "stream is a list of strings")
+    if kind == "content" and not isinstance(step["content"], Content):
+        raise AdkError("invalid_script_step", "content must be a Content")
+    if kind == "tool_calls" and not (isinstance(step["tool_calls"], list) and step["tool_calls"]):
+        raise AdkError("invalid_script_step", "tool_calls is a non-empty list")
+    return step
+
+
+def _pause(step: Mapping[str, Any]) -> None:
+    delay = step.get("delay", 0)
+    if delay:
+        time.sleep(delay)
+
+
+def _answer(step: Mapping[str, Any]) -> str | Content | ToolCalls:
+    if "error" in step:
+        raise AdkError(step["error"], "scripted provider error")
+    if "text" in step:
+        return str(step["text"])
+    if "stream" in step:
+        return "".join(step["stream"])
+    if "content" in step:
+        return step["content"]  # type: ignore[no-any-return]
+    calls = tuple(
+        content_model.function_call(
+            call["name"], call.get("args", {}), id=call.get("id") or f"call_{index}"
+        )
+        for index, call in enumerate(step["tool_calls"])
+    )
+    return ToolCalls(calls, Content("model", calls))
+
+
+def _part_kind(part: Any) -> str:
+    return (
+        type(part).__struct_config__.tag
+        if hasattr(type(part), "__struct_config__")
+        else type(part).__name__
+    )
