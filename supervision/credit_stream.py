@@ -206,7 +206,14 @@ class _StreamServer(GenServer):
         subscriber.acked = seq
         gap = self._pump(state, subscriber)
         if gap is not None:
-            return ("error", StreamError("replay_gap", "the next item was evicted", gap))
+            return (
+                "error",
+                StreamError(
+                    "replay_gap",
+                    "the next item was evicted: unsubscribe and subscribe again from a cursor in the window",
+                    gap,
+                ),
+            )
         return ("ok", seq)
 
     # -- delivery ------------------------------------------------------------------------

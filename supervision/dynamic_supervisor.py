@@ -46,6 +46,10 @@ class _RetryStart(NamedTuple):
 
 
 class _DynamicSupervisorServer(GenServer):
+    # A supervisor blocks while it stops a child (as in OTP). On the shared pool that
+    # would hold a pool thread the child may need for its own `terminate`.
+    dispatcher = "thread"
+
     def init(self, args: tuple[int | None, RestartIntensity]) -> _State:
         trap_exit(True)
         return _State(*args)

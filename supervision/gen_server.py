@@ -123,29 +123,34 @@ def _spawn(
     parent = caller if link else None
     started = From()
     process: ServerProcess
-    if type(server).dispatcher == "pooled":
+    dispatcher = type(server).dispatcher
+    if dispatcher not in ("pooled", "thread"):
+        raise KernelError(
+            "invalid_dispatcher", f"dispatcher must be 'thread' or 'pooled', not {dispatcher!r}"
+        )
+    process = (
+        PooledServerProcess(server, parent)
+        if dispatcher == "pooled"
+        else ThreadServerProcess(server, parent)
+    )
+    process.add_watcher(started, started)  # any death before init returns settles `started`
+    if link:
+        caller.link(process)  # linked before init runs, as in OTP
+    if isinstance(process, PooledServerProcess):
         # init runs as the new process, on the caller's thread: no handoff, and the pool
         # does not run the server before init returns (it is held until `release`).
-        pooled = process = PooledServerProcess(server, parent)
-        if link:
-            caller.link(process)
         bind_thread(process)
         try:
             process.handle((INIT, args, name, started))
         finally:
             bind_thread(caller)
-        pooled.release()
-    elif type(server).dispatcher == "thread":
-        process = ThreadServerProcess(server, parent)
-        process.tell((INIT, args, name, started))
-        if link:
-            caller.link(process)
+        process.release()
     else:
-        raise KernelError(
-            "invalid_dispatcher",
-            f"dispatcher must be 'thread' or 'pooled', not {type(server).dispatcher!r}",
-        )
-    if not started.wait(timeout):
+        process.tell((INIT, args, name, started))
+    settled = started.wait(timeout)
+    process.remove_watcher(started)
+    if not settled:
+        caller.unlink(process)  # the caller hears of it through the exception only
         process.exit("killed")
         raise StartError("timeout", f"init did not return within {timeout} s")
     if started._failed:
@@ -173,6 +178,8 @@ def call(dest: Pid | Hashable, request: Any, timeout: float | None = 5.0) -> Any
     if process is None:
         raise ProcessExit("noproc", f"no process {dest!r}")
     me = getattr(_current, "process", None)
+    if me is not None and me.uses_context:
+        me = current_process()
     if me is process:
         raise KernelError("calling_self", "a server cannot call itself; it would wait forever")
     if me is not None and not me.alive and not me.is_pseudo:
@@ -180,9 +187,11 @@ def call(dest: Pid | Hashable, request: Any, timeout: float | None = 5.0) -> Any
     slot = From()
     if not process.add_watcher(slot, slot):
         raise ProcessExit("noproc", f"{dest!r} is not alive")
-    process.tell((CALL, request, slot))
-    settled = slot.wait(timeout)
-    process.remove_watcher(slot)
+    try:
+        process.tell((CALL, request, slot))
+        settled = slot.wait(timeout)
+    finally:
+        process.remove_watcher(slot)
     if not settled:
         raise CallTimeout(timeout)
     return slot.result()
@@ -194,6 +203,8 @@ def cast(dest: Pid | Hashable, msg: Any) -> None:
     if process is None:
         return
     me = getattr(_current, "process", None)
+    if me is not None and me.uses_context:
+        me = current_process()
     if me is None or me.alive or me.is_pseudo:  # a killed process's thread is fenced
         process.cast(msg)
 
@@ -213,12 +224,18 @@ def stop(dest: Pid | Hashable, reason: Reason = "normal", timeout: float | None 
     process = _server(dest)
     if process is None:
         raise ProcessExit("noproc", f"no process {dest!r}")
+    if getattr(_current, "process", None) is process:
+        raise KernelError(
+            "calling_self", "a server cannot stop itself with stop(); return Stop(...)"
+        )
     slot = From()
     if not process.add_watcher(slot, slot):
         raise ProcessExit("noproc", f"{dest!r} is not alive")
-    process.tell((STOP, reason))
-    settled = slot.wait(timeout)
-    process.remove_watcher(slot)
+    try:
+        process.tell((STOP, reason))
+        settled = slot.wait(timeout)
+    finally:
+        process.remove_watcher(slot)
     if not settled:
         raise CallTimeout(timeout)
     if slot._value != reason:

@@ -205,12 +205,16 @@ class MemoryLeases:
     def fenced_commit(self, key: str, token: str, apply: Callable[[], T]) -> T:
         """Run `apply` only while `token` holds `key`, with no lease step in between.
 
-        Refused with ``fenced`` when called by a process that has been killed.
+        Refused with ``fenced`` when called by a process that has been killed, before or
+        while `apply` runs. In memory nothing can roll back what `apply` changed, so keep
+        `apply` to a single assignment; `LmdbLeases` aborts the whole transaction.
         """
         _refuse_fenced()
         with self._lock:
             self._rules.holder(self._leases.get(key), key, token)
-            return apply()
+            result = apply()
+            _refuse_fenced()  # killed while applying: the caller hears it was not committed
+            return result
 
 
 _encoder = msgspec.msgpack.Encoder()
@@ -293,4 +297,6 @@ class LmdbLeases:
         _refuse_fenced()
         with self._env.begin(write=True) as txn:
             self._rules.holder(self._read(txn, key), key, token)
-            return apply(txn)
+            result = apply(txn)
+            _refuse_fenced()  # killed while applying: raising here aborts the transaction
+            return result

@@ -13,6 +13,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
+from contextvars import ContextVar
 from typing import Any, Protocol
 
 from supervision.errors import KernelError, ProcessExit
@@ -24,6 +25,9 @@ _table: dict[int, Process] = {}
 
 _current = threading.local()
 """`_current.process`: the process that owns this thread (a server or a pseudo-process)."""
+
+_context_process: ContextVar[Process | None] = ContextVar("supervision_process", default=None)
+"""On a thread bound to a `LoopProcess`: the process of the coroutine that is running."""
 
 _propagation = threading.local()
 """`_propagation.queue`: exits waiting to be propagated by the outermost `_exit` on this thread."""
@@ -56,6 +60,7 @@ class Process:
     )
 
     is_pseudo = False
+    uses_context = False  # True for the reactor thread: ask `_context_process` first
 
     def __init__(self) -> None:
         self.pid = Pid(self)
@@ -127,6 +132,8 @@ class Process:
             self._monitoring[ref] = target
         if not target.add_watcher(ref, self):
             self.notify_down(ref, target.pid, "noproc")
+        elif not self.alive:
+            target.remove_watcher(ref)  # we died meanwhile: leave nothing on the target
         return ref
 
     def demonitor(self, ref: Ref, flush: bool) -> bool:
@@ -370,9 +377,27 @@ class _ThreadEnd:
             pass
 
 
+class LoopProcess(PseudoProcess):
+    """The reactor thread's own process. A coroutine task running on it sets its process
+    in a context variable, so inside the coroutine `self_pid()` is the task's pid."""
+
+    __slots__ = ()
+
+    uses_context = True
+
+
+def bind_context(process: Process) -> None:
+    """Make `process` the calling coroutine's process (for the rest of its asyncio task)."""
+    _context_process.set(process)
+
+
 def current_process(create: bool = True) -> Process | None:
     """The calling thread's process; a plain thread gets a pseudo-process on first use."""
     process: Process | None = getattr(_current, "process", None)
+    if process is not None and process.uses_context:
+        inner = _context_process.get()
+        if inner is not None:
+            return inner
     if process is not None and (
         process.alive or not isinstance(process, PseudoProcess) or not process.exit_reported
     ):
@@ -397,6 +422,8 @@ def is_fenced_thread() -> bool:
     commits through the kernel is discarded.
     """
     process: Process | None = getattr(_current, "process", None)
+    if process is not None and process.uses_context:
+        process = _context_process.get() or process
     return process is not None and not process.alive and not process.is_pseudo
 
 

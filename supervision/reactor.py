@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 from supervision.gen_server import From, GenServer, Reply, Stop, call
-from supervision.primitives import send
-from supervision.process import self_pid
+from supervision.primitives import send, trap_exit
+from supervision.process import LoopProcess, bind_thread, current_process, self_pid
+from supervision.signals import Ref
 
 REACTOR_NAME = "supervision.reactor"
 _SHUTDOWN_SECONDS = 5.0
@@ -28,26 +30,62 @@ class _LoopExited(Exception):
     pass
 
 
+class _LoopOwner:
+    """Watches the reactor process: whenever it exits (even killed, when `terminate`
+    cannot run), its loop cancels every coroutine and stops."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+
+    def notify_down(self, ref: Any, pid: Any, reason: Any) -> None:
+        global _current_loop
+        if _current_loop is self.loop:
+            _current_loop = None
+        try:
+            self.loop.call_soon_threadsafe(_begin_shutdown, self.loop)
+        except RuntimeError:
+            pass  # already closed
+
+
+def _begin_shutdown(loop: asyncio.AbstractEventLoop) -> None:
+    async def shutdown() -> None:
+        await _cancel_everything()
+        loop.stop()
+
+    loop.create_task(shutdown())
+
+
 class _ReactorServer(GenServer):
     dispatcher = "thread"
 
     def init(self, args: Any) -> dict[str, Any]:
         global _current_loop
+        trap_exit(True)  # so a shutdown from the runtime supervisor runs terminate
         loop = asyncio.new_event_loop()
         running = threading.Event()
         owner = self_pid()
 
         def run() -> None:
             asyncio.set_event_loop(loop)
+            thread_process = LoopProcess(threading.current_thread())
+            bind_thread(thread_process)
             loop.call_soon(running.set)
             try:
                 loop.run_forever()
             finally:
+                leftover = _submitters.pop(loop, None)
+                if leftover is not None:
+                    leftover.abandon_all()  # submitted but never started
+                loop.close()
+                thread_process.exit("normal")
                 send(owner, ("reactor_loop_exited",))
 
         thread = threading.Thread(target=run, name="supervision-reactor", daemon=True)
         thread.start()
         running.wait()
+        me = current_process()
+        assert me is not None
+        me.add_watcher(Ref(), _LoopOwner(loop))
         _current_loop = loop
         return {"loop": loop, "thread": thread}
 
@@ -68,16 +106,11 @@ class _ReactorServer(GenServer):
         loop: asyncio.AbstractEventLoop = state["loop"]
         if _current_loop is loop:
             _current_loop = None
-        if loop.is_running():
-            future = asyncio.run_coroutine_threadsafe(_cancel_everything(), loop)
-            try:
-                future.result(_SHUTDOWN_SECONDS)
-            except Exception:
-                pass
-            loop.call_soon_threadsafe(loop.stop)
+        try:
+            loop.call_soon_threadsafe(_begin_shutdown, loop)
+        except RuntimeError:
+            return  # the loop is already closed
         state["thread"].join(_SHUTDOWN_SECONDS)
-        if not loop.is_running():
-            loop.close()
 
 
 async def _cancel_everything() -> None:
@@ -89,40 +122,70 @@ async def _cancel_everything() -> None:
 
 
 def reactor_loop() -> asyncio.AbstractEventLoop:
-    """The running reactor's event loop, starting the kernel runtime if needed."""
+    """The running reactor's event loop, starting the kernel runtime if needed (and
+    waiting out a reactor restart, up to 5 s)."""
     loop = _current_loop
     if loop is not None and loop.is_running():
         return loop
+    from supervision.errors import ProcessExit
     from supervision.runtime import ensure_runtime
 
-    ensure_runtime()
-    loop = call(REACTOR_NAME, "loop", timeout=10.0)
-    assert isinstance(loop, asyncio.AbstractEventLoop)
-    return loop
+    deadline = time.monotonic() + 5.0
+    while True:
+        ensure_runtime()
+        try:
+            found = call(REACTOR_NAME, "loop", timeout=10.0)
+        except ProcessExit:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.001)  # the runtime supervisor is restarting the reactor
+            continue
+        assert isinstance(found, asyncio.AbstractEventLoop)
+        return found
 
 
 class Submitter:
     """Hands coroutines to a loop in batches: one wake-up of the loop per batch, not per
-    coroutine (what `run_coroutine_threadsafe` costs)."""
+    coroutine (what `run_coroutine_threadsafe` costs). It remembers every submission
+    until `finish(key)`, so a reactor that stops can release the ones that never ran."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self._pending: deque[
             tuple[Coroutine[Any, Any, Any], Callable[[asyncio.Task[Any]], None]]
         ] = deque()
+        self._tracked: dict[Any, tuple[Coroutine[Any, Any, Any], Callable[[], object]]] = {}
         self._lock = threading.Lock()
         self._scheduled = False
 
     def submit(
-        self, coroutine: Coroutine[Any, Any, Any], on_created: Callable[[asyncio.Task[Any]], None]
+        self,
+        key: Any,
+        coroutine: Coroutine[Any, Any, Any],
+        on_created: Callable[[asyncio.Task[Any]], None],
+        on_abandoned: Callable[[], object],
     ) -> None:
-        """Start `coroutine` on the loop soon; `on_created(task)` runs on the loop."""
+        """Start `coroutine` on the loop soon; `on_created(task)` runs on the loop, and
+        `on_abandoned()` runs if the reactor stops before `finish(key)`."""
         with self._lock:
+            self._tracked[key] = (coroutine, on_abandoned)
             self._pending.append((coroutine, on_created))
             if self._scheduled:
                 return
             self._scheduled = True
         self.loop.call_soon_threadsafe(self._drain)
+
+    def finish(self, key: Any) -> None:
+        with self._lock:
+            self._tracked.pop(key, None)
+
+    def abandon_all(self) -> None:
+        with self._lock:
+            tracked, self._tracked = self._tracked, {}
+            self._pending.clear()
+        for coroutine, on_abandoned in tracked.values():
+            coroutine.close()
+            on_abandoned()
 
     def _drain(self) -> None:
         with self._lock:

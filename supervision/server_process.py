@@ -12,7 +12,7 @@ from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from supervision import crash_report
-from supervision.errors import AlreadyStarted, KernelError, ProcessExit
+from supervision.errors import KernelError, NameTaken, ProcessExit
 from supervision.pid import Pid
 from supervision.process import Process
 from supervision.registry import lookup, register_process
@@ -100,7 +100,7 @@ class From:
 
     def wait(self, timeout: float | None) -> bool:
         """Block until settled; False on timeout (and the slot is then closed)."""
-        if self._lock.acquire(True, -1 if timeout is None else timeout):
+        if self._lock.acquire(True, -1 if timeout is None else max(0.0, timeout)):
             return True
         if self.claim_for_timeout():
             return False
@@ -213,11 +213,12 @@ class ServerProcess(Process):
 
     def _init(self, args: Any, name: Hashable | None, started: From) -> None:
         if name is not None:
-            holder = lookup(name)
-            if holder is not None:
-                self._fail_start(started, AlreadyStarted(name, holder.pid).reason)
+            try:
+                register_process(name, self)  # check and register in one step
+            except NameTaken:
+                holder = lookup(name)
+                self._fail_start(started, ("already_started", holder.pid if holder else None))
                 return
-            register_process(name, self)
         try:
             result = self.server.init(args)
         except BaseException as exc:
@@ -242,6 +243,8 @@ class ServerProcess(Process):
         self.exit(reason)
 
     def _stop(self, stop: Stop, caller: From | None, during: str) -> None:
+        if not self.alive:
+            return  # killed meanwhile: fenced, terminate does not run
         reason = self._run_terminate(stop.reason, stop.state)
         if caller is not None and stop.reply is not NO_REPLY:
             caller.settle(stop.reply, False)

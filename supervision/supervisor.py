@@ -68,6 +68,10 @@ class _RetryStart(NamedTuple):
 
 
 class _SupervisorServer(GenServer):
+    # A supervisor blocks while it stops a child (as in OTP). On the shared pool that
+    # would hold a pool thread the child may need for its own `terminate`.
+    dispatcher = "thread"
+
     def init(self, args: tuple[Sequence[ChildSpec], Strategy, RestartIntensity]) -> Any:
         specs, strategy, intensity = args
         trap_exit(True)

@@ -23,8 +23,8 @@ from typing import Any, NamedTuple
 
 from supervision.errors import KernelError, ProcessExit
 from supervision.pid import Pid
-from supervision.process import Process, current_process, resolve
-from supervision.reactor import submitter
+from supervision.process import Process, bind_context, current_process, resolve
+from supervision.reactor import Submitter, submitter
 from supervision.signals import Crash, Reason
 from supervision.sync_pool import SyncPool, default_sync_pool
 from supervision.task_supervisor import TaskSupervisorProcess, default_task_supervisor
@@ -143,10 +143,18 @@ class TaskProcess(Process):
             self.owner.deliver(TaskResult(self.pid, ok, value))
 
 
-async def _run_coroutine(process: TaskProcess, coroutine: Any) -> None:
+async def _run_coroutine(process: TaskProcess, coroutine: Any, reactor: Submitter) -> None:
+    try:
+        await _run_as_task(process, coroutine)
+    finally:
+        reactor.finish(process)
+
+
+async def _run_as_task(process: TaskProcess, coroutine: Any) -> None:
     if not process.alive:
         coroutine.close()  # stopped before it began: it never runs
         return
+    bind_context(process)  # inside this asyncio task, self_pid() is the task's pid
     process.coroutine_running = True
     try:
         value = await coroutine
@@ -208,10 +216,22 @@ class Task:
                 return cls(process)
             send_after(process.pid, _DEADLINE, remaining)
         if _is_coroutine(fn):
-            coroutine = fn if inspect.iscoroutine(fn) else fn(*args)
-            reactor = submitter()
-            process.loop = reactor.loop
-            reactor.submit(_run_coroutine(process, coroutine), process.started_on_loop)
+            coroutine = None
+            try:
+                coroutine = fn if inspect.iscoroutine(fn) else fn(*args)
+                reactor = submitter()
+                process.loop = reactor.loop
+                reactor.submit(
+                    process,
+                    _run_coroutine(process, coroutine, reactor),
+                    process.started_on_loop,
+                    lambda: process.exit(("shutdown", "reactor_stopped")),
+                )
+            except BaseException:
+                if coroutine is not None and process.loop is None:
+                    coroutine.close()
+                process.exit(("shutdown", "not_started"))
+                raise
         else:
             try:
                 (pool or default_sync_pool()).submit(process, fn, args)

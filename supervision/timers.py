@@ -15,7 +15,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from supervision.pid import Pid
-from supervision.process import Process, _hooks, resolve
+from supervision.process import Process, _hooks, is_fenced_thread, resolve
 from supervision.signals import Ref
 
 
@@ -60,6 +60,8 @@ class _TimerService:
                 self._thread.start()
             elif self._heap[0][2] is timer:
                 self._wake.notify()
+        if timer.target is not None and not timer.target.alive:
+            self.cancel(timer)  # it died between add_timer and here: leave nothing behind
 
     def cancel(self, timer: TimerRef) -> bool:
         with self._wake:
@@ -114,7 +116,8 @@ def send_after(dest: Pid | Hashable, message: Any, seconds: float) -> TimerRef:
         raise ValueError("send_after: seconds must be >= 0")
     target = dest._process if type(dest) is Pid else None
     timer = TimerRef(dest, target, message, time.monotonic() + seconds)
-    _service.schedule(timer)
+    if not is_fenced_thread():  # a killed process's timers never fire
+        _service.schedule(timer)
     return timer
 
 

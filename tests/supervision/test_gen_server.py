@@ -326,3 +326,66 @@ def test_concurrent_callers_all_get_their_own_reply():
     for thread in threads:
         thread.join(20)
     assert all(results[n] == [n * 1000 + i for i in range(200)] for n in range(8))
+
+
+def test_concurrent_starts_of_one_name_have_one_winner_and_never_hang():
+    barrier = threading.Barrier(8)
+    outcomes = []
+
+    def start():
+        barrier.wait()
+        try:
+            outcomes.append(Counter.start(0, name="contended-start", timeout=10))
+        except sv.AlreadyStarted as error:
+            outcomes.append(error)
+
+    threads = [threading.Thread(target=start) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(15)
+    winners = [o for o in outcomes if isinstance(o, sv.Pid)]
+    assert len(outcomes) == 8 and len(winners) == 1
+    assert all(o.pid == winners[0] for o in outcomes if isinstance(o, sv.AlreadyStarted))
+    sv.stop(winners[0])
+
+
+def test_start_link_timeout_does_not_kill_the_caller(monkeypatch):
+    class SlowInit(sv.GenServer):
+        dispatcher = "thread"  # a pooled init runs on the caller's thread and cannot time out
+
+        def init(self, args):
+            time.sleep(0.5)
+            return args
+
+    with pytest.raises(sv.StartError) as info:
+        SlowInit.start_link(0, timeout=0.05)
+    assert info.value.reason == "timeout"
+    assert sv.self_pid().is_alive()
+    with pytest.raises(TimeoutError):
+        sv.receive(0.6)  # no exit signal arrives later either
+
+
+def test_negative_timeouts_time_out_at_once_and_leave_no_monitor():
+    class Silent(sv.GenServer):
+        def handle_call(self, request, from_, state):
+            return sv.NoReply(state)
+
+    pid = Silent.start_link()
+    started = time.monotonic()
+    with pytest.raises(sv.CallTimeout):
+        sv.call(pid, "x", timeout=-1)
+    assert time.monotonic() - started < 1
+    assert pid._process.counts()[1] == 0
+
+
+def test_a_server_cannot_stop_itself_with_stop():
+    class SelfStopper(sv.GenServer):
+        def handle_call(self, request, from_, state):
+            sv.stop(sv.self_pid())
+            return sv.Reply("unreachable", state)
+
+    pid = SelfStopper.start()
+    with pytest.raises(sv.ProcessExit) as info:
+        sv.call(pid, "go", timeout=5)
+    assert "cannot stop itself" in info.value.reason.message

@@ -188,3 +188,29 @@ def test_two_os_processes_share_one_environment(tmp_path):
     assert wins[0] and wins[1]  # both processes won some rounds
     for (_, _, until), (_, acquired, _) in itertools.pairwise(both):
         assert acquired >= until  # no acquisition while the previous lease was live
+
+
+def test_a_task_killed_while_applying_does_not_commit(tmp_path):
+    from supervision.tasks import Task
+
+    store = LmdbLeases(tmp_path / "fence")
+    lease = store.acquire("job", "task", 60)
+    data = store.env.open_db(b"data")
+    inside, release = threading.Event(), threading.Event()
+
+    def apply(txn):
+        txn.put(b"result", b"from-killed-task", db=data)
+        inside.set()
+        release.wait(5)
+
+    def work():
+        store.fenced_commit("job", lease.token, apply)
+
+    task = Task.start(work)
+    assert inside.wait(5)
+    task.kill()
+    release.set()
+    time.sleep(0.1)
+    with store.env.begin() as txn:
+        assert txn.get(b"result", db=data) is None
+    store.close()

@@ -146,3 +146,22 @@ def test_send_after_rejects_negative_delay():
     with pytest.raises(ValueError):
         sv.send_after(sv.self_pid(), "x", -1)
     assert wait_dead is not None
+
+
+def test_a_killed_handler_cannot_set_timers():
+    release = threading.Event()
+    me = sv.self_pid()
+
+    class Busy(sv.GenServer):
+        def handle_cast(self, msg, state):
+            release.wait(5)
+            sv.send_after(me, "from a dead process", 0)
+            return state
+
+    pid = Busy.start()
+    sv.cast(pid, "go")
+    time.sleep(0.05)
+    sv.exit(pid, "kill")
+    release.set()
+    with pytest.raises(TimeoutError):
+        sv.receive(0.2)

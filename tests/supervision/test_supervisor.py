@@ -235,3 +235,22 @@ def test_supervisor_exit_kills_children_and_leaves_nothing(leak_check):
     sv.exit(sup, "kill")
     for pid in children:
         assert wait_dead(pid) == "killed"
+
+
+def test_many_trees_stopping_at_once_run_every_terminate_promptly(leak_check):
+    log = Recorder()
+
+    def tree(n):
+        return sv.ChildSpec(
+            f"tree-{n}",
+            lambda: sv.Supervisor.start_link([spec(log, f"w{n}", trap=True)]),
+            type="supervisor",
+        )
+
+    top = sv.Supervisor.start([tree(n) for n in range(40)])
+    started = time.monotonic()
+    sv.stop(top, "shutdown", timeout=30)
+    assert time.monotonic() - started < 5
+    stops = [e for e in log.snapshot() if e[0] == "stop"]
+    assert sorted(e[1] for e in stops) == sorted(f"w{n}" for n in range(40))
+    assert all(e[2] == "shutdown" for e in stops)  # terminated, not killed

@@ -255,16 +255,75 @@ def test_reactor_is_supervised_and_its_restart_cancels_old_coroutines():
     old_loop = reactor_loop()
     task = Task.start(forever)
     old = sv.whereis(REACTOR_NAME)
-    sv.exit(old, "boom")  # the reactor crashes; the runtime supervisor restarts it
-    assert wait_dead(old) == "boom"
+    sv.exit(old, "boom")  # from a stranger: the reactor traps exits and ignores it
+    assert sv.call(REACTOR_NAME, "loop") is old_loop
+    sv.exit(old, "kill")  # terminate cannot run, yet its loop still shuts down
+    assert wait_dead(old) == "killed"
+    with pytest.raises(TaskFailed) as info:
+        task.wait(5)
+    assert info.value.reason == ("shutdown", "cancelled")
+    wait_until(lambda: log.snapshot() == ["cancelled"])
+    wait_until(lambda: old_loop.is_closed())
     new = wait_until(lambda: sv.whereis(REACTOR_NAME))
     assert new != old
-    new_loop = wait_until(lambda: reactor_loop() is not old_loop and reactor_loop())
-    assert new_loop.is_running()
     assert Task.start(add_later, 1).wait(2) == 2
-    task.kill()
-    with pytest.raises(TaskFailed):
-        task.wait(2)
+    assert reactor_loop() is not old_loop
+
+
+def test_stopping_the_runtime_leaves_no_reactor_thread_behind():
+    from supervision.runtime import ensure_runtime, stop_runtime
+
+    def reactor_threads():
+        return sum(1 for t in threading.enumerate() if t.name == "supervision-reactor")
+
+    reactor_loop()
+    for _ in range(3):
+        loop = reactor_loop()
+        pending = Task.start(add_later, 1, 10)
+        stop_runtime()
+        with pytest.raises(TaskFailed):
+            pending.wait(5)
+        assert loop.is_closed()
+        wait_until(lambda: reactor_threads() == 0)
+        ensure_runtime()
+        assert Task.start(add_later, 1).wait(5) == 2
+    assert reactor_threads() == 1
+
+
+def test_coroutine_tasks_run_as_their_own_process():
+    seen = {}
+
+    async def child():
+        await asyncio.sleep(30)
+
+    async def parent():
+        seen["self"] = sv.self_pid()
+        seen["child"] = Task.start(child)
+        await asyncio.sleep(30)
+
+    parent_task = Task.start(parent)
+    wait_until(lambda: "child" in seen)
+    assert seen["self"] == parent_task.pid
+    parent_task.kill()
+    with pytest.raises(TaskFailed) as info:
+        seen["child"].wait(5)  # owned by the parent task: stopped with it
+    assert info.value.reason == ("shutdown", "owner_exited")
+
+
+def test_a_coroutine_task_that_fails_to_start_leaves_nothing():
+    from supervision.task_supervisor import default_task_supervisor
+
+    async def needs_one(x):
+        return x
+
+    baseline = default_task_supervisor().count()
+    before = sv.kernel_stats()
+    for _ in range(5):
+        with pytest.raises(TypeError):
+            Task.start(needs_one)  # wrong arguments
+    assert default_task_supervisor().count() == baseline
+    after = sv.kernel_stats()
+    assert after["processes"] == before["processes"] and after["timers"] == before["timers"]
 
 
 def test_coroutine_stopped_before_its_first_step_never_runs_and_is_closed():
