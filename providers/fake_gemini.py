@@ -58,15 +58,28 @@ class FakeResponse:
         return cls(frames=frames)
 
     @classmethod
-    def error(cls, status: int, message: str = "error", status_text: str | None = None) -> FakeResponse:
+    def error(
+        cls, status: int, message: str = "error", status_text: str | None = None
+    ) -> FakeResponse:
         text = status_text or HTTPStatus(status).phrase.upper().replace(" ", "_")
-        return cls(status=status, body={"error": {"code": status, "message": message, "status": text}})
+        return cls(
+            status=status, body={"error": {"code": status, "message": message, "status": text}}
+        )
 
 
-def candidate(parts: list[dict[str, Any]], finish_reason: str = "STOP", **extra: Any) -> dict[str, Any]:
+def candidate(
+    parts: list[dict[str, Any]], finish_reason: str = "STOP", **extra: Any
+) -> dict[str, Any]:
     """A generateContent response body with one candidate."""
     return {
-        "candidates": [{"index": 0, "finishReason": finish_reason, "content": {"role": "model", "parts": parts}, **extra}],
+        "candidates": [
+            {
+                "index": 0,
+                "finishReason": finish_reason,
+                "content": {"role": "model", "parts": parts},
+                **extra,
+            }
+        ],
         "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 2, "totalTokenCount": 5},
         "modelVersion": "fake-gemini",
         "responseId": uuid.uuid4().hex,
@@ -96,7 +109,9 @@ class FakeGemini:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-gemini", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="fake-gemini", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -133,7 +148,9 @@ class FakeGemini:
     def reply_stream(self, frames: list[Any]) -> None:
         self.enqueue(FakeResponse.sse(frames))
 
-    def reply_error(self, status: int, message: str = "error", status_text: str | None = None) -> None:
+    def reply_error(
+        self, status: int, message: str = "error", status_text: str | None = None
+    ) -> None:
         self.enqueue(FakeResponse.error(status, message, status_text))
 
     def next_response(self, request: RecordedRequest) -> FakeResponse:
@@ -175,7 +192,11 @@ class _Handler(BaseHTTPRequestHandler):
             body = raw.decode("utf-8", "replace")
         split = urlsplit(self.path)
         request = RecordedRequest(
-            self.command, split.path, parse_qs(split.query), {k.lower(): v for k, v in self.headers.items()}, body
+            self.command,
+            split.path,
+            parse_qs(split.query),
+            {k.lower(): v for k, v in self.headers.items()},
+            body,
         )
         self.owner.record(request)
         return request
@@ -197,13 +218,21 @@ class _Handler(BaseHTTPRequestHandler):
         request = self._record()
         name = _cache_name(request.path)
         cache = self.owner.caches.get(name)
-        self._send(FakeResponse.json(cache) if cache else FakeResponse.error(404, "no such cache", "NOT_FOUND"))
+        self._send(
+            FakeResponse.json(cache)
+            if cache
+            else FakeResponse.error(404, "no such cache", "NOT_FOUND")
+        )
 
     def do_DELETE(self) -> None:
         request = self._record()
         name = _cache_name(request.path)
         found = self.owner.caches.pop(name, None)
-        self._send(FakeResponse.json({}) if found else FakeResponse.error(404, "no such cache", "NOT_FOUND"))
+        self._send(
+            FakeResponse.json({})
+            if found
+            else FakeResponse.error(404, "no such cache", "NOT_FOUND")
+        )
 
     def _send(self, response: FakeResponse) -> None:
         if response.frames is not None:

@@ -94,10 +94,17 @@ class GeminiProvider:
 
     # -- calls ---------------------------------------------------------------------------
 
-    def generate(self, config: Mapping[str, Any], history: Sequence[Content], tools: Sequence[ToolDeclaration]) -> ModelOutput:
+    def generate(
+        self,
+        config: Mapping[str, Any],
+        history: Sequence[Content],
+        tools: Sequence[ToolDeclaration],
+    ) -> ModelOutput:
         settings, contents, request = self._prepare(config, history, tools)
         with _mapped_errors():
-            response = self._client(settings).models.generate_content(model=settings.model, contents=contents, config=request)
+            response = self._client(settings).models.generate_content(
+                model=settings.model, contents=contents, config=request
+            )
             parts, grounding = wire.candidate_parts(response)
             return wire.model_output(parts, wire.grounding_json(grounding))
 
@@ -115,7 +122,9 @@ class GeminiProvider:
                         on_delta(part.text)
                 elif not isinstance(part, content_model.FunctionCallPart):
                     kind = type(part).__struct_config__.tag
-                    raise AdkError(("unsupported_text_stream_part", kind), "use stream_content for media")
+                    raise AdkError(
+                        ("unsupported_text_stream_part", kind), "use stream_content for media"
+                    )
 
         return self._stream(config, history, tools, deliver)
 
@@ -143,7 +152,9 @@ class GeminiProvider:
         collected: list[Part] = []
         grounding: dict[str, Any] | None = None
         with _mapped_errors():
-            chunks = self._client(settings).models.generate_content_stream(model=settings.model, contents=contents, config=request)
+            chunks = self._client(settings).models.generate_content_stream(
+                model=settings.model, contents=contents, config=request
+            )
             for chunk in chunks:
                 parts, frame_grounding = wire.candidate_parts(chunk)
                 grounding = wire.merge_grounding(grounding, wire.grounding_json(frame_grounding))
@@ -154,7 +165,10 @@ class GeminiProvider:
     # -- plumbing ------------------------------------------------------------------------
 
     def _prepare(
-        self, config: Mapping[str, Any], history: Sequence[Content], tools: Sequence[ToolDeclaration]
+        self,
+        config: Mapping[str, Any],
+        history: Sequence[Content],
+        tools: Sequence[ToolDeclaration],
     ) -> tuple[GeminiSettings, list[types.Content], types.GenerateContentConfig]:
         settings = check(config)  # missing_api_key and every config error come before HTTP
         contents, system = wire.request_contents(history, settings.instructions)
@@ -196,15 +210,22 @@ class _mapped_errors:
             return False
         if isinstance(error, genai_errors.APIError):
             status = getattr(error, "status", None)
-            raise AdkError(("http_error", int(error.code or 0), str(status or "")), "Gemini refused the request") from None
+            raise AdkError(
+                ("http_error", int(error.code or 0), str(status or "")),
+                "Gemini refused the request",
+            ) from None
         if isinstance(error, _ResponseTooLarge):
-            raise AdkError("response_too_large", f"responses are capped at {MAX_RESPONSE_BYTES} bytes") from None
+            raise AdkError(
+                "response_too_large", f"responses are capped at {MAX_RESPONSE_BYTES} bytes"
+            ) from None
         if isinstance(error, httpx.TimeoutException):
             raise AdkError("timeout", "the Gemini request timed out") from None
         if isinstance(error, httpx.HTTPError):
             raise AdkError("unavailable", f"transport error: {type(error).__name__}") from None
         if isinstance(error, ValueError | TypeError | KeyError):
-            raise AdkError("malformed_response", f"Gemini's response did not parse: {type(error).__name__}") from None
+            raise AdkError(
+                "malformed_response", f"Gemini's response did not parse: {type(error).__name__}"
+            ) from None
         return False
 
 

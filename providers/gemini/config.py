@@ -49,8 +49,29 @@ GENERATION_KEYS = frozenset(
         "safety_settings",
     }
 )
-PROVIDER_KEYS = frozenset({"provider", "model", "api_key", "base_url", "request_timeout", "builtin_tools", "generation_config", "cached_content"})
-AGENT_KEYS = frozenset({"instructions", "description", "sub_agents", "output_schema", "output_key", "callback_config", "tools"})
+PROVIDER_KEYS = frozenset(
+    {
+        "provider",
+        "model",
+        "api_key",
+        "base_url",
+        "request_timeout",
+        "builtin_tools",
+        "generation_config",
+        "cached_content",
+    }
+)
+AGENT_KEYS = frozenset(
+    {
+        "instructions",
+        "description",
+        "sub_agents",
+        "output_schema",
+        "output_key",
+        "callback_config",
+        "tools",
+    }
+)
 """Agent/runtime fields that share the agent's config with the provider; accepted here."""
 
 MAX_TIMEOUT_MS = 3_600_000
@@ -71,7 +92,9 @@ class GeminiSettings:
     cached_content: str | None
 
     def __repr__(self) -> str:  # the key never reaches a log line or traceback
-        return f"GeminiSettings(model={self.model!r}, base_url={self.base_url!r}, api_key=[redacted])"
+        return (
+            f"GeminiSettings(model={self.model!r}, base_url={self.base_url!r}, api_key=[redacted])"
+        )
 
 
 def check(config: Mapping[str, Any], *, need_key: bool = True) -> GeminiSettings:
@@ -80,28 +103,44 @@ def check(config: Mapping[str, Any], *, need_key: bool = True) -> GeminiSettings
         raise AdkError("invalid_config", "a provider config is a mapping")
     unknown = sorted(set(config) - PROVIDER_KEYS - GENERATION_KEYS - AGENT_KEYS)
     if unknown:
-        raise AdkError(("unknown_config_keys", tuple(unknown)), f"unknown keys: {', '.join(unknown)}")
+        raise AdkError(
+            ("unknown_config_keys", tuple(unknown)), f"unknown keys: {', '.join(unknown)}"
+        )
     nested = config.get("generation_config") or {}
     if not isinstance(nested, Mapping):
         raise AdkError("invalid_generation_config", "generation_config is a mapping")
     unknown = sorted(set(nested) - GENERATION_KEYS)
     if unknown:
-        raise AdkError(("unknown_generation_config_keys", tuple(unknown)), f"unknown keys: {', '.join(unknown)}")
+        raise AdkError(
+            ("unknown_generation_config_keys", tuple(unknown)),
+            f"unknown keys: {', '.join(unknown)}",
+        )
     both = sorted(set(nested) & set(config))
     if both:
         raise AdkError(("duplicate_config_keys", tuple(both)), "set each option once")
     generation = {**{k: v for k, v in config.items() if k in GENERATION_KEYS}, **nested}
 
     model = config.get("model")
-    if not isinstance(model, str) or not model or len(model) > 256 or "/" in model.removeprefix("models/"):
+    if (
+        not isinstance(model, str)
+        or not model
+        or len(model) > 256
+        or "/" in model.removeprefix("models/")
+    ):
         raise AdkError("invalid_model", "model is a model name such as 'gemini-3.1-flash-lite'")
-    api_key = config.get("api_key") or os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
+    api_key = (
+        config.get("api_key")
+        or os.environ.get("GEMINI_API_KEY")
+        or os.environ.get("GOOGLE_API_KEY")
+    )
     if need_key and not api_key:
         raise AdkError("missing_api_key", "set GEMINI_API_KEY or config['api_key']")
     if api_key is not None and not isinstance(api_key, str):
         raise AdkError("invalid_api_key", "api_key is a string")
     base_url = config.get("base_url") or os.environ.get("GOOGLE_GEMINI_BASE_URL")
-    if base_url is not None and (not isinstance(base_url, str) or not base_url.startswith(("http://", "https://"))):
+    if base_url is not None and (
+        not isinstance(base_url, str) or not base_url.startswith(("http://", "https://"))
+    ):
         raise AdkError("invalid_base_url", "base_url is an http(s) URL")
     instructions = config.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
@@ -129,9 +168,13 @@ def _timeout(value: Any) -> int | None:
     if value is None or value == "infinity":
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise AdkError("invalid_request_timeout", "request_timeout is milliseconds >= 0 or 'infinity'")
+        raise AdkError(
+            "invalid_request_timeout", "request_timeout is milliseconds >= 0 or 'infinity'"
+        )
     if not 0 <= value <= MAX_TIMEOUT_MS:
-        raise AdkError("invalid_request_timeout", f"request_timeout is 0..{MAX_TIMEOUT_MS} ms or 'infinity'")
+        raise AdkError(
+            "invalid_request_timeout", f"request_timeout is 0..{MAX_TIMEOUT_MS} ms or 'infinity'"
+        )
     return int(value)
 
 
@@ -145,13 +188,17 @@ def _builtin_tools(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _number(generation: Mapping[str, Any], key: str, low: float, high: float, integer: bool = False) -> None:
+def _number(
+    generation: Mapping[str, Any], key: str, low: float, high: float, integer: bool = False
+) -> None:
     value = generation.get(key)
     if value is None:
         return
     kinds = (int,) if integer else (int, float)
     if isinstance(value, bool) or not isinstance(value, kinds) or not low <= value <= high:
-        raise AdkError(("invalid_generation_config", key), f"{key} must be a number in {low}..{high}")
+        raise AdkError(
+            ("invalid_generation_config", key), f"{key} must be a number in {low}..{high}"
+        )
 
 
 def _check_generation(generation: Mapping[str, Any]) -> None:
@@ -164,16 +211,24 @@ def _check_generation(generation: Mapping[str, Any]) -> None:
     _number(generation, "presence_penalty", -2.0, 2.0)
     _number(generation, "frequency_penalty", -2.0, 2.0)
     stops = generation.get("stop_sequences")
-    if stops is not None and (not isinstance(stops, list) or len(stops) > 5 or not all(isinstance(s, str) for s in stops)):
+    if stops is not None and (
+        not isinstance(stops, list) or len(stops) > 5 or not all(isinstance(s, str) for s in stops)
+    ):
         raise AdkError(("invalid_generation_config", "stop_sequences"), "at most 5 strings")
     mime = generation.get("response_mime_type")
     if mime is not None and mime not in ("text/plain", "application/json", "text/x.enum"):
-        raise AdkError(("invalid_generation_config", "response_mime_type"), "text/plain, application/json or text/x.enum")
+        raise AdkError(
+            ("invalid_generation_config", "response_mime_type"),
+            "text/plain, application/json or text/x.enum",
+        )
     schema = generation.get("response_schema")
     if schema is not None and not isinstance(schema, Mapping | bool):
         raise AdkError(("invalid_generation_config", "response_schema"), "a JSON Schema object")
     if schema is not None and mime != "application/json":
-        raise AdkError(("invalid_generation_config", "response_schema"), "response_schema needs response_mime_type application/json")
+        raise AdkError(
+            ("invalid_generation_config", "response_schema"),
+            "response_schema needs response_mime_type application/json",
+        )
     _check_thinking(generation.get("thinking_config"))
     _check_safety(generation.get("safety_settings"))
 
@@ -185,13 +240,20 @@ def _check_thinking(thinking: Any) -> None:
         raise AdkError("invalid_thinking_config", "thinking_config is a mapping")
     unknown = sorted(set(thinking) - {"thinking_level", "thinking_budget", "include_thoughts"})
     if unknown:
-        raise AdkError(("unknown_thinking_config_keys", tuple(unknown)), f"unknown keys: {', '.join(unknown)}")
+        raise AdkError(
+            ("unknown_thinking_config_keys", tuple(unknown)), f"unknown keys: {', '.join(unknown)}"
+        )
     level, budget = thinking.get("thinking_level"), thinking.get("thinking_budget")
     if level is not None and budget is not None:
-        raise AdkError("thinking_level_and_budget", "set thinking_level or the legacy thinking_budget, not both")
+        raise AdkError(
+            "thinking_level_and_budget",
+            "set thinking_level or the legacy thinking_budget, not both",
+        )
     if level is not None and level not in THINKING_LEVELS:
         raise AdkError("invalid_thinking_level", f"thinking_level is one of {THINKING_LEVELS}")
-    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or not -1 <= budget <= 32_768):
+    if budget is not None and (
+        isinstance(budget, bool) or not isinstance(budget, int) or not -1 <= budget <= 32_768
+    ):
         raise AdkError("invalid_thinking_budget", "thinking_budget is an int in -1..32768")
     include = thinking.get("include_thoughts")
     if include is not None and not isinstance(include, bool):
@@ -202,18 +264,28 @@ def _check_safety(settings: Any) -> None:
     if settings is None:
         return
     if not isinstance(settings, list):
-        raise AdkError("invalid_safety_settings", "safety_settings is a list of {category, threshold}")
+        raise AdkError(
+            "invalid_safety_settings", "safety_settings is a list of {category, threshold}"
+        )
     seen: set[str] = set()
     for entry in settings:
         if not isinstance(entry, Mapping) or set(entry) != {"category", "threshold"}:
-            raise AdkError("invalid_safety_settings", "each setting has exactly category and threshold")
+            raise AdkError(
+                "invalid_safety_settings", "each setting has exactly category and threshold"
+            )
         category, threshold = entry["category"], entry["threshold"]
         if category == "civic_integrity":
-            raise AdkError("unsupported_safety_category", "the civic integrity category is deprecated")
+            raise AdkError(
+                "unsupported_safety_category", "the civic integrity category is deprecated"
+            )
         if category not in SAFETY_CATEGORIES:
-            raise AdkError("invalid_safety_category", f"category is one of {sorted(SAFETY_CATEGORIES)}")
+            raise AdkError(
+                "invalid_safety_category", f"category is one of {sorted(SAFETY_CATEGORIES)}"
+            )
         if threshold not in SAFETY_THRESHOLDS:
-            raise AdkError("invalid_safety_threshold", f"threshold is one of {sorted(SAFETY_THRESHOLDS)}")
+            raise AdkError(
+                "invalid_safety_threshold", f"threshold is one of {sorted(SAFETY_THRESHOLDS)}"
+            )
         if category in seen:
             raise AdkError("duplicate_safety_category", "each category once")
         seen.add(category)

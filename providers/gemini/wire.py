@@ -65,20 +65,32 @@ def _signature(value: str | None) -> bytes | None:
 
 def to_genai_part(part: Part) -> types.Part:
     if isinstance(part, TextPart):
-        return types.Part(text=part.text, thought=part.thought or None, thought_signature=_signature(part.thought_signature))
+        return types.Part(
+            text=part.text,
+            thought=part.thought or None,
+            thought_signature=_signature(part.thought_signature),
+        )
     if isinstance(part, InlineDataPart):
-        return types.Part(inline_data=types.Blob(mime_type=part.mime_type, data=base64.b64decode(part.data)))
+        return types.Part(
+            inline_data=types.Blob(mime_type=part.mime_type, data=base64.b64decode(part.data))
+        )
     if isinstance(part, FileDataPart):
-        return types.Part(file_data=types.FileData(file_uri=part.file_uri, mime_type=part.mime_type))
+        return types.Part(
+            file_data=types.FileData(file_uri=part.file_uri, mime_type=part.mime_type)
+        )
     if isinstance(part, FunctionCallPart):
         return types.Part(
             function_call=types.FunctionCall(id=part.id, name=part.name, args=part.args),
             thought_signature=_signature(part.thought_signature),
         )
-    return types.Part(function_response=types.FunctionResponse(id=part.id, name=part.name, response=part.response))
+    return types.Part(
+        function_response=types.FunctionResponse(id=part.id, name=part.name, response=part.response)
+    )
 
 
-def request_contents(history: Sequence[Content], instructions: str | None) -> tuple[list[types.Content], str | None]:
+def request_contents(
+    history: Sequence[Content], instructions: str | None
+) -> tuple[list[types.Content], str | None]:
     """Gemini contents and the system instruction (config instructions + system turns)."""
     system = [instructions] if instructions else []
     contents = []
@@ -87,7 +99,9 @@ def request_contents(history: Sequence[Content], instructions: str | None) -> tu
             system.append(message.text_value(include_thoughts=True))
             continue
         role = "model" if message.role == "model" else "user"
-        contents.append(types.Content(role=role, parts=[to_genai_part(part) for part in message.parts]))
+        contents.append(
+            types.Content(role=role, parts=[to_genai_part(part) for part in message.parts])
+        )
     if not contents:
         raise AdkError("empty_history", "the history needs at least one user or model turn")
     return contents, "\n\n".join(system) if system else None
@@ -101,25 +115,42 @@ def is_simple_schema(schema: Any) -> bool:
     if kind is not None and (not isinstance(kind, str) or kind not in _SIMPLE_TYPES):
         return False
     properties = schema.get("properties", {})
-    if not isinstance(properties, Mapping) or not all(is_simple_schema(sub) for sub in properties.values()):
+    if not isinstance(properties, Mapping) or not all(
+        is_simple_schema(sub) for sub in properties.values()
+    ):
         return False
     return "items" not in schema or is_simple_schema(schema["items"])
 
 
 def function_declaration(tool: ToolDeclaration) -> types.FunctionDeclaration:
-    name, description, parameters = tool.get("name"), tool.get("description", ""), tool.get("parameters")
+    name, description, parameters = (
+        tool.get("name"),
+        tool.get("description", ""),
+        tool.get("parameters"),
+    )
     if not isinstance(name, str) or not name:
         raise AdkError("invalid_tool_declaration", "a tool declaration needs a name")
     if parameters is None:
         return types.FunctionDeclaration(name=name, description=description)
     if is_simple_schema(parameters):
-        return types.FunctionDeclaration(name=name, description=description, parameters=types.Schema.model_validate(_to_schema_fields(parameters)))
-    return types.FunctionDeclaration(name=name, description=description, parameters_json_schema=parameters)
+        return types.FunctionDeclaration(
+            name=name,
+            description=description,
+            parameters=types.Schema.model_validate(_to_schema_fields(parameters)),
+        )
+    return types.FunctionDeclaration(
+        name=name, description=description, parameters_json_schema=parameters
+    )
 
 
 def _to_schema_fields(schema: Mapping[str, Any]) -> dict[str, Any]:
     """JSON Schema (camelCase) to the SDK's `Schema` fields (snake_case, TYPE enums)."""
-    renames = {"minItems": "min_items", "maxItems": "max_items", "minLength": "min_length", "maxLength": "max_length"}
+    renames = {
+        "minItems": "min_items",
+        "maxItems": "max_items",
+        "minLength": "min_length",
+        "maxLength": "max_length",
+    }
     fields: dict[str, Any] = {}
     for key, value in schema.items():
         if key == "type":
@@ -135,10 +166,23 @@ def _to_schema_fields(schema: Mapping[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def generate_config(settings: GeminiSettings, tools: Sequence[ToolDeclaration], system: str | None) -> types.GenerateContentConfig:
+def generate_config(
+    settings: GeminiSettings, tools: Sequence[ToolDeclaration], system: str | None
+) -> types.GenerateContentConfig:
     generation = dict(settings.generation)
     options: dict[str, Any] = {}
-    for key in ("temperature", "top_p", "top_k", "max_output_tokens", "stop_sequences", "candidate_count", "seed", "presence_penalty", "frequency_penalty", "response_mime_type"):
+    for key in (
+        "temperature",
+        "top_p",
+        "top_k",
+        "max_output_tokens",
+        "stop_sequences",
+        "candidate_count",
+        "seed",
+        "presence_penalty",
+        "frequency_penalty",
+        "response_mime_type",
+    ):
         if key in generation:
             options[key] = generation[key]
     if "response_schema" in generation:
@@ -152,14 +196,19 @@ def generate_config(settings: GeminiSettings, tools: Sequence[ToolDeclaration], 
         )
     if generation.get("safety_settings"):
         options["safety_settings"] = [
-            types.SafetySetting(category=SAFETY_CATEGORIES[s["category"]], threshold=SAFETY_THRESHOLDS[s["threshold"]])
+            types.SafetySetting(
+                category=SAFETY_CATEGORIES[s["category"]],
+                threshold=SAFETY_THRESHOLDS[s["threshold"]],
+            )
             for s in generation["safety_settings"]
         ]
     genai_tools: list[types.Tool] = []
     if "google_search" in settings.builtin_tools:
         genai_tools.append(types.Tool(google_search=types.GoogleSearch()))
     if tools:
-        genai_tools.append(types.Tool(function_declarations=[function_declaration(tool) for tool in tools]))
+        genai_tools.append(
+            types.Tool(function_declarations=[function_declaration(tool) for tool in tools])
+        )
         options["automatic_function_calling"] = types.AutomaticFunctionCallingConfig(disable=True)
     if genai_tools:
         options["tools"] = genai_tools
@@ -180,13 +229,17 @@ def _b64(value: bytes | None) -> str | None:
 def from_genai_part(part: types.Part) -> Part | None:
     if part.function_call is not None:
         call = part.function_call
-        return FunctionCallPart(call.name or "", dict(call.args or {}), call.id, _b64(part.thought_signature))
+        return FunctionCallPart(
+            call.name or "", dict(call.args or {}), call.id, _b64(part.thought_signature)
+        )
     if part.function_response is not None:
         response = part.function_response
         return FunctionResponsePart(response.name or "", dict(response.response or {}), response.id)
     if part.inline_data is not None:
         blob = part.inline_data
-        return InlineDataPart((blob.mime_type or "application/octet-stream").lower(), _b64(blob.data) or "")
+        return InlineDataPart(
+            (blob.mime_type or "application/octet-stream").lower(), _b64(blob.data) or ""
+        )
     if part.file_data is not None:
         return FileDataPart(part.file_data.file_uri or "", (part.file_data.mime_type or "").lower())
     if part.text is not None:
@@ -198,11 +251,17 @@ def candidate_parts(response: types.GenerateContentResponse) -> tuple[list[Part]
     """The first candidate's parts and its grounding metadata; raises on a blocked prompt."""
     feedback = response.prompt_feedback
     if feedback is not None and feedback.block_reason is not None:
-        raise AdkError(("blocked", str(_enum_name(feedback.block_reason))), "Gemini blocked the prompt")
+        raise AdkError(
+            ("blocked", str(_enum_name(feedback.block_reason))), "Gemini blocked the prompt"
+        )
     if not response.candidates:
         return [], None
     first = response.candidates[0]
-    parts = [p for p in (from_genai_part(part) for part in ((first.content and first.content.parts) or [])) if p is not None]
+    parts = [
+        p
+        for p in (from_genai_part(part) for part in ((first.content and first.content.parts) or []))
+        if p is not None
+    ]
     finish = _enum_name(first.finish_reason) if first.finish_reason is not None else None
     if not parts and finish in ("SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "RECITATION"):
         raise AdkError(("blocked", finish), "Gemini withheld the answer")
@@ -223,13 +282,19 @@ def grounding_json(metadata: Any) -> dict[str, Any] | None:
     try:
         size = len(msgspec.json.encode(data))
     except (TypeError, msgspec.EncodeError):
-        raise AdkError("invalid_grounding_metadata", "grounding metadata must be strict JSON") from None
+        raise AdkError(
+            "invalid_grounding_metadata", "grounding metadata must be strict JSON"
+        ) from None
     if size > MAX_GROUNDING_METADATA_BYTES:
-        raise AdkError("grounding_metadata_too_large", f"at most {MAX_GROUNDING_METADATA_BYTES} bytes")
+        raise AdkError(
+            "grounding_metadata_too_large", f"at most {MAX_GROUNDING_METADATA_BYTES} bytes"
+        )
     return data if data else None
 
 
-def merge_grounding(into: dict[str, Any] | None, more: dict[str, Any] | None) -> dict[str, Any] | None:
+def merge_grounding(
+    into: dict[str, Any] | None, more: dict[str, Any] | None
+) -> dict[str, Any] | None:
     """Stream frames: list fields accumulate in arrival order, other fields take the latest."""
     if more is None:
         return into
@@ -240,7 +305,9 @@ def merge_grounding(into: dict[str, Any] | None, more: dict[str, Any] | None) ->
         else:
             merged[key] = value
     if len(msgspec.json.encode(merged)) > MAX_GROUNDING_METADATA_BYTES:
-        raise AdkError("grounding_metadata_too_large", f"at most {MAX_GROUNDING_METADATA_BYTES} bytes")
+        raise AdkError(
+            "grounding_metadata_too_large", f"at most {MAX_GROUNDING_METADATA_BYTES} bytes"
+        )
     return merged
 
 
@@ -254,13 +321,17 @@ def model_output(parts: list[Part], grounding: dict[str, Any] | None) -> ModelOu
     output: str | Content | ToolCalls
     if calls:
         output = ToolCalls(tuple(calls), message)
-    elif message.is_text_only() and not any(isinstance(p, TextPart) and (p.thought or p.thought_signature) for p in message.parts):
+    elif message.is_text_only() and not any(
+        isinstance(p, TextPart) and (p.thought or p.thought_signature) for p in message.parts
+    ):
         output = message.text_value()
     else:
         output = message
     if grounding is None:
         return output
-    return ProviderResult(output, ProviderResult.envelope("gemini", "google_search_grounding", grounding))
+    return ProviderResult(
+        output, ProviderResult.envelope("gemini", "google_search_grounding", grounding)
+    )
 
 
 def _merge_text(parts: list[Part]) -> list[Part]:
