@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Benchmarks run in their own venv: the peer (google-adk) pins other versions of shared
+# dependencies, and must never change what the tests run against.
+BENCH_VENV := .venv-bench
+BENCH_STAMP := $(BENCH_VENV)/.installed
 
 .PHONY: test lint typecheck contracts pytest run bench clean
 
@@ -11,8 +15,14 @@ $(BIN)/python:
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
+
+$(BENCH_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install -q --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install -q -e '.[bench]'
+	touch $(BENCH_STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check supervision providers adk_actors tests benchmarks
@@ -32,9 +42,10 @@ test: lint contracts typecheck pytest
 run: $(STAMP)
 	$(BIN)/python -m supervision.demo
 
-bench: $(STAMP)
-	$(BIN)/python benchmarks/kernel.py
-	$(BIN)/python benchmarks/runtime.py
+bench: $(BENCH_STAMP)
+	$(BENCH_VENV)/bin/python benchmarks/kernel.py
+	$(BENCH_VENV)/bin/python benchmarks/runtime.py
+	$(BENCH_VENV)/bin/python benchmarks/events.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache
