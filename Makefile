@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 BENCH_VENV := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
-.PHONY: test lint typecheck contracts pytest run bench clean
+.PHONY: test lint typecheck contracts pytest run demo bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,8 +25,8 @@ $(BENCH_STAMP): pyproject.toml
 	touch $(BENCH_STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check supervision providers adk_actors tests benchmarks
-	$(BIN)/ruff format --check supervision providers adk_actors tests benchmarks
+	$(BIN)/ruff check supervision providers adk_actors tests benchmarks examples
+	$(BIN)/ruff format --check supervision providers adk_actors tests benchmarks examples
 
 contracts: $(STAMP)
 	$(BIN)/lint-imports
@@ -40,6 +40,9 @@ pytest: $(STAMP)
 test: lint contracts typecheck pytest
 
 run: $(STAMP)
+	$(BIN)/python examples/quickstart.py
+
+demo: $(STAMP)
 	$(BIN)/python -m supervision.demo
 
 bench: $(BENCH_STAMP)

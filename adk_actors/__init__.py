@@ -1,12 +1,28 @@
 """The ADK domain layer and its public facade (DESIGN.md §5).
 
-Available now: the content model (`content`, `Content`), `AdkError`, the provider
-calls (`providers`), and `Event`s. Agents, the Runner, runs and sessions come with
-the next issues.
+import adk_actors as adk
+
+adk.start()
+agent = adk.spawn_agent("WeatherAgent", {"provider": "scripted", "script": [...]}, tools=[get_weather])
+text = adk.prompt(agent, "What is the weather in Tokyo?")
+adk.stop_agent(agent)
 """
 
 from adk_actors import events
+from adk_actors.agents import (
+    AgentRef,
+    AgentResponse,
+    Scope,
+    agent_info,
+    delegate,
+    invoke,
+    prompt,
+    spawn_agent,
+    stop_agent,
+)
+from adk_actors.app import start, stop
 from adk_actors.events import Event, EventActions
+from adk_actors.tools import Tool, ToolContext, tool
 from providers import AdkError, Content, ScriptedProvider, content, redact
 from providers import protocol as _protocol
 
@@ -15,12 +31,26 @@ providers = _protocol
 
 __all__ = [
     "AdkError",
+    "AgentRef",
+    "AgentResponse",
     "Content",
     "Event",
     "EventActions",
+    "Scope",
     "ScriptedProvider",
+    "Tool",
+    "ToolContext",
+    "agent_info",
     "content",
+    "delegate",
     "events",
+    "invoke",
+    "prompt",
     "providers",
     "redact",
+    "spawn_agent",
+    "start",
+    "stop",
+    "stop_agent",
+    "tool",
 ]

@@ -1,0 +1,28 @@
+"""Agents: supervised processes that run model turns in tasks."""
+
+from adk_actors.agents.api import (
+    AgentRef,
+    AgentResponse,
+    agent_info,
+    delegate,
+    invoke,
+    prompt,
+    spawn_agent,
+    stop_agent,
+)
+from adk_actors.agents.spec import AgentSpec, compile_spec
+from adk_actors.agents.turn import Scope
+
+__all__ = [
+    "AgentRef",
+    "AgentResponse",
+    "AgentSpec",
+    "Scope",
+    "agent_info",
+    "compile_spec",
+    "delegate",
+    "invoke",
+    "prompt",
+    "spawn_agent",
+    "stop_agent",
+]

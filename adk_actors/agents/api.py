@@ -1,0 +1,201 @@
+"""The agent half of the facade: `spawn_agent`, `prompt`, `delegate`, `invoke`, `stop_agent`.
+
+An `AgentRef` names an agent; every call resolves the name at call time, so a ref
+keeps working after the agent supervisor restarts the agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from adk_actors.agents.server import AgentServer
+from adk_actors.agents.spec import check_agent_name, compile_spec
+from adk_actors.agents.turn import Scope, as_content
+from adk_actors.app import AGENT_SUPERVISOR, ensure_started
+from adk_actors.tools import Tool
+from providers.content import Content
+from providers.errors import AdkError
+from supervision import (
+    CallTimeout,
+    ChildSpec,
+    DynamicSupervisor,
+    Pid,
+    ProcessExit,
+    Ref,
+    SupervisorError,
+    call,
+    cast,
+    self_pid,
+    send,
+    whereis,
+)
+
+
+def registered_name(name: str) -> tuple[str, str]:
+    return ("adk.agent", name)
+
+
+@dataclass(frozen=True)
+class AgentRef:
+    """A handle on an agent by name. `pid` is the process serving it right now."""
+
+    name: str
+
+    @property
+    def pid(self) -> Pid | None:
+        return whereis(registered_name(self.name))
+
+    def __repr__(self) -> str:
+        return f"AgentRef({self.name!r})"
+
+
+@dataclass(frozen=True)
+class AgentResponse:
+    """What `delegate` delivers: exactly one of `value` and `error` is set."""
+
+    ref: Any
+    agent: AgentRef
+    value: str | Content | None = None
+    error: AdkError | None = None
+
+
+AgentLike = AgentRef | str
+
+
+def _name(agent: AgentLike) -> str:
+    return agent.name if isinstance(agent, AgentRef) else check_agent_name(agent)
+
+
+def spawn_agent(name: str, config: dict[str, Any], tools: Sequence[Tool] = ()) -> AgentRef:
+    """Start an agent under the agent supervisor (transient: restarted after a crash)."""
+    spec = compile_spec(name, config, tools)
+    ensure_started()
+    child = ChildSpec(
+        name, lambda: AgentServer.start_link(spec, name=registered_name(name)), restart="transient"
+    )
+    try:
+        DynamicSupervisor.start_child(AGENT_SUPERVISOR, child)
+    except SupervisorError as error:
+        if isinstance(error.reason, tuple) and error.reason[:1] == ("already_started",):
+            raise AdkError("already_exists", f"an agent named {name!r} is running") from None
+        raise AdkError(
+            ("agent_start_failed", str(error.reason)[:200]), "the agent did not start"
+        ) from None
+    return AgentRef(name)
+
+
+def stop_agent(agent: AgentLike) -> None:
+    """Stop an agent: running and queued turns fail with ``agent_stopped``; the name is
+    free again at once."""
+    pid = whereis(registered_name(_name(agent)))
+    if pid is None:
+        raise AdkError("not_found", "no such agent")
+    try:
+        DynamicSupervisor.terminate_child(AGENT_SUPERVISOR, pid)
+    except SupervisorError as error:
+        raise AdkError("not_found", f"no such agent ({error.reason})") from None
+
+
+def _ask(agent: AgentLike, request: tuple[Any, ...], timeout: float | None) -> Any:
+    name = _name(agent)
+    try:
+        status, value = call(registered_name(name), request, timeout=timeout)
+    except CallTimeout:
+        raise AdkError(
+            "agent_call_timeout", f"no answer within {timeout} s; the agent goes on"
+        ) from None
+    except ProcessExit as exit_:
+        raise AdkError(
+            "noproc" if exit_.reason == "noproc" else "agent_exited", "the agent is not running"
+        ) from None
+    if status == "ok":
+        return value
+    raise AdkError(value, "the turn failed")
+
+
+def prompt(agent: AgentLike, message: str | Content, timeout: float = 60.0) -> str | Content:
+    """One turn of the agent's conversation (FIFO per agent); text, or `Content` for media.
+
+    Raises `AdkError` with the failure's reason (a provider error is never returned as
+    a success string).
+    """
+    return _ask(agent, ("prompt", as_content(message), Scope(), self_pid()), timeout)  # type: ignore[no-any-return]
+
+
+def invoke(
+    agent: AgentLike,
+    message: str | Content,
+    scope: tuple[str, str, str] | Scope | None = None,
+    timeout: float = 60.0,
+) -> str | Content:
+    """A fresh invocation (no conversation history) in the lane of `scope`
+    (app_name, user_id, session_id); one lane runs one turn at a time."""
+    return _ask(agent, ("invoke", as_content(message), _scope(scope), self_pid()), timeout)  # type: ignore[no-any-return]
+
+
+def delegate(
+    agent: AgentLike,
+    message: str | Content,
+    reply_to: Any = None,
+    ref: Any = None,
+    scope: tuple[str, str, str] | Scope | None = None,
+) -> Any:
+    """Run a turn without waiting. With `reply_to` (a Pid, a `queue.Queue` or an
+    `asyncio.Queue`), one `AgentResponse(ref, agent, value, error)` arrives there.
+    Returns the correlation ref (a new `Ref` unless you pass one)."""
+    name = _name(agent)
+    ref = ref if ref is not None else Ref()
+    respond = None if reply_to is None else _responder(reply_to, ref, AgentRef(name))
+    if whereis(registered_name(name)) is None:
+        raise AdkError("noproc", "the agent is not running")
+    caller = self_pid() if reply_to is not None else None
+    cast(registered_name(name), ("delegate", as_content(message), _scope(scope), respond, caller))
+    return ref
+
+
+def agent_info(agent: AgentLike, timeout: float = 5.0) -> dict[str, Any]:
+    """Status counters: active and queued turns, history length, completed, tools."""
+    try:
+        return call(registered_name(_name(agent)), ("info",), timeout)  # type: ignore[no-any-return]
+    except ProcessExit:
+        raise AdkError("noproc", "the agent is not running") from None
+
+
+def _scope(scope: tuple[str, str, str] | Scope | None) -> Scope:
+    if scope is None:
+        return Scope()
+    if isinstance(scope, Scope):
+        return scope
+    if (
+        isinstance(scope, tuple)
+        and len(scope) == 3
+        and all(isinstance(part, str) for part in scope)
+    ):
+        return Scope(*scope)
+    raise AdkError("invalid_scope", "scope is (app_name, user_id, session_id)")
+
+
+def _responder(reply_to: Any, ref: Any, agent: AgentRef) -> Callable[[tuple[Any, ...]], None]:
+    if isinstance(reply_to, asyncio.Queue):
+        loop = asyncio.get_running_loop()
+
+        def to_asyncio(outcome: tuple[Any, ...]) -> None:
+            loop.call_soon_threadsafe(reply_to.put_nowait, _response(ref, agent, outcome))
+
+        return to_asyncio
+    if isinstance(reply_to, queue.Queue):
+        return lambda outcome: reply_to.put_nowait(_response(ref, agent, outcome))
+    if isinstance(reply_to, Pid):
+        return lambda outcome: send(reply_to, _response(ref, agent, outcome))
+    raise AdkError("invalid_reply_to", "reply_to is a Pid, a queue.Queue or an asyncio.Queue")
+
+
+def _response(ref: Any, agent: AgentRef, outcome: tuple[Any, ...]) -> AgentResponse:
+    status, value = outcome
+    if status == "ok":
+        return AgentResponse(ref, agent, value=value)
+    return AgentResponse(ref, agent, error=AdkError(value, "the turn failed"))

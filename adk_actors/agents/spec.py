@@ -1,0 +1,106 @@
+"""`AgentSpec`: an agent's config, checked once and frozen.
+
+Agent runtime keys (timeouts, limits) are taken out here; everything else is the
+provider's config and the provider checks it strictly, so a misspelled key fails
+`spawn_agent` instead of being ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from adk_actors.tools import Tool, ToolCatalog
+from providers import protocol
+from providers.errors import AdkError
+from providers.scripted import ScriptedProvider
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+MAX_NAME_BYTES = 128
+
+DEFAULT_TURN_TIMEOUT = 60.0
+DEFAULT_CALL_TIMEOUT = 60.0
+DEFAULT_MAX_TOOL_ROUNDS = 16
+DEFAULT_MAX_CONCURRENT_INVOCATIONS = 32
+MAX_HISTORY_CONTENTS = 1000
+
+RUNTIME_KEYS = frozenset(
+    {"turn_timeout", "call_timeout", "max_tool_rounds", "max_concurrent_invocations"}
+)
+
+
+def check_agent_name(name: Any) -> str:
+    """Agent names are identifiers; ``user`` is reserved for the human."""
+    if not isinstance(name, str) or not _IDENTIFIER.match(name) or len(name) > MAX_NAME_BYTES:
+        raise AdkError(
+            "invalid_identifier", "agent names match [A-Za-z_][A-Za-z0-9_]* (at most 128)"
+        )
+    if name.lower() == "user":
+        raise AdkError("reserved_user", "'user' names the human in a conversation")
+    return name
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    name: str
+    provider_config: Mapping[str, Any]
+    catalog: ToolCatalog
+    turn_timeout: float
+    call_timeout: float
+    max_tool_rounds: int
+    max_concurrent_invocations: int
+
+    def __repr__(self) -> str:  # never the provider config: it may hold an API key
+        return f"AgentSpec({self.name!r}, tools={self.catalog.names()})"
+
+
+def compile_spec(name: Any, config: Mapping[str, Any], tools: Sequence[Tool] = ()) -> AgentSpec:
+    """Check everything once: name, runtime limits, provider config, tool catalog."""
+    check_agent_name(name)
+    if not isinstance(config, Mapping):
+        raise AdkError("invalid_config", "an agent config is a mapping")
+    provider_config = {key: value for key, value in config.items() if key not in RUNTIME_KEYS}
+    if provider_config.get("provider") == "scripted":
+        script = provider_config.pop("script", None)
+        if script is None:
+            raise AdkError("missing_script", "a scripted agent needs 'script': [steps]")
+        provider_config["provider"] = (
+            script if isinstance(script, ScriptedProvider) else ScriptedProvider(script)
+        )
+    protocol.validate_config(provider_config)
+    return AgentSpec(
+        name=name,
+        provider_config=MappingProxyType(provider_config),
+        catalog=ToolCatalog(tools),
+        turn_timeout=_seconds(config, "turn_timeout", DEFAULT_TURN_TIMEOUT),
+        call_timeout=_seconds(config, "call_timeout", DEFAULT_CALL_TIMEOUT),
+        max_tool_rounds=_positive(
+            config, "max_tool_rounds", DEFAULT_MAX_TOOL_ROUNDS, "invalid_max_tool_rounds"
+        ),
+        max_concurrent_invocations=_positive(
+            config,
+            "max_concurrent_invocations",
+            DEFAULT_MAX_CONCURRENT_INVOCATIONS,
+            "invalid_max_concurrent_invocations",
+        ),
+    )
+
+
+def _seconds(config: Mapping[str, Any], key: str, default: float) -> float:
+    value = config.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 86_400:
+        raise AdkError(
+            (f"invalid_{key}", value if isinstance(value, int | float) else None),
+            f"{key} is seconds in (0, 86400]",
+        )
+    return float(value)
+
+
+def _positive(config: Mapping[str, Any], key: str, default: int, reason: str) -> int:
+    value = config.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 4096:
+        raise AdkError(reason, f"{key} is an int in 1..4096")
+    return value

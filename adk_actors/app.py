@@ -1,0 +1,68 @@
+"""The application: the root supervision tree of DESIGN.md §4.
+
+`start()` (idempotent) starts ``adk.app``, a `rest_for_one` supervisor, with the
+children that exist so far, in the order the design fixes; `stop()` shuts it down
+in reverse order. Later issues add their children in their place.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from supervision import ChildSpec, DynamicSupervisor, Pid, Supervisor, whereis
+from supervision import stop as stop_server
+from supervision.task_supervisor import start_task_supervisor
+
+APP_NAME = "adk.app"
+AGENT_SUPERVISOR = "adk.agents"
+TASK_SUPERVISOR = "adk.tasks"
+
+_lock = threading.Lock()
+
+
+def _children() -> list[ChildSpec]:
+    # rest_for_one: a child that dies takes down every child after it, so nothing
+    # outlives what it depends on. Agents come before the task supervisor in the
+    # design's order; agent turns use the kernel's task supervisor for now.
+    return [
+        ChildSpec(
+            "agent_supervisor",
+            lambda: DynamicSupervisor.start_link(name=AGENT_SUPERVISOR, intensity=100, period=5.0),
+            type="supervisor",
+        ),
+        ChildSpec("task_supervisor", _start_tasks, type="supervisor", shutdown="brutal_kill"),
+    ]
+
+
+def _start_tasks() -> Pid:
+    from supervision import register
+
+    pid = start_task_supervisor()
+    register(TASK_SUPERVISOR, pid)
+    return pid  # type: ignore[no-any-return]
+
+
+def start() -> Pid:
+    """Start the root tree if it is not running; returns its pid."""
+    with _lock:
+        pid = whereis(APP_NAME)
+        if pid is not None:
+            return pid
+        return Supervisor.start(
+            _children(), strategy="rest_for_one", intensity=10, period=5.0, name=APP_NAME
+        )
+
+
+ensure_started = start
+
+
+def stop(timeout: float = 30.0) -> None:
+    """Stop the root tree (children in reverse order); a no-op if it is not running."""
+    with _lock:
+        pid = whereis(APP_NAME)
+        if pid is not None:
+            stop_server(pid, "shutdown", timeout=timeout)
+
+
+def running() -> bool:
+    return whereis(APP_NAME) is not None

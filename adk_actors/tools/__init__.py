@@ -1,0 +1,6 @@
+"""Tools: `@tool`, `Tool`, `ToolContext` and the immutable `ToolCatalog`."""
+
+from adk_actors.tools.catalog import ToolCatalog
+from adk_actors.tools.tool import FunctionTool, Tool, ToolContext, tool
+
+__all__ = ["FunctionTool", "Tool", "ToolCatalog", "ToolContext", "tool"]

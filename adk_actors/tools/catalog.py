@@ -1,0 +1,192 @@
+"""`ToolCatalog`: an immutable snapshot of an agent's tools, schemas compiled once.
+
+Building a catalog reads every schema once, compiles it with fastjsonschema, and
+refuses invalid schemas (``("invalid_tool_schema", name)``) and duplicate names
+(``("duplicate_tool_name", name, first_source, second_source)``). Calling a tool
+validates its arguments first: the model sees only the structure of a violation
+(kind, path, constraint), never the values. A tool that raises becomes a failed,
+sanitized function response; the turn goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import fastjsonschema
+import msgspec
+import structlog
+
+from adk_actors.tools.tool import Tool, ToolContext, check_name
+from providers.content import FunctionCallPart, FunctionResponsePart
+from providers.errors import AdkError
+
+_log = structlog.get_logger("adk.tools")
+
+MAX_RESULT_BYTES = 1 << 20
+
+_RULE_KINDS = {
+    "required": "required_property",
+    "type": "expected_type",
+    "additionalProperties": "additional_property",
+    "enum": "enum_mismatch",
+    "const": "const_mismatch",
+    "pattern": "pattern_mismatch",
+    "anyOf": "any_of_mismatch",
+    "oneOf": "one_of_mismatch",
+    "allOf": "all_of_mismatch",
+}
+
+
+@dataclass(frozen=True)
+class _Entry:
+    tool: Tool
+    declaration: dict[str, Any]
+    validate: Callable[[Any], Any]
+    source: str
+
+
+class ToolCatalog:
+    """The tools an agent may call, as one immutable snapshot."""
+
+    def __init__(self, tools: Iterable[Tool], *, reserved: Mapping[str, str] | None = None) -> None:
+        entries: dict[str, _Entry] = {}
+        taken = dict(reserved or {})  # name -> source, e.g. sub-agents
+        for tool in tools:
+            if not isinstance(tool, Tool):
+                raise AdkError(
+                    ("invalid_tool", type(tool).__name__),
+                    "tools are @adk.tool functions or adk.Tool instances",
+                )
+            declaration = dict(tool.schema())
+            name = check_name(declaration.get("name", ""))
+            source = f"tool {type(tool).__qualname__}"
+            if name in entries or name in taken:
+                first = entries[name].source if name in entries else taken[name]
+                raise AdkError(
+                    ("duplicate_tool_name", name, first, source), f"two tools are named {name!r}"
+                )
+            parameters = declaration.get("parameters", {"type": "object"})
+            try:
+                validate = fastjsonschema.compile(parameters)
+            except (fastjsonschema.JsonSchemaDefinitionException, TypeError, ValueError):
+                raise AdkError(
+                    ("invalid_tool_schema", name),
+                    f"the parameter schema of {name!r} does not compile",
+                ) from None
+            entries[name] = _Entry(tool, declaration, validate, source)
+        self._entries = entries
+
+    def declarations(self) -> list[dict[str, Any]]:
+        """What the model is told: ``{"name", "description", "parameters"}`` per tool."""
+        return [entry.declaration for entry in self._entries.values()]
+
+    def names(self) -> list[str]:
+        return list(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def tool(self, name: str) -> Tool | None:
+        entry = self._entries.get(name)
+        return entry.tool if entry else None
+
+    def check_arguments(self, name: str, args: Any) -> dict[str, Any] | None:
+        """None if `args` are valid for tool `name`, else the structural error payload."""
+        entry = self._entries.get(name)
+        if entry is None:
+            return {"success": False, "error": {"type": "not_found", "name": name}}
+        try:
+            entry.validate(args)
+        except fastjsonschema.JsonSchemaValueException as error:
+            return {
+                "success": False,
+                "error": {
+                    "type": "invalid_tool_arguments",
+                    "validation": _structure(error, entry, args),
+                },
+            }
+        return None
+
+    def call(self, call: FunctionCallPart, ctx: ToolContext) -> FunctionResponsePart:
+        """Validate and run one call; every outcome is a function response for the model."""
+        refusal = self.check_arguments(call.name, call.args)
+        if refusal is not None:
+            return FunctionResponsePart(call.name, refusal, call.id)
+        entry = self._entries[call.name]
+        if entry.tool.needs_confirmation(call.args, ctx):
+            raise AdkError(
+                "tool_confirmation_requires_runner",
+                f"{call.name!r} needs human approval, which only a Runner can pause for",
+            )
+        try:
+            value = entry.tool.execute(dict(call.args), ctx)
+        except Exception as error:
+            return FunctionResponsePart(call.name, _failure(call.name, error), call.id)
+        return FunctionResponsePart(call.name, _success(call.name, value), call.id)
+
+
+def _structure(
+    error: fastjsonschema.JsonSchemaValueException, entry: _Entry, args: Any
+) -> dict[str, Any]:
+    path = [str(step) for step in (error.path or [])][1:]  # drop fastjsonschema's "data"
+    rule = str(error.rule or "invalid")
+    if rule == "required" and isinstance(args, Mapping):
+        # name the first missing property: schema vocabulary, not a value
+        schema = entry.declaration.get("parameters", {})
+        node = schema
+        for step in path:
+            node = node.get("properties", {}).get(step, {}) if isinstance(node, Mapping) else {}
+        required = node.get("required", []) if isinstance(node, Mapping) else []
+        present = args
+        for step in path:
+            present = present.get(step, {}) if isinstance(present, Mapping) else {}
+        missing = [
+            name for name in required if not isinstance(present, Mapping) or name not in present
+        ]
+        if missing:
+            path = [*path, missing[0]]
+    return {"kind": _RULE_KINDS.get(rule, rule), "path": path, "constraint": rule}
+
+
+def _success(name: str, value: Any) -> dict[str, Any]:
+    try:
+        size = len(msgspec.json.encode(value))
+    except (TypeError, msgspec.EncodeError):
+        return {
+            "success": False,
+            "error": {"type": "invalid_tool_result", "operation": name, "reason": "not_json_safe"},
+        }
+    if size > MAX_RESULT_BYTES:
+        return {
+            "success": False,
+            "error": {
+                "type": "invalid_tool_result",
+                "operation": name,
+                "reason": "result_too_large",
+            },
+        }
+    return value if isinstance(value, dict) else {"result": value}
+
+
+def _failure(name: str, error: Exception) -> dict[str, Any]:
+    reason = (
+        error.reason
+        if isinstance(error, AdkError) and isinstance(error.reason, str)
+        else "tool_failed"
+    )
+    _log.warning("adk.tool.failed", tool=name, error_class=type(error).__name__, reason=reason)
+    return {
+        "success": False,
+        "error": {
+            "component": "tool",
+            "operation": name,
+            "class": type(error).__name__,
+            "reason": reason,
+        },
+    }
+
+
+def declarations_of(tools: Sequence[Tool]) -> list[dict[str, Any]]:
+    return ToolCatalog(tools).declarations()

@@ -1,0 +1,187 @@
+"""Tools: `@tool` for plain functions (schema from type hints and docstring) and
+`Tool` for explicit schemas.
+
+A tool's `execute(args, ctx)` returns a JSON-safe value or raises; the agent turns
+either into a function response for the model. `ctx` is a `ToolContext`: who is
+calling (app, user, session, invocation, call id) and a read-only view of state.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, get_type_hints
+
+import msgspec
+
+from providers.errors import AdkError
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+_CONTEXT_PARAMETERS = ("ctx", "tool_context", "context")
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool learns about the call; `state` is read-only."""
+
+    app_name: str | None = None
+    user_id: str | None = None
+    session_id: str | None = None
+    invocation_id: str | None = None
+    call_id: str | None = None
+    agent_name: str | None = None
+    state: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+
+class Tool:
+    """An explicit tool: set `name` and `description`, implement `schema` (or set
+    `parameters`) and `execute`. Define `require_confirmation` to ask for approval."""
+
+    name: str = ""
+    description: str = ""
+    parameters: Mapping[str, Any] | None = None
+    parallel_safe: bool = False
+
+    def schema(self) -> dict[str, Any]:
+        """``{"name", "description", "parameters": JSON Schema}``."""
+        declaration: dict[str, Any] = {"name": self.name, "description": self.description}
+        if self.parameters is not None:
+            declaration["parameters"] = dict(self.parameters)
+        return declaration
+
+    def execute(self, args: dict[str, Any], ctx: ToolContext) -> Any:
+        raise NotImplementedError(f"{type(self).__name__}.execute")
+
+    def needs_confirmation(self, args: dict[str, Any], ctx: ToolContext) -> bool:
+        """True when the tool wants a human to approve this call."""
+        check = getattr(self, "require_confirmation", None)
+        if check is None or check is False:
+            return False
+        if check is True:
+            return True
+        decision = check(args, ctx) if callable(check) else check
+        if isinstance(decision, Mapping):
+            return bool(decision.get("required"))
+        return bool(decision)
+
+
+class FunctionTool(Tool):
+    """A tool made from a plain function by `@tool`."""
+
+    def __init__(
+        self, fn: Callable[..., Any], name: str | None = None, description: str | None = None
+    ) -> None:
+        self.fn = fn
+        self.name = name or fn.__name__
+        doc = inspect.getdoc(fn) or ""
+        summary, argument_docs = _parse_docstring(doc)
+        self.description = description if description is not None else summary
+        self._context_parameter, self._struct = _arguments_struct(fn, self.name)
+        self.parameters = _schema_of(self._struct, argument_docs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<tool {self.name}>"
+
+    def execute(self, args: dict[str, Any], ctx: ToolContext) -> Any:
+        kwargs = dict(args)
+        if self._context_parameter is not None:
+            kwargs[self._context_parameter] = ctx
+        return self.fn(**kwargs)
+
+
+def tool(
+    fn: Callable[..., Any] | None = None, *, name: str | None = None, description: str | None = None
+) -> Any:
+    """Make a plain function a tool: JSON Schema from its type hints, description from
+    its docstring. A parameter named ``ctx`` (or ``tool_context``) receives the
+    `ToolContext` and is hidden from the model."""
+
+    def wrap(function: Callable[..., Any]) -> FunctionTool:
+        return FunctionTool(function, name, description)
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def check_name(name: str, what: str = "tool") -> str:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise AdkError(
+            ("invalid_tool_name", name if isinstance(name, str) else None),
+            f"{what} names match [A-Za-z_][A-Za-z0-9_]*",
+        )
+    return name
+
+
+def _arguments_struct(fn: Callable[..., Any], name: str) -> tuple[str | None, type[msgspec.Struct]]:
+    try:
+        hints = get_type_hints(fn)
+    except Exception:
+        raise AdkError(("invalid_tool_schema", name), "its type hints do not resolve") from None
+    fields: list[Any] = []
+    context_parameter = None
+    for parameter in inspect.signature(fn).parameters.values():
+        if parameter.name in _CONTEXT_PARAMETERS:
+            context_parameter = parameter.name
+            continue
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            raise AdkError(
+                ("invalid_tool_schema", name), "tools take named parameters, not *args/**kwargs"
+            )
+        annotation = hints.get(parameter.name, Any)
+        if parameter.default is inspect.Parameter.empty:
+            fields.append((parameter.name, annotation))
+        else:
+            fields.append((parameter.name, annotation, parameter.default))
+    return context_parameter, msgspec.defstruct(
+        f"{name}_arguments", fields, forbid_unknown_fields=True
+    )
+
+
+def _schema_of(struct: type[msgspec.Struct], argument_docs: dict[str, str]) -> dict[str, Any]:
+    try:
+        generated = msgspec.json.schema(struct)
+    except TypeError:
+        raise AdkError(
+            ("invalid_tool_schema", struct.__name__), "a parameter type has no JSON Schema"
+        ) from None
+    definitions = generated.get("$defs", {})
+    root = dict(definitions.pop(struct.__name__))
+    root.pop("title", None)
+    root["additionalProperties"] = False
+    properties = {key: dict(value) for key, value in root.get("properties", {}).items()}
+    for key, text in argument_docs.items():
+        if key in properties:
+            properties[key]["description"] = text
+    root["properties"] = properties
+    if definitions:
+        root["$defs"] = definitions
+    return root
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """The summary paragraph, and ``name: text`` lines of an ``Args:`` section."""
+    summary_lines: list[str] = []
+    arguments: dict[str, str] = {}
+    section = "summary"
+    for line in doc.splitlines():
+        stripped = line.strip()
+        if stripped.lower() in ("args:", "arguments:", "parameters:"):
+            section = "args"
+            continue
+        if stripped.lower() in ("returns:", "raises:", "examples:", "yields:"):
+            section = "other"
+            continue
+        if section == "summary":
+            if not stripped and summary_lines:
+                section = "other"
+            elif stripped:
+                summary_lines.append(stripped)
+        elif section == "args" and ":" in stripped:
+            key, text = stripped.split(":", 1)
+            arguments[key.split("(")[0].strip()] = text.strip()
+    return " ".join(summary_lines), arguments
