@@ -20,8 +20,10 @@ from adk_actors.agents import (
     spawn_agent,
     stop_agent,
 )
+from adk_actors.agents.agent_tool import AgentTool
 from adk_actors.app import start, stop
 from adk_actors.events import Event, EventActions
+from adk_actors.orchestration import loop, parallel, sequential
 from adk_actors.tools import Tool, ToolContext, tool
 from providers import AdkError, Content, ScriptedProvider, content, redact
 from providers import protocol as _protocol
@@ -33,6 +35,7 @@ __all__ = [
     "AdkError",
     "AgentRef",
     "AgentResponse",
+    "AgentTool",
     "Content",
     "Event",
     "EventActions",
@@ -45,9 +48,12 @@ __all__ = [
     "delegate",
     "events",
     "invoke",
+    "loop",
+    "parallel",
     "prompt",
     "providers",
     "redact",
+    "sequential",
     "spawn_agent",
     "start",
     "stop",

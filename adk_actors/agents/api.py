@@ -14,6 +14,7 @@ from typing import Any
 
 from adk_actors.agents.server import AgentServer
 from adk_actors.agents.spec import check_agent_name, compile_spec
+from adk_actors.agents.tree import validate_tree
 from adk_actors.agents.turn import Scope, as_content
 from adk_actors.app import AGENT_SUPERVISOR, ensure_started
 from adk_actors.tools import Tool
@@ -74,6 +75,8 @@ def spawn_agent(name: str, config: dict[str, Any], tools: Sequence[Tool] = ()) -
     """Start an agent under the agent supervisor (transient: restarted after a crash)."""
     spec = compile_spec(name, config, tools)
     ensure_started()
+    if spec.sub_agents:
+        validate_tree(name, spec.sub_agents)
     child = ChildSpec(
         name, lambda: AgentServer.start_link(spec, name=registered_name(name)), restart="transient"
     )
@@ -123,7 +126,7 @@ def prompt(agent: AgentLike, message: str | Content, timeout: float = 60.0) -> s
     Raises `AdkError` with the failure's reason (a provider error is never returned as
     a success string).
     """
-    return _ask(agent, ("prompt", as_content(message), Scope(), self_pid()), timeout)  # type: ignore[no-any-return]
+    return _ask(agent, ("prompt", as_content(message), Scope(), self_pid(), ()), timeout)  # type: ignore[no-any-return]
 
 
 def invoke(
@@ -131,10 +134,15 @@ def invoke(
     message: str | Content,
     scope: tuple[str, str, str] | Scope | None = None,
     timeout: float = 60.0,
+    *,
+    ancestry: tuple[str, ...] = (),
 ) -> str | Content:
     """A fresh invocation (no conversation history) in the lane of `scope`
-    (app_name, user_id, session_id); one lane runs one turn at a time."""
-    return _ask(agent, ("invoke", as_content(message), _scope(scope), self_pid()), timeout)  # type: ignore[no-any-return]
+    (app_name, user_id, session_id); one lane runs one turn at a time. `ancestry` is
+    the chain of agents delegating to this one (set by `AgentTool`)."""
+    return _ask(
+        agent, ("invoke", as_content(message), _scope(scope), self_pid(), tuple(ancestry)), timeout
+    )  # type: ignore[no-any-return]
 
 
 def delegate(
@@ -142,18 +150,18 @@ def delegate(
     message: str | Content,
     reply_to: Any = None,
     ref: Any = None,
-    scope: tuple[str, str, str] | Scope | None = None,
 ) -> Any:
-    """Run a turn without waiting. With `reply_to` (a Pid, a `queue.Queue` or an
-    `asyncio.Queue`), one `AgentResponse(ref, agent, value, error)` arrives there.
-    Returns the correlation ref (a new `Ref` unless you pass one)."""
+    """Run a turn of the agent's conversation (the same FIFO as `prompt`) without
+    waiting. With `reply_to` (a Pid, a `queue.Queue` or an `asyncio.Queue`), one
+    `AgentResponse(ref, agent, value, error)` arrives there. Returns the correlation
+    ref (a new `Ref` unless you pass one)."""
     name = _name(agent)
     ref = ref if ref is not None else Ref()
     respond = None if reply_to is None else _responder(reply_to, ref, AgentRef(name))
     if whereis(registered_name(name)) is None:
         raise AdkError("noproc", "the agent is not running")
     caller = self_pid() if reply_to is not None else None
-    cast(registered_name(name), ("delegate", as_content(message), _scope(scope), respond, caller))
+    cast(registered_name(name), ("delegate", as_content(message), respond, caller))
     return ref
 
 

@@ -51,6 +51,7 @@ class _Request:
     respond: Any  # a From (call) or a callable(result) (delegate)
     caller_ref: Any = None
     task: Task | None = None
+    ancestry: tuple[str, ...] = ()
     invocation_id: str = field(default_factory=lambda: f"inv-{uuid.uuid4().hex}")
 
 
@@ -77,9 +78,9 @@ class AgentServer(GenServer):
     def handle_call(self, request: tuple[Any, ...], from_: From, state: _State) -> Any:
         op = request[0]
         if op in ("prompt", "invoke"):
-            _, message, scope, caller = request
+            _, message, scope, caller, ancestry = request
             lane = COMPAT_LANE if op == "prompt" else scope.lane()
-            self._enqueue(state, _Request(lane, message, scope, from_), caller)
+            self._enqueue(state, _Request(lane, message, scope, from_, ancestry=ancestry), caller)
             return NoReply(state)
         if op == "info":
             return Reply(self._info(state), state)
@@ -87,8 +88,8 @@ class AgentServer(GenServer):
 
     def handle_cast(self, msg: tuple[Any, ...], state: _State) -> Any:
         if msg[0] == "delegate":
-            _, message, scope, respond, caller = msg
-            self._enqueue(state, _Request(scope.lane(), message, scope, respond), caller)
+            _, message, respond, caller = msg
+            self._enqueue(state, _Request(COMPAT_LANE, message, Scope(), respond), caller)
         return state
 
     def handle_info(self, msg: Any, state: _State) -> Any:
@@ -145,6 +146,7 @@ class AgentServer(GenServer):
             request.message,
             request.scope,
             request.invocation_id,
+            request.ancestry,
             deadline=deadline,
             notify=True,
         )
@@ -198,6 +200,7 @@ class AgentServer(GenServer):
             "history_length": len(state.history),
             "completed": state.completed,
             "tools": state.spec.catalog.names(),
+            "sub_agents": list(state.spec.sub_agents),
         }
 
 

@@ -28,7 +28,7 @@ DEFAULT_MAX_CONCURRENT_INVOCATIONS = 32
 MAX_HISTORY_CONTENTS = 1000
 
 RUNTIME_KEYS = frozenset(
-    {"turn_timeout", "call_timeout", "max_tool_rounds", "max_concurrent_invocations"}
+    {"turn_timeout", "call_timeout", "max_tool_rounds", "max_concurrent_invocations", "sub_agents"}
 )
 
 
@@ -52,6 +52,7 @@ class AgentSpec:
     call_timeout: float
     max_tool_rounds: int
     max_concurrent_invocations: int
+    sub_agents: tuple[str, ...] = ()
 
     def __repr__(self) -> str:  # never the provider config: it may hold an API key
         return f"AgentSpec({self.name!r}, tools={self.catalog.names()})"
@@ -71,10 +72,12 @@ def compile_spec(name: Any, config: Mapping[str, Any], tools: Sequence[Tool] = (
             script if isinstance(script, ScriptedProvider) else ScriptedProvider(script)
         )
     protocol.validate_config(provider_config)
+    sub_agents = _sub_agent_tools(name, config.get("sub_agents"))
     return AgentSpec(
         name=name,
         provider_config=MappingProxyType(provider_config),
-        catalog=ToolCatalog(tools),
+        catalog=ToolCatalog([*tools, *sub_agents]),
+        sub_agents=tuple(tool.name for tool in sub_agents),
         turn_timeout=_seconds(config, "turn_timeout", DEFAULT_TURN_TIMEOUT),
         call_timeout=_seconds(config, "call_timeout", DEFAULT_CALL_TIMEOUT),
         max_tool_rounds=_positive(
@@ -87,6 +90,30 @@ def compile_spec(name: Any, config: Mapping[str, Any], tools: Sequence[Tool] = (
             "invalid_max_concurrent_invocations",
         ),
     )
+
+
+def _sub_agent_tools(root: str, declared: Any) -> list[Tool]:
+    """``{"Name": {"description": ...}}`` -> one `AgentTool` per sub-agent."""
+    from adk_actors.agents.agent_tool import AgentTool
+
+    if declared is None:
+        return []
+    if not isinstance(declared, Mapping):
+        raise AdkError(
+            "invalid_sub_agents", "sub_agents maps each sub-agent's name to {'description': ...}"
+        )
+    tools: list[Tool] = []
+    for child, options in declared.items():
+        check_agent_name(child)
+        if child == root:
+            raise AdkError("self_reference", f"{root} cannot be its own sub-agent")
+        options = options or {}
+        if not isinstance(options, Mapping) or set(options) - {"description"}:
+            raise AdkError(
+                ("invalid_sub_agents", child), "a sub-agent entry has only 'description'"
+            )
+        tools.append(AgentTool(child, str(options.get("description", ""))))
+    return tools
 
 
 def _seconds(config: Mapping[str, Any], key: str, default: float) -> float:

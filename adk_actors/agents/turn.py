@@ -50,7 +50,12 @@ def as_content(message: str | Content) -> Content:
 
 
 def run_turn(
-    spec: AgentSpec, history: Sequence[Content], message: Content, scope: Scope, invocation_id: str
+    spec: AgentSpec,
+    history: Sequence[Content],
+    message: Content,
+    scope: Scope,
+    invocation_id: str,
+    ancestry: tuple[str, ...] = (),
 ) -> tuple[Any, ...]:
     started = time.monotonic()
     contents = [*history, message]
@@ -87,6 +92,7 @@ def run_turn(
                     call_id=call.id,
                     agent_name=spec.name,
                     state=MappingProxyType({}),
+                    ancestry=(*ancestry, spec.name),
                 )
                 responses.append(spec.catalog.call(call, ctx))
             contents.append(Content("tool", tuple(responses)))

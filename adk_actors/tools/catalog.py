@@ -61,7 +61,11 @@ class ToolCatalog:
                 )
             declaration = dict(tool.schema())
             name = check_name(declaration.get("name", ""))
-            source = f"tool {type(tool).__qualname__}"
+            source = (
+                f"sub-agent {name}"
+                if type(tool).__name__ == "AgentTool"
+                else f"tool {type(tool).__qualname__}"
+            )
             if name in entries or name in taken:
                 first = entries[name].source if name in entries else taken[name]
                 raise AdkError(

@@ -34,6 +34,8 @@ class ToolContext:
     call_id: str | None = None
     agent_name: str | None = None
     state: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    ancestry: tuple[str, ...] = ()
+    """The agents delegating down to this call, root first (never sent to a model)."""
 
 
 class Tool:

@@ -296,7 +296,7 @@ def test_a_thousand_concurrent_prompts_across_fifty_agents_are_exactly_correlate
     expected = {}
     for index in range(1000):
         agent = agents[index % 50]
-        ref = adk.delegate(agent, f"msg-{index}", reply_to=box, scope=("app", f"user{index}", "s"))
+        ref = adk.delegate(agent, f"msg-{index}", reply_to=box)
         expected[ref] = (agent, f"echo:msg-{index}")
     responses = [box.get(timeout=30) for _ in range(1000)]
     assert {r.ref for r in responses} == set(expected)
