@@ -49,6 +49,7 @@ bench: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python benchmarks/kernel.py
 	$(BENCH_VENV)/bin/python benchmarks/runtime.py
 	$(BENCH_VENV)/bin/python benchmarks/events.py
+	$(BENCH_VENV)/bin/python benchmarks/agents.py
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache

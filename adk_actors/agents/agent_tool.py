@@ -55,6 +55,11 @@ class AgentTool(Tool):
         if ctx.app_name and ctx.user_id and ctx.session_id:
             scope = (ctx.app_name, ctx.user_id, ctx.session_id)
         answer = invoke(
-            self.name, args["request"], scope=scope, timeout=self.timeout, ancestry=ctx.ancestry
+            self.name,
+            args["request"],
+            scope=scope,
+            timeout=self.timeout,
+            ancestry=ctx.ancestry,
+            global_instruction=ctx.global_instruction,
         )
         return {"result": answer.text_value() if isinstance(answer, Content) else answer}

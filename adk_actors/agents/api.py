@@ -126,7 +126,7 @@ def prompt(agent: AgentLike, message: str | Content, timeout: float = 60.0) -> s
     Raises `AdkError` with the failure's reason (a provider error is never returned as
     a success string).
     """
-    return _ask(agent, ("prompt", as_content(message), Scope(), self_pid(), ()), timeout)  # type: ignore[no-any-return]
+    return _ask(agent, ("prompt", as_content(message), Scope(), self_pid(), ((), None)), timeout)  # type: ignore[no-any-return]
 
 
 def invoke(
@@ -136,12 +136,21 @@ def invoke(
     timeout: float = 60.0,
     *,
     ancestry: tuple[str, ...] = (),
+    global_instruction: str | None = None,
 ) -> str | Content:
     """A fresh invocation (no conversation history) in the lane of `scope`
     (app_name, user_id, session_id); one lane runs one turn at a time. `ancestry` is
     the chain of agents delegating to this one (set by `AgentTool`)."""
     return _ask(
-        agent, ("invoke", as_content(message), _scope(scope), self_pid(), tuple(ancestry)), timeout
+        agent,
+        (
+            "invoke",
+            as_content(message),
+            _scope(scope),
+            self_pid(),
+            (tuple(ancestry), global_instruction),
+        ),
+        timeout,
     )  # type: ignore[no-any-return]
 
 

@@ -52,6 +52,7 @@ class _Request:
     caller_ref: Any = None
     task: Task | None = None
     ancestry: tuple[str, ...] = ()
+    global_instruction: str | None = None
     invocation_id: str = field(default_factory=lambda: f"inv-{uuid.uuid4().hex}")
 
 
@@ -78,9 +79,17 @@ class AgentServer(GenServer):
     def handle_call(self, request: tuple[Any, ...], from_: From, state: _State) -> Any:
         op = request[0]
         if op in ("prompt", "invoke"):
-            _, message, scope, caller, ancestry = request
+            _, message, scope, caller, (ancestry, global_instruction) = request
             lane = COMPAT_LANE if op == "prompt" else scope.lane()
-            self._enqueue(state, _Request(lane, message, scope, from_, ancestry=ancestry), caller)
+            turn = _Request(
+                lane,
+                message,
+                scope,
+                from_,
+                ancestry=ancestry,
+                global_instruction=global_instruction,
+            )
+            self._enqueue(state, turn, caller)
             return NoReply(state)
         if op == "info":
             return Reply(self._info(state), state)
@@ -137,7 +146,8 @@ class AgentServer(GenServer):
             self._start(state, request)
 
     def _start(self, state: _State, request: _Request) -> None:
-        history = list(state.history) if request.lane == COMPAT_LANE else []
+        keep = request.lane == COMPAT_LANE and state.spec.history_policy == "include"
+        history = list(state.history) if keep else []
         deadline = time.monotonic() + state.spec.turn_timeout
         task = Task.start(
             run_turn,
@@ -147,6 +157,7 @@ class AgentServer(GenServer):
             request.scope,
             request.invocation_id,
             request.ancestry,
+            request.global_instruction,
             deadline=deadline,
             notify=True,
         )

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from adk_actors.agents.callbacks import check_callbacks
 from adk_actors.tools import Tool, ToolCatalog
 from providers import protocol
 from providers.errors import AdkError
@@ -28,8 +29,22 @@ DEFAULT_MAX_CONCURRENT_INVOCATIONS = 32
 MAX_HISTORY_CONTENTS = 1000
 
 RUNTIME_KEYS = frozenset(
-    {"turn_timeout", "call_timeout", "max_tool_rounds", "max_concurrent_invocations", "sub_agents"}
+    {
+        "turn_timeout",
+        "call_timeout",
+        "max_tool_rounds",
+        "max_concurrent_invocations",
+        "sub_agents",
+        "global_instruction",
+        "input_schema",
+        "output_schema",
+        "history_policy",
+        "tool_execution",
+        "callbacks",
+    }
 )
+DEFAULT_TOOL_MAX_CONCURRENCY = 4
+DEFAULT_TOOL_TIMEOUT = 30.0
 
 
 def check_agent_name(name: Any) -> str:
@@ -53,6 +68,14 @@ class AgentSpec:
     max_tool_rounds: int
     max_concurrent_invocations: int
     sub_agents: tuple[str, ...] = ()
+    global_instruction: str | None = None
+    input_validator: Any = None
+    output_validator: Any = None
+    history_policy: str = "include"
+    tool_mode: str = "serial"
+    tool_max_concurrency: int = DEFAULT_TOOL_MAX_CONCURRENCY
+    tool_timeout: float = DEFAULT_TOOL_TIMEOUT
+    callbacks: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     def __repr__(self) -> str:  # never the provider config: it may hold an API key
         return f"AgentSpec({self.name!r}, tools={self.catalog.names()})"
@@ -73,11 +96,26 @@ def compile_spec(name: Any, config: Mapping[str, Any], tools: Sequence[Tool] = (
         )
     protocol.validate_config(provider_config)
     sub_agents = _sub_agent_tools(name, config.get("sub_agents"))
+    tool_mode, tool_max_concurrency, tool_timeout = _tool_execution(config.get("tool_execution"))
+    history_policy = config.get("history_policy", "include")
+    if history_policy not in ("include", "exclude"):
+        raise AdkError("invalid_history_policy", "history_policy is 'include' or 'exclude'")
+    global_instruction = config.get("global_instruction")
+    if global_instruction is not None and not isinstance(global_instruction, str):
+        raise AdkError("invalid_global_instruction", "global_instruction is a string")
     return AgentSpec(
         name=name,
         provider_config=MappingProxyType(provider_config),
         catalog=ToolCatalog([*tools, *sub_agents]),
         sub_agents=tuple(tool.name for tool in sub_agents),
+        global_instruction=global_instruction,
+        input_validator=_contract(config.get("input_schema"), "input_schema"),
+        output_validator=_contract(config.get("output_schema"), "output_schema"),
+        history_policy=history_policy,
+        tool_mode=tool_mode,
+        tool_max_concurrency=tool_max_concurrency,
+        tool_timeout=tool_timeout,
+        callbacks=MappingProxyType(dict(check_callbacks(config.get("callbacks")))),
         turn_timeout=_seconds(config, "turn_timeout", DEFAULT_TURN_TIMEOUT),
         call_timeout=_seconds(config, "call_timeout", DEFAULT_CALL_TIMEOUT),
         max_tool_rounds=_positive(
@@ -90,6 +128,39 @@ def compile_spec(name: Any, config: Mapping[str, Any], tools: Sequence[Tool] = (
             "invalid_max_concurrent_invocations",
         ),
     )
+
+
+def _contract(schema: Any, key: str) -> Any:
+    if schema is None:
+        return None
+    import fastjsonschema
+
+    try:
+        return fastjsonschema.compile(schema)
+    except (fastjsonschema.JsonSchemaDefinitionException, TypeError, ValueError):
+        raise AdkError((f"invalid_{key}",), f"{key} is not a valid JSON Schema") from None
+
+
+def _tool_execution(options: Any) -> tuple[str, int, float]:
+    """``{"mode": "serial" | "parallel", "max_concurrency": 4, "tool_timeout": 30}``."""
+    if options is None:
+        return "serial", DEFAULT_TOOL_MAX_CONCURRENCY, DEFAULT_TOOL_TIMEOUT
+    if not isinstance(options, Mapping) or set(options) - {
+        "mode",
+        "max_concurrency",
+        "tool_timeout",
+    }:
+        raise AdkError(
+            "invalid_tool_execution", "tool_execution has mode, max_concurrency, tool_timeout"
+        )
+    mode = options.get("mode", "serial")
+    if mode not in ("serial", "parallel"):
+        raise AdkError("invalid_tool_execution", "mode is 'serial' or 'parallel'")
+    width = _positive(
+        options, "max_concurrency", DEFAULT_TOOL_MAX_CONCURRENCY, "invalid_tool_execution"
+    )
+    timeout = _seconds(options, "tool_timeout", DEFAULT_TOOL_TIMEOUT)
+    return mode, width, timeout
 
 
 def _sub_agent_tools(root: str, declared: Any) -> list[Tool]:

@@ -2,11 +2,15 @@
 
 The turn never raises: it returns ``("ok", output, new_contents)`` or
 ``("error", reason)``, so a provider's `AdkError` reason reaches the caller as is
-(a crash would only carry its class name).
+(a crash would only carry its class name). Around the model and each tool call it
+runs the agent's local callbacks, writes structlog events and opentelemetry spans
+(metadata and durations only, never content), and checks the agent's input and
+output contracts.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,17 +18,21 @@ from types import MappingProxyType
 from typing import Any
 
 import structlog
+from opentelemetry import trace
 
+from adk_actors.agents.callbacks import run_callback
 from adk_actors.agents.spec import AgentSpec
 from adk_actors.tools import ToolContext
 from providers import content as content_model
 from providers import protocol
-from providers.content import Content
+from providers.content import Content, FunctionCallPart, FunctionResponsePart
 from providers.errors import AdkError
 from providers.protocol import ToolCalls
 from supervision.process import is_fenced_thread
+from supervision.tasks import Task, TaskFailed, TaskTimeout
 
 _log = structlog.get_logger("adk.agents")
+_tracer = trace.get_tracer("adk_actors")
 
 
 @dataclass(frozen=True)
@@ -56,15 +64,53 @@ def run_turn(
     scope: Scope,
     invocation_id: str,
     ancestry: tuple[str, ...] = (),
+    global_instruction: str | None = None,
 ) -> tuple[Any, ...]:
-    started = time.monotonic()
-    contents = [*history, message]
-    rounds = 0
-    try:
+    turn = _Turn(
+        spec, scope, invocation_id, ancestry, global_instruction or spec.global_instruction
+    )
+    with _tracer.start_as_current_span("adk.agent.turn", attributes={"adk.agent": spec.name}):
+        try:
+            return turn.run(history, message)
+        except AdkError as error:
+            if not is_fenced_thread():
+                _log.info("adk.agent.turn_failed", agent=spec.name, reason=str(error.reason)[:200])
+            return ("error", error.reason)
+
+
+class _Turn:
+    def __init__(
+        self,
+        spec: AgentSpec,
+        scope: Scope,
+        invocation_id: str,
+        ancestry: tuple[str, ...],
+        global_instruction: str | None,
+    ) -> None:
+        self.spec = spec
+        self.scope = scope
+        self.invocation_id = invocation_id
+        self.ancestry = ancestry
+        self.global_instruction = global_instruction
+
+    def run(self, history: Sequence[Content], message: Content) -> tuple[Any, ...]:
+        spec = self.spec
+        started = time.monotonic()
+        if spec.input_validator is not None:
+            _check_json(spec.input_validator, message.text_value(), "invalid_input")
+        preamble = (
+            [content_model.from_text(self.global_instruction, role="system")]
+            if self.global_instruction
+            else []
+        )
+        contents = [*history, message]
+        rounds = 0
         while True:
-            result = protocol.generate(spec.provider_config, contents, spec.catalog.declarations())
-            output, _metadata = protocol.unwrap(result)
+            output = self._model(preamble + contents)
             if not isinstance(output, ToolCalls):
+                if spec.output_validator is not None:
+                    text = output.text_value() if isinstance(output, Content) else output
+                    _check_json(spec.output_validator, text, "invalid_output")
                 contents.append(
                     output
                     if isinstance(output, Content)
@@ -82,20 +128,150 @@ def run_turn(
             if rounds > spec.max_tool_rounds:
                 return ("error", "max_tool_rounds_exceeded")
             contents.append(output.content)
-            responses = []
-            for call in output.calls:
-                ctx = ToolContext(
-                    app_name=scope.app_name,
-                    user_id=scope.user_id,
-                    session_id=scope.session_id,
-                    invocation_id=invocation_id,
-                    call_id=call.id,
-                    agent_name=spec.name,
-                    state=MappingProxyType({}),
-                    ancestry=(*ancestry, spec.name),
-                )
-                responses.append(spec.catalog.call(call, ctx))
-            contents.append(Content("tool", tuple(responses)))
-    except AdkError as error:
-        _log.info("adk.agent.turn_failed", agent=spec.name, reason=str(error.reason)[:200])
-        return ("error", error.reason)
+            contents.append(Content("tool", tuple(self._tools(output.calls))))
+
+    # -- the model ---------------------------------------------------------------------
+
+    def _model(self, contents: list[Content]) -> Any:
+        spec = self.spec
+        replaced = run_callback(spec, "before_model", self._callback_context(), contents)
+        if replaced is not None:
+            return replaced
+        started = time.monotonic()
+        with _tracer.start_as_current_span(
+            "adk.model.call", attributes={"adk.agent": spec.name}
+        ) as span:
+            result = protocol.generate(spec.provider_config, contents, spec.catalog.declarations())
+            span.set_attribute("adk.duration_ms", round((time.monotonic() - started) * 1000, 3))
+        output, _metadata = protocol.unwrap(result)
+        _log.debug(
+            "adk.model.called",
+            agent=spec.name,
+            seconds=round(time.monotonic() - started, 4),
+            tool_calls=isinstance(output, ToolCalls),
+        )
+        after = run_callback(spec, "after_model", self._callback_context(), output)
+        return after if after is not None else output
+
+    # -- tools -------------------------------------------------------------------------
+
+    def _context(self, call: FunctionCallPart) -> ToolContext:
+        return ToolContext(
+            app_name=self.scope.app_name,
+            user_id=self.scope.user_id,
+            session_id=self.scope.session_id,
+            invocation_id=self.invocation_id,
+            call_id=call.id,
+            agent_name=self.spec.name,
+            state=MappingProxyType({}),
+            ancestry=(*self.ancestry, self.spec.name),
+            global_instruction=self.global_instruction,
+        )
+
+    def _tools(self, calls: Sequence[FunctionCallPart]) -> list[FunctionResponsePart]:
+        """Run a batch of calls; responses come back in call order whatever the mode."""
+        spec = self.spec
+        if spec.tool_mode != "parallel":
+            return [self._one_tool(call) for call in calls]
+        responses: list[FunctionResponsePart] = []
+        batch: list[FunctionCallPart] = []
+        for call in calls:
+            tool = spec.catalog.tool(call.name)
+            if tool is not None and tool.parallel_safe:
+                batch.append(call)
+                continue
+            responses.extend(self._parallel(batch))  # an unsafe call is a barrier
+            batch = []
+            responses.append(self._one_tool(call))
+        responses.extend(self._parallel(batch))
+        return responses
+
+    def _parallel(self, calls: list[FunctionCallPart]) -> list[FunctionResponsePart]:
+        responses: list[FunctionResponsePart] = []
+        width = self.spec.tool_max_concurrency
+        for start in range(0, len(calls), width):
+            chunk = calls[start : start + width]
+            deadline = time.monotonic() + self.spec.tool_timeout
+            tasks = [Task.start(self._one_tool, call, deadline=deadline) for call in chunk]
+            for call, task in zip(chunk, tasks, strict=True):
+                try:
+                    responses.append(task.wait(max(0.0, deadline - time.monotonic()) + 1.0))
+                except (TaskTimeout, TaskFailed) as error:
+                    task.kill()
+                    reason = "tool_timeout" if isinstance(error, TaskTimeout) else "tool_failed"
+                    responses.append(
+                        FunctionResponsePart(
+                            call.name,
+                            {
+                                "success": False,
+                                "error": {
+                                    "component": "tool",
+                                    "operation": call.name,
+                                    "reason": reason,
+                                },
+                            },
+                            call.id,
+                        )
+                    )
+        return responses
+
+    def _one_tool(self, call: FunctionCallPart) -> FunctionResponsePart:
+        spec = self.spec
+        ctx = self._context(call)
+        refusal = spec.catalog.check_arguments(call.name, call.args)
+        if refusal is not None:  # invalid arguments: no callbacks, the tool never runs
+            return FunctionResponsePart(call.name, refusal, call.id)
+        replaced = run_callback(spec, "before_tool", ctx, call)
+        if replaced is not None:
+            return FunctionResponsePart(call.name, _as_payload(replaced), call.id)
+        started = time.monotonic()
+        with _tracer.start_as_current_span(
+            "adk.tool.call", attributes={"adk.agent": spec.name, "adk.tool": call.name}
+        ) as span:
+            response = spec.catalog.call(call, ctx)
+            span.set_attribute("adk.duration_ms", round((time.monotonic() - started) * 1000, 3))
+            span.set_attribute(
+                "adk.tool.success", response.response.get("success", True) is not False
+            )
+        _log.debug(
+            "adk.tool.called",
+            agent=spec.name,
+            tool=call.name,
+            seconds=round(time.monotonic() - started, 4),
+        )
+        after = run_callback(spec, "after_tool", ctx, response.response)
+        if after is not None:
+            return FunctionResponsePart(call.name, _as_payload(after), call.id)
+        return response
+
+    def _callback_context(self) -> dict[str, Any]:
+        return {
+            "agent_name": self.spec.name,
+            "invocation_id": self.invocation_id,
+            "app_name": self.scope.app_name,
+            "user_id": self.scope.user_id,
+            "session_id": self.scope.session_id,
+        }
+
+
+def _as_payload(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {"result": value}
+
+
+def _check_json(validator: Any, text: str, reason: str) -> None:
+    import fastjsonschema
+
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise AdkError(
+            (reason, {"kind": "not_json", "path": [], "constraint": "json"}), "not a JSON document"
+        ) from None
+    try:
+        validator(value)
+    except fastjsonschema.JsonSchemaValueException as error:
+        path = [str(step) for step in (error.path or [])][1:]
+        raise AdkError(
+            (reason, {"kind": str(error.rule), "path": path, "constraint": str(error.rule)}),
+            "contract violated",
+        ) from None

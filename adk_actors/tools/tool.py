@@ -36,6 +36,8 @@ class ToolContext:
     state: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     ancestry: tuple[str, ...] = ()
     """The agents delegating down to this call, root first (never sent to a model)."""
+    global_instruction: str | None = None
+    """The root agent's global instruction, carried across delegation."""
 
 
 class Tool:
