@@ -24,7 +24,7 @@ from adk_actors.agents.agent_tool import AgentTool
 from adk_actors.app import start, stop
 from adk_actors.events import Event, EventActions
 from adk_actors.orchestration import loop, parallel, sequential
-from adk_actors.tools import Tool, ToolContext, tool
+from adk_actors.tools import Tool, ToolContext, Toolset, tool
 from providers import AdkError, Content, ScriptedProvider, content, redact
 from providers import protocol as _protocol
 
@@ -43,6 +43,7 @@ __all__ = [
     "ScriptedProvider",
     "Tool",
     "ToolContext",
+    "Toolset",
     "agent_info",
     "content",
     "delegate",

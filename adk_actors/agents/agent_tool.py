@@ -61,5 +61,6 @@ class AgentTool(Tool):
             timeout=self.timeout,
             ancestry=ctx.ancestry,
             global_instruction=ctx.global_instruction,
+            state=ctx.state,
         )
         return {"result": answer.text_value() if isinstance(answer, Content) else answer}

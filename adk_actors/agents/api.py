@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import queue
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from adk_actors.agents.server import AgentServer
 from adk_actors.agents.spec import check_agent_name, compile_spec
 from adk_actors.agents.tree import validate_tree
-from adk_actors.agents.turn import Scope, as_content
+from adk_actors.agents.turn import Scope, TurnOptions, as_content
 from adk_actors.app import AGENT_SUPERVISOR, ensure_started
 from adk_actors.tools import Tool
 from providers.content import Content
@@ -126,7 +127,7 @@ def prompt(agent: AgentLike, message: str | Content, timeout: float = 60.0) -> s
     Raises `AdkError` with the failure's reason (a provider error is never returned as
     a success string).
     """
-    return _ask(agent, ("prompt", as_content(message), Scope(), self_pid(), ((), None)), timeout)  # type: ignore[no-any-return]
+    return _ask(agent, ("prompt", as_content(message), Scope(), self_pid(), TurnOptions()), timeout)  # type: ignore[no-any-return]
 
 
 def invoke(
@@ -137,10 +138,12 @@ def invoke(
     *,
     ancestry: tuple[str, ...] = (),
     global_instruction: str | None = None,
+    state: Mapping[str, Any] | None = None,
 ) -> str | Content:
     """A fresh invocation (no conversation history) in the lane of `scope`
-    (app_name, user_id, session_id); one lane runs one turn at a time. `ancestry` is
-    the chain of agents delegating to this one (set by `AgentTool`)."""
+    (app_name, user_id, session_id); one lane runs one turn at a time. `state` is a
+    read-only snapshot for instruction templates and tools; `ancestry` and
+    `global_instruction` are carried across delegation by `AgentTool`."""
     return _ask(
         agent,
         (
@@ -148,7 +151,7 @@ def invoke(
             as_content(message),
             _scope(scope),
             self_pid(),
-            (tuple(ancestry), global_instruction),
+            TurnOptions(tuple(ancestry), global_instruction, MappingProxyType(dict(state or {}))),
         ),
         timeout,
     )  # type: ignore[no-any-return]

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adk_actors.agents.spec import MAX_HISTORY_CONTENTS, AgentSpec
-from adk_actors.agents.turn import Scope, run_turn
+from adk_actors.agents.turn import Scope, TurnOptions, run_turn
 from providers.content import Content
 from supervision import (
     Down,
@@ -51,8 +51,7 @@ class _Request:
     respond: Any  # a From (call) or a callable(result) (delegate)
     caller_ref: Any = None
     task: Task | None = None
-    ancestry: tuple[str, ...] = ()
-    global_instruction: str | None = None
+    options: TurnOptions = field(default_factory=TurnOptions)
     invocation_id: str = field(default_factory=lambda: f"inv-{uuid.uuid4().hex}")
 
 
@@ -79,16 +78,9 @@ class AgentServer(GenServer):
     def handle_call(self, request: tuple[Any, ...], from_: From, state: _State) -> Any:
         op = request[0]
         if op in ("prompt", "invoke"):
-            _, message, scope, caller, (ancestry, global_instruction) = request
+            _, message, scope, caller, options = request
             lane = COMPAT_LANE if op == "prompt" else scope.lane()
-            turn = _Request(
-                lane,
-                message,
-                scope,
-                from_,
-                ancestry=ancestry,
-                global_instruction=global_instruction,
-            )
+            turn = _Request(lane, message, scope, from_, options=options)
             self._enqueue(state, turn, caller)
             return NoReply(state)
         if op == "info":
@@ -156,8 +148,7 @@ class AgentServer(GenServer):
             request.message,
             request.scope,
             request.invocation_id,
-            request.ancestry,
-            request.global_instruction,
+            request.options,
             deadline=deadline,
             notify=True,
         )

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from adk_actors.agents.callbacks import check_callbacks
+from adk_actors.agents.instructions import template_keys
 from adk_actors.tools import Tool, ToolCatalog
 from providers import protocol
 from providers.errors import AdkError
@@ -76,6 +77,8 @@ class AgentSpec:
     tool_max_concurrency: int = DEFAULT_TOOL_MAX_CONCURRENCY
     tool_timeout: float = DEFAULT_TOOL_TIMEOUT
     callbacks: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    instructions: Any = None  # a template str or a callable, rendered per turn
+    instruction_keys: tuple[str, ...] = ()
 
     def __repr__(self) -> str:  # never the provider config: it may hold an API key
         return f"AgentSpec({self.name!r}, tools={self.catalog.names()})"
@@ -87,6 +90,14 @@ def compile_spec(name: Any, config: Mapping[str, Any], tools: Sequence[Tool] = (
     if not isinstance(config, Mapping):
         raise AdkError("invalid_config", "an agent config is a mapping")
     provider_config = {key: value for key, value in config.items() if key not in RUNTIME_KEYS}
+    instructions = provider_config.get("instructions")
+    instruction_keys: tuple[str, ...] = ()
+    if callable(instructions):
+        provider_config.pop("instructions")  # rendered per turn
+    elif instructions is not None:
+        if not isinstance(instructions, str):
+            raise AdkError("invalid_instructions", "instructions is a string or a function")
+        instruction_keys = tuple(template_keys(instructions))
     if provider_config.get("provider") == "scripted":
         script = provider_config.pop("script", None)
         if script is None:
@@ -116,6 +127,8 @@ def compile_spec(name: Any, config: Mapping[str, Any], tools: Sequence[Tool] = (
         tool_max_concurrency=tool_max_concurrency,
         tool_timeout=tool_timeout,
         callbacks=MappingProxyType(dict(check_callbacks(config.get("callbacks")))),
+        instructions=instructions,
+        instruction_keys=instruction_keys,
         turn_timeout=_seconds(config, "turn_timeout", DEFAULT_TURN_TIMEOUT),
         call_timeout=_seconds(config, "call_timeout", DEFAULT_CALL_TIMEOUT),
         max_tool_rounds=_positive(

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -21,6 +21,7 @@ import structlog
 from opentelemetry import trace
 
 from adk_actors.agents.callbacks import run_callback
+from adk_actors.agents.instructions import render_instructions
 from adk_actors.agents.spec import AgentSpec
 from adk_actors.tools import ToolContext
 from providers import content as content_model
@@ -49,6 +50,16 @@ class Scope:
         return ("unscoped",)
 
 
+@dataclass(frozen=True)
+class TurnOptions:
+    """What a turn carries besides its message: the delegation chain, the root's
+    global instruction, and a read-only state snapshot for templates and tools."""
+
+    ancestry: tuple[str, ...] = ()
+    global_instruction: str | None = None
+    state: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+
 def as_content(message: str | Content) -> Content:
     if isinstance(message, Content):
         return content_model.validate(message)
@@ -63,15 +74,11 @@ def run_turn(
     message: Content,
     scope: Scope,
     invocation_id: str,
-    ancestry: tuple[str, ...] = (),
-    global_instruction: str | None = None,
+    options: TurnOptions | None = None,
 ) -> tuple[Any, ...]:
-    turn = _Turn(
-        spec, scope, invocation_id, ancestry, global_instruction or spec.global_instruction
-    )
     with _tracer.start_as_current_span("adk.agent.turn", attributes={"adk.agent": spec.name}):
         try:
-            return turn.run(history, message)
+            return _Turn(spec, scope, invocation_id, options or TurnOptions()).run(history, message)
         except AdkError as error:
             if not is_fenced_thread():
                 _log.info("adk.agent.turn_failed", agent=spec.name, reason=str(error.reason)[:200])
@@ -80,18 +87,15 @@ def run_turn(
 
 class _Turn:
     def __init__(
-        self,
-        spec: AgentSpec,
-        scope: Scope,
-        invocation_id: str,
-        ancestry: tuple[str, ...],
-        global_instruction: str | None,
+        self, spec: AgentSpec, scope: Scope, invocation_id: str, options: TurnOptions
     ) -> None:
         self.spec = spec
         self.scope = scope
         self.invocation_id = invocation_id
-        self.ancestry = ancestry
-        self.global_instruction = global_instruction
+        self.ancestry = options.ancestry
+        self.global_instruction = options.global_instruction or spec.global_instruction
+        self.state = MappingProxyType(dict(options.state))
+        self.provider_config = render_instructions(spec, self._callback_context(), self.state)
 
     def run(self, history: Sequence[Content], message: Content) -> tuple[Any, ...]:
         spec = self.spec
@@ -141,7 +145,7 @@ class _Turn:
         with _tracer.start_as_current_span(
             "adk.model.call", attributes={"adk.agent": spec.name}
         ) as span:
-            result = protocol.generate(spec.provider_config, contents, spec.catalog.declarations())
+            result = protocol.generate(self.provider_config, contents, spec.catalog.declarations())
             span.set_attribute("adk.duration_ms", round((time.monotonic() - started) * 1000, 3))
         output, _metadata = protocol.unwrap(result)
         _log.debug(
@@ -163,7 +167,7 @@ class _Turn:
             invocation_id=self.invocation_id,
             call_id=call.id,
             agent_name=self.spec.name,
-            state=MappingProxyType({}),
+            state=self.state,
             ancestry=(*self.ancestry, self.spec.name),
             global_instruction=self.global_instruction,
         )

@@ -19,6 +19,7 @@ import msgspec
 import structlog
 
 from adk_actors.tools.tool import Tool, ToolContext, check_name
+from adk_actors.tools.toolset import Toolset, ToolsetSnapshot
 from providers.content import FunctionCallPart, FunctionResponsePart
 from providers.errors import AdkError
 
@@ -50,10 +51,20 @@ class _Entry:
 class ToolCatalog:
     """The tools an agent may call, as one immutable snapshot."""
 
-    def __init__(self, tools: Iterable[Tool], *, reserved: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        tools: Iterable[Tool | Toolset | ToolsetSnapshot],
+        *,
+        reserved: Mapping[str, str] | None = None,
+    ) -> None:
         entries: dict[str, _Entry] = {}
         taken = dict(reserved or {})  # name -> source, e.g. sub-agents
-        for tool in tools:
+        expanded: list[Tool] = []
+        for tool in tools:  # a toolset contributes its snapshot's tools
+            if isinstance(tool, Toolset):
+                tool = tool.snapshot()
+            expanded.extend(tool.tools if isinstance(tool, ToolsetSnapshot) else [tool])
+        for tool in expanded:
             if not isinstance(tool, Tool):
                 raise AdkError(
                     ("invalid_tool", type(tool).__name__),
@@ -61,7 +72,7 @@ class ToolCatalog:
                 )
             declaration = dict(tool.schema())
             name = check_name(declaration.get("name", ""))
-            source = (
+            source = getattr(tool, "source", None) or (
                 f"sub-agent {name}"
                 if type(tool).__name__ == "AgentTool"
                 else f"tool {type(tool).__qualname__}"
@@ -180,6 +191,8 @@ def _failure(name: str, error: Exception) -> dict[str, Any]:
         if isinstance(error, AdkError) and isinstance(error.reason, str)
         else "tool_failed"
     )
+    if reason == "tool_catalog_changed":  # fail closed, and say so
+        return {"success": False, "error": {"type": "tool_catalog_changed", "operation": name}}
     _log.warning("adk.tool.failed", tool=name, error_class=type(error).__name__, reason=reason)
     return {
         "success": False,
