@@ -232,3 +232,43 @@ def test_prompt_and_delegate_share_one_fifo():
     gate.set()
     thread.join()
     wait_until(lambda: log == ["first", "second"])
+
+
+def test_tree_depth_and_size_limits():
+    adk.spawn_agent("Chain0", {"provider": adk.ScriptedProvider(["x"])})
+    for depth in range(1, 65):  # Chain64's tree is exactly 64 deep: allowed
+        adk.spawn_agent(
+            f"Chain{depth}",
+            {"provider": adk.ScriptedProvider(["x"]), "sub_agents": {f"Chain{depth - 1}": {}}},
+        )
+    assert reason(
+        lambda: adk.spawn_agent(
+            "Chain65", {"provider": "scripted", "script": ["x"], "sub_agents": {"Chain64": {}}}
+        )
+    ) == (
+        "tree_limit_exceeded",
+        "max_depth",
+    )
+    for n in range(256):
+        adk.spawn_agent(f"Wide{n}", {"provider": adk.ScriptedProvider(["x"])})
+    wide = {f"Wide{n}": {} for n in range(256)}
+    assert reason(
+        lambda: adk.spawn_agent(
+            "WideRoot", {"provider": "scripted", "script": ["x"], "sub_agents": wide}
+        )
+    ) == (
+        "tree_limit_exceeded",
+        "max_nodes",
+    )
+
+
+def test_delegation_depth_is_refused_before_the_target_runs():
+    target = adk.ScriptedProvider(["never"])
+    adk.spawn_agent("Deep", {"provider": target})
+    tool = adk.AgentTool("Deep")
+    ancestry = tuple(f"A{n}" for n in range(64))
+    assert (
+        reason(lambda: tool.execute({"request": "x"}, adk.ToolContext(ancestry=ancestry)))
+        == "delegation_depth_exceeded"
+    )
+    assert target.calls == 0
