@@ -32,22 +32,22 @@ SAFETY_THRESHOLDS = {
 }
 BUILTIN_TOOLS = ("google_search",)
 
+PASS_THROUGH_GENERATION_KEYS = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "max_output_tokens",
+    "stop_sequences",
+    "candidate_count",
+    "seed",
+    "presence_penalty",
+    "frequency_penalty",
+    "response_mime_type",
+)
+"""Options the SDK takes under the same name."""
+
 GENERATION_KEYS = frozenset(
-    {
-        "temperature",
-        "top_p",
-        "top_k",
-        "max_output_tokens",
-        "stop_sequences",
-        "candidate_count",
-        "seed",
-        "presence_penalty",
-        "frequency_penalty",
-        "response_mime_type",
-        "response_schema",
-        "thinking_config",
-        "safety_settings",
-    }
+    {*PASS_THROUGH_GENERATION_KEYS, "response_schema", "thinking_config", "safety_settings"}
 )
 PROVIDER_KEYS = frozenset(
     {

@@ -26,7 +26,12 @@ from providers.content import (
     TextPart,
 )
 from providers.errors import AdkError
-from providers.gemini.config import SAFETY_CATEGORIES, SAFETY_THRESHOLDS, GeminiSettings
+from providers.gemini.config import (
+    PASS_THROUGH_GENERATION_KEYS,
+    SAFETY_CATEGORIES,
+    SAFETY_THRESHOLDS,
+    GeminiSettings,
+)
 from providers.protocol import ModelOutput, ProviderResult, ToolCalls, ToolDeclaration
 
 MAX_GROUNDING_METADATA_BYTES = 256 * 1024
@@ -171,18 +176,7 @@ def generate_config(
 ) -> types.GenerateContentConfig:
     generation = dict(settings.generation)
     options: dict[str, Any] = {}
-    for key in (
-        "temperature",
-        "top_p",
-        "top_k",
-        "max_output_tokens",
-        "stop_sequences",
-        "candidate_count",
-        "seed",
-        "presence_penalty",
-        "frequency_penalty",
-        "response_mime_type",
-    ):
+    for key in PASS_THROUGH_GENERATION_KEYS:
         if key in generation:
             options[key] = generation[key]
     if "response_schema" in generation:
