@@ -8,7 +8,7 @@ text = adk.prompt(agent, "What is the weather in Tokyo?")
 adk.stop_agent(agent)
 """
 
-from adk_actors import events
+from adk_actors import events, sessions
 from adk_actors.agents import (
     AgentRef,
     AgentResponse,
@@ -55,6 +55,7 @@ __all__ = [
     "providers",
     "redact",
     "sequential",
+    "sessions",
     "spawn_agent",
     "start",
     "stop",

@@ -25,6 +25,8 @@ def _children() -> list[ChildSpec]:
     # outlives what it depends on. Agents come before the task supervisor in the
     # design's order; agent turns use the kernel's task supervisor for now.
     return [
+        # first: agents and runs record into sessions, so they start after it
+        ChildSpec("session_owner", _start_session_owner),
         ChildSpec(
             "agent_supervisor",
             lambda: DynamicSupervisor.start_link(name=AGENT_SUPERVISOR, intensity=100, period=5.0),
@@ -32,6 +34,12 @@ def _children() -> list[ChildSpec]:
         ),
         ChildSpec("task_supervisor", _start_tasks, type="supervisor", shutdown="brutal_kill"),
     ]
+
+
+def _start_session_owner() -> Pid:
+    from adk_actors.sessions.memory import OWNER_NAME, SessionOwner
+
+    return SessionOwner.start_link(name=OWNER_NAME)
 
 
 def _start_tasks() -> Pid:

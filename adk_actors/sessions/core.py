@@ -1,0 +1,232 @@
+"""Session semantics, written once over a small storage interface.
+
+Both services run these operations inside one atomic step of their store (the
+owner process's handler for memory, one LMDB write transaction for LMDB), so the
+rules live here only:
+
+* state keys by prefix: plain keys belong to the session; ``user:`` keys to every
+  session of that user (future ones too); ``app:`` keys to every user of the app
+  (they outlive session deletion); ``temp:`` keys to the current invocation (they
+  survive `add_event`, `clear_temp_state` removes them);
+* `create` is idempotent and never overwrites; `update_state`, `add_event`,
+  `clear_temp_state` on a missing session raise ``not_found`` and change nothing;
+* `add_event_if_state` writes only if the expected values still hold (``conflict``).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import msgspec
+
+from adk_actors.events import Event
+from providers.errors import AdkError, is_secret_key
+
+MAX_STATE_BYTES = 16 << 20
+MAX_ID_CHARS = 256
+DEFAULT_LIST_LIMIT = 50
+MAX_LIST_LIMIT = 500
+
+
+class SessionRecord(msgspec.Struct, kw_only=True):
+    """What a store keeps per session (events live apart, numbered from 1)."""
+
+    id: str
+    app_name: str
+    user_id: str
+    state: dict[str, Any]  # plain and temp: keys
+    created: float
+    last_update: float
+    event_count: int = 0
+
+
+class Session(msgspec.Struct, frozen=True, kw_only=True):
+    """A session as callers see it: its merged state (session, user, app) and events."""
+
+    id: str
+    app_name: str
+    user_id: str
+    state: dict[str, Any]
+    events: tuple[Event, ...] = ()
+    last_update_time: float = 0.0
+
+
+class Storage(Protocol):
+    """One atomic step's view of a store."""
+
+    def get_session(self, app: str, user: str, session_id: str) -> SessionRecord | None: ...
+    def put_session(self, record: SessionRecord) -> None: ...
+    def delete_session(self, app: str, user: str, session_id: str) -> None: ...
+    def list_sessions(self, app: str, user: str) -> list[SessionRecord]: ...
+    def get_scope_state(self, scope: tuple[str, ...]) -> dict[str, Any]: ...
+    def put_scope_state(self, scope: tuple[str, ...], state: dict[str, Any]) -> None: ...
+    def append_event(self, record: SessionRecord, seq: int, event: Event) -> None: ...
+    def events(self, record: SessionRecord) -> list[Event]: ...
+
+
+def check_id(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value or len(value) > MAX_ID_CHARS or "\x00" in value:
+        raise AdkError(
+            ("invalid_" + what,),
+            f"{what} is a non-empty string of at most {MAX_ID_CHARS} characters",
+        )
+    return value
+
+
+def _split(delta: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(session incl. temp:, user:, app:) parts of a state delta."""
+    if not isinstance(delta, Mapping):
+        raise AdkError("invalid_state_delta", "a state delta is a mapping")
+    session: dict[str, Any] = {}
+    user: dict[str, Any] = {}
+    app: dict[str, Any] = {}
+    for key, value in delta.items():
+        if not isinstance(key, str) or not key:
+            raise AdkError("invalid_state_delta", "state keys are non-empty strings")
+        target = user if key.startswith("user:") else app if key.startswith("app:") else session
+        target[key] = value
+    try:
+        size = len(msgspec.json.encode(delta))
+    except (TypeError, msgspec.EncodeError):
+        raise AdkError("invalid_state_delta", "state values must be JSON-safe") from None
+    if size > MAX_STATE_BYTES:
+        raise AdkError("state_too_large", f"a state delta is at most {MAX_STATE_BYTES} bytes")
+    return session, user, app
+
+
+def _merged(storage: Storage, record: SessionRecord) -> dict[str, Any]:
+    return {
+        **storage.get_scope_state(("app", record.app_name)),
+        **storage.get_scope_state(("user", record.app_name, record.user_id)),
+        **record.state,
+    }
+
+
+def _apply(storage: Storage, record: SessionRecord, delta: Mapping[str, Any]) -> None:
+    session, user, app = _split(delta)
+    record.state.update(session)
+    if user:
+        scope = ("user", record.app_name, record.user_id)
+        storage.put_scope_state(scope, {**storage.get_scope_state(scope), **user})
+    if app:
+        scope = ("app", record.app_name)
+        storage.put_scope_state(scope, {**storage.get_scope_state(scope), **app})
+
+
+def _require(storage: Storage, app: str, user: str, session_id: str) -> SessionRecord:
+    record = storage.get_session(app, user, session_id)
+    if record is None:
+        raise AdkError("not_found", "no such session")
+    return record
+
+
+def view(storage: Storage, record: SessionRecord, with_events: bool = True) -> Session:
+    return Session(
+        id=record.id,
+        app_name=record.app_name,
+        user_id=record.user_id,
+        state=_merged(storage, record),
+        events=tuple(storage.events(record)) if with_events else (),
+        last_update_time=record.last_update,
+    )
+
+
+# -- operations (each runs inside one atomic step) ---------------------------------------------
+
+
+def create(
+    storage: Storage, app: str, user: str, session_id: str | None, state: Mapping[str, Any] | None
+) -> Session:
+    check_id(app, "app_name")
+    check_id(user, "user_id")
+    session_id = check_id(session_id, "session_id") if session_id is not None else uuid.uuid4().hex
+    existing = storage.get_session(app, user, session_id)
+    if existing is not None:
+        return view(storage, existing)  # idempotent: never overwrites
+    now = time.time()
+    record = SessionRecord(
+        id=session_id, app_name=app, user_id=user, state={}, created=now, last_update=now
+    )
+    _apply(storage, record, state or {})
+    storage.put_session(record)
+    return view(storage, record)
+
+
+def get(storage: Storage, app: str, user: str, session_id: str) -> Session:
+    return view(storage, _require(storage, app, user, session_id))
+
+
+def list_all(
+    storage: Storage, app: str, user: str, limit: int = DEFAULT_LIST_LIMIT
+) -> list[Session]:
+    """Newest first (ties by id), without events."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIST_LIMIT:
+        raise AdkError("invalid_limit", f"limit is 1..{MAX_LIST_LIMIT}")
+    records = sorted(storage.list_sessions(app, user), key=lambda r: (-r.last_update, r.id))
+    return [view(storage, record, with_events=False) for record in records[:limit]]
+
+
+def delete(storage: Storage, app: str, user: str, session_id: str) -> None:
+    _require(storage, app, user, session_id)
+    storage.delete_session(app, user, session_id)
+
+
+def update_state(
+    storage: Storage, app: str, user: str, session_id: str, delta: Mapping[str, Any]
+) -> Session:
+    record = _require(storage, app, user, session_id)
+    _apply(storage, record, delta)
+    record.last_update = time.time()
+    storage.put_session(record)
+    return view(storage, record, with_events=False)
+
+
+def add_event(storage: Storage, app: str, user: str, session_id: str, event: Event) -> Event:
+    if not isinstance(event, Event):
+        raise AdkError("invalid_event", "add_event takes an Event")
+    record = _require(storage, app, user, session_id)
+    _apply(storage, record, event.actions.state_delta)
+    record.event_count += 1
+    record.last_update = max(time.time(), record.last_update)
+    storage.append_event(record, record.event_count, event)
+    storage.put_session(record)
+    return event
+
+
+def add_event_if_state(
+    storage: Storage,
+    app: str,
+    user: str,
+    session_id: str,
+    event: Event,
+    expected: Mapping[str, Any],
+) -> Event:
+    record = _require(storage, app, user, session_id)
+    current = _merged(storage, record)
+    for key, value in expected.items():
+        if current.get(key, _MISSING) != value:
+            raise AdkError("conflict", "the session state changed since it was read")
+    return add_event(storage, app, user, session_id, event)
+
+
+def clear_temp_state(storage: Storage, app: str, user: str, session_id: str) -> None:
+    record = _require(storage, app, user, session_id)
+    record.state = {
+        key: value for key, value in record.state.items() if not key.startswith("temp:")
+    }
+    storage.put_session(record)
+
+
+def redacted_state(state: Mapping[str, Any]) -> dict[str, Any]:
+    """State without credential-named keys (what queries and models may see)."""
+    return {key: value for key, value in state.items() if not is_secret_key(key.split(":", 1)[-1])}
+
+
+class _Missing:
+    pass
+
+
+_MISSING = _Missing()

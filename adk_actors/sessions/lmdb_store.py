@@ -1,0 +1,132 @@
+"""`LmdbSessionService`: durable sessions in an LMDB environment.
+
+Every operation is one write transaction (readers never block writers, and a crash
+leaves either the whole step or none of it). Records are msgspec MessagePack, events
+their versioned JSON. Several services, threads and OS processes may share one path.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import lmdb
+import msgspec
+
+from adk_actors import events as event_codec
+from adk_actors.events import Event
+from adk_actors.sessions.core import SessionRecord
+from adk_actors.sessions.service import SessionService
+
+_SEP = b"\x00"
+_record_encoder = msgspec.msgpack.Encoder()
+_record_decoder = msgspec.msgpack.Decoder(SessionRecord)
+_state_decoder = msgspec.msgpack.Decoder(dict[str, Any])
+
+
+def _key(*parts: str) -> bytes:
+    return _SEP.join(part.encode("utf-8") for part in parts) + _SEP
+
+
+class _LmdbStorage:
+    def __init__(self, txn: Any, dbs: dict[str, Any]) -> None:
+        self._txn = txn
+        self._dbs = dbs
+
+    def get_session(self, app: str, user: str, session_id: str) -> SessionRecord | None:
+        raw = self._txn.get(_key(app, user, session_id), db=self._dbs["sessions"])
+        return None if raw is None else _record_decoder.decode(raw)
+
+    def put_session(self, record: SessionRecord) -> None:
+        self._txn.put(
+            _key(record.app_name, record.user_id, record.id),
+            _record_encoder.encode(record),
+            db=self._dbs["sessions"],
+        )
+
+    def delete_session(self, app: str, user: str, session_id: str) -> None:
+        self._txn.delete(_key(app, user, session_id), db=self._dbs["sessions"])
+        for key, _ in list(self._scan("events", _key(app, user, session_id))):
+            self._txn.delete(key, db=self._dbs["events"])
+
+    def list_sessions(self, app: str, user: str) -> list[SessionRecord]:
+        return [
+            _record_decoder.decode(value) for _, value in self._scan("sessions", _key(app, user))
+        ]
+
+    def get_scope_state(self, scope: tuple[str, ...]) -> dict[str, Any]:
+        raw = self._txn.get(_key(*scope), db=self._dbs["scopes"])
+        return {} if raw is None else dict(_state_decoder.decode(raw))
+
+    def put_scope_state(self, scope: tuple[str, ...], state: dict[str, Any]) -> None:
+        self._txn.put(_key(*scope), _record_encoder.encode(state), db=self._dbs["scopes"])
+
+    def append_event(self, record: SessionRecord, seq: int, event: Event) -> None:
+        key = _key(record.app_name, record.user_id, record.id) + struct.pack(">Q", seq)
+        self._txn.put(key, event_codec.encode(event), db=self._dbs["events"])
+
+    def events(self, record: SessionRecord) -> list[Event]:
+        prefix = _key(record.app_name, record.user_id, record.id)
+        return [event_codec.decode(value) for _, value in self._scan("events", prefix)]
+
+    def _scan(self, db: str, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        cursor = self._txn.cursor(db=self._dbs[db])
+        if not cursor.set_range(prefix):
+            return
+        for key, value in cursor:
+            if not key.startswith(prefix):
+                return
+            yield bytes(key), bytes(value)
+
+
+_open: dict[str, list[Any]] = {}  # real path -> [env, dbs, users]
+_open_lock = threading.Lock()
+
+
+def _acquire(path: str, map_size: int) -> tuple[Any, dict[str, Any]]:
+    """One environment per path in a process (LMDB allows no second open)."""
+    with _open_lock:
+        entry = _open.get(path)
+        if entry is None:
+            env = lmdb.open(path, map_size=map_size, max_dbs=8, subdir=True)
+            dbs = {
+                name: env.open_db(f"adk.sessions.{name}".encode())
+                for name in ("sessions", "events", "scopes")
+            }
+            entry = _open[path] = [env, dbs, 0]
+        entry[2] += 1
+        return entry[0], entry[1]
+
+
+def _release(path: str) -> None:
+    with _open_lock:
+        entry = _open.get(path)
+        if entry is None:
+            return
+        entry[2] -= 1
+        if entry[2] == 0:
+            del _open[path]
+            entry[0].close()
+
+
+class LmdbSessionService(SessionService):
+    """Durable sessions under `path` (a directory; created if missing)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, map_size: int = 1 << 30) -> None:
+        Path(path).mkdir(parents=True, exist_ok=True)
+        self._path = os.path.realpath(path)
+        self._env, self._dbs = _acquire(self._path, map_size)
+        self._closed = False
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            _release(self._path)
+
+    def _run(self, operation: Callable[..., Any], *args: Any) -> Any:
+        with self._env.begin(write=True) as txn:  # an exception aborts the whole step
+            return operation(_LmdbStorage(txn, self._dbs), *args)

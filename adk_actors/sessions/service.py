@@ -1,0 +1,67 @@
+"""The session-service protocol: every implementation runs `core` operations atomically."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from adk_actors.events import Event
+from adk_actors.sessions import core
+from adk_actors.sessions.core import Session
+
+
+class SessionService:
+    """Subclasses supply `_run(operation, *args)`: run it in one atomic step."""
+
+    def _run(self, operation: Callable[..., Any], *args: Any) -> Any:
+        raise NotImplementedError
+
+    def create_session(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str | None = None,
+        state: Mapping[str, Any] | None = None,
+    ) -> Session:
+        """Create a session, or return the existing one unchanged (idempotent)."""
+        return self._run(core.create, app_name, user_id, session_id, dict(state or {}))  # type: ignore[no-any-return]
+
+    def get_session(self, app_name: str, user_id: str, session_id: str) -> Session:
+        """The session with its merged state and events; ``not_found`` if missing."""
+        return self._run(core.get, app_name, user_id, session_id)  # type: ignore[no-any-return]
+
+    def list_sessions(
+        self, app_name: str, user_id: str, limit: int = core.DEFAULT_LIST_LIMIT
+    ) -> list[Session]:
+        """A user's sessions, newest first (ties by id), without events."""
+        return self._run(core.list_all, app_name, user_id, limit)  # type: ignore[no-any-return]
+
+    def delete_session(self, app_name: str, user_id: str, session_id: str) -> None:
+        self._run(core.delete, app_name, user_id, session_id)
+
+    def update_state(
+        self, app_name: str, user_id: str, session_id: str, delta: Mapping[str, Any]
+    ) -> Session:
+        """Apply a state delta by prefix (plain, ``user:``, ``app:``, ``temp:``)."""
+        return self._run(core.update_state, app_name, user_id, session_id, dict(delta))  # type: ignore[no-any-return]
+
+    def add_event(self, app_name: str, user_id: str, session_id: str, event: Event) -> Event:
+        """Append an event and apply its state delta, in one step."""
+        return self._run(core.add_event, app_name, user_id, session_id, event)  # type: ignore[no-any-return]
+
+    def add_event_if_state(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        event: Event,
+        expected: Mapping[str, Any],
+    ) -> Event:
+        """Append only if `expected` state values still hold; ``conflict`` otherwise."""
+        return self._run(
+            core.add_event_if_state, app_name, user_id, session_id, event, dict(expected)
+        )  # type: ignore[no-any-return]
+
+    def clear_temp_state(self, app_name: str, user_id: str, session_id: str) -> None:
+        """Remove ``temp:`` keys (at an invocation's final or error boundary)."""
+        self._run(core.clear_temp_state, app_name, user_id, session_id)

@@ -1,0 +1,179 @@
+"""Session services, in memory and in LMDB: scopes, atomic steps, concurrency, durability."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+import adk_actors as adk
+from adk_actors.events import Event, EventActions
+from providers import content
+
+
+@pytest.fixture(params=["memory", "lmdb"])
+def sessions(request, tmp_path):
+    if request.param == "memory":
+        service = adk.sessions.InMemorySessionService()
+        yield service
+        service.close()
+    else:
+        service = adk.sessions.LmdbSessionService(tmp_path / "sessions")
+        yield service
+        service.close()
+
+
+def event(text="hi", delta=None, author="user"):
+    return Event.new(
+        author, "inv-1", content.from_text(text), actions=EventActions(state_delta=delta or {})
+    )
+
+
+def reason(fn):
+    with pytest.raises(adk.AdkError) as info:
+        fn()
+    return info.value.reason
+
+
+def test_create_is_idempotent_and_never_overwrites(sessions):
+    first = sessions.create_session("app", "u1", "s1", {"a": 1})
+    again = sessions.create_session("app", "u1", "s1", {"a": 999, "b": 2})
+    assert first.state == again.state == {"a": 1}
+    generated = sessions.create_session("app", "u1")
+    assert generated.id and generated.id != "s1"
+
+
+def test_state_scopes(sessions):
+    sessions.create_session("app", "u1", "s1", {"plain": 1, "user:name": "Ada", "app:version": "1"})
+    sessions.create_session("app", "u2", "s9")
+    assert sessions.get_session("app", "u2", "s9").state == {
+        "app:version": "1"
+    }  # app: reaches every user
+    sessions.delete_session("app", "u1", "s1")
+    later = sessions.create_session("app", "u1", "s2")
+    assert later.state == {"app:version": "1", "user:name": "Ada"}  # user: reaches future sessions
+    assert "plain" not in later.state
+
+
+def test_temp_state_survives_events_until_cleared(sessions):
+    sessions.create_session("app", "u", "s")
+    sessions.add_event("app", "u", "s", event(delta={"temp:scratch": 1, "kept": True}))
+    sessions.add_event("app", "u", "s", event("again"))
+    assert sessions.get_session("app", "u", "s").state == {"temp:scratch": 1, "kept": True}
+    sessions.clear_temp_state("app", "u", "s")
+    assert sessions.get_session("app", "u", "s").state == {"kept": True}
+    assert [e.text() for e in sessions.get_session("app", "u", "s").events] == ["hi", "again"]
+
+
+def test_missing_sessions_are_not_found_and_nothing_leaks(sessions):
+    for operation in (
+        lambda: sessions.get_session("app", "u", "nope"),
+        lambda: sessions.update_state("app", "u", "nope", {"user:leak": 1, "app:leak": 1}),
+        lambda: sessions.add_event("app", "u", "nope", event(delta={"app:leak": 1})),
+        lambda: sessions.clear_temp_state("app", "u", "nope"),
+        lambda: sessions.delete_session("app", "u", "nope"),
+    ):
+        assert reason(operation) == "not_found"
+    assert sessions.create_session("app", "u", "fresh").state == {}
+
+
+def test_add_event_if_state_is_atomic(sessions):
+    sessions.create_session("app", "u", "s", {"version": 1})
+    sessions.add_event_if_state("app", "u", "s", event(delta={"version": 2}), {"version": 1})
+    assert reason(
+        lambda: sessions.add_event_if_state(
+            "app", "u", "s", event(delta={"version": 3}), {"version": 1}
+        )
+    ) == ("conflict")
+    session = sessions.get_session("app", "u", "s")
+    assert session.state == {"version": 2} and len(session.events) == 1
+
+
+def test_invalid_input_is_refused_and_changes_nothing(sessions):
+    sessions.create_session("app", "u", "s", {"a": 1})
+    assert (
+        reason(lambda: sessions.update_state("app", "u", "s", {"bad": object()}))
+        == "invalid_state_delta"
+    )
+    assert reason(lambda: sessions.create_session("", "u")) == ("invalid_app_name",)
+    assert sessions.get_session("app", "u", "s").state == {"a": 1}
+
+
+def test_listing_is_newest_first_with_ties_by_id(sessions):
+    for name in ("b", "a", "c"):
+        sessions.create_session("app", "u", name)
+        time.sleep(0.002)
+    sessions.update_state("app", "u", "a", {"touched": True})
+    assert [s.id for s in sessions.list_sessions("app", "u")] == ["a", "c", "b"]
+    assert [s.id for s in sessions.list_sessions("app", "u", limit=2)] == ["a", "c"]
+    assert all(s.events == () for s in sessions.list_sessions("app", "u"))
+    assert reason(lambda: sessions.list_sessions("app", "u", limit=501)) == "invalid_limit"
+
+
+def test_concurrent_updates_and_creates_lose_nothing(sessions):
+    sessions.create_session("app", "u", "counter")
+    barrier = threading.Barrier(32)
+
+    def update(n):
+        barrier.wait()
+        sessions.update_state("app", "u", "counter", {f"k{n}": n})
+
+    threads = [threading.Thread(target=update, args=(n,)) for n in range(32)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sessions.get_session("app", "u", "counter").state == {f"k{n}": n for n in range(32)}
+
+    created = []
+    barrier2 = threading.Barrier(20)
+
+    def create(n):
+        barrier2.wait()
+        created.append(sessions.create_session("app", "u", "same", {"creator": n}))
+
+    threads = [threading.Thread(target=create, args=(n,)) for n in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len({s.state["creator"] for s in created}) == 1  # every caller got the same session
+
+
+def test_lmdb_sessions_survive_a_sigkilled_writer(tmp_path):
+    path = tmp_path / "durable"
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        import adk_actors as adk
+        from adk_actors.events import Event, EventActions
+        from providers import content
+        service = adk.sessions.LmdbSessionService({str(path)!r})
+        service.create_session("app", "u", "s", {{"user:name": "Ada"}})
+        for n in range(5):
+            service.add_event("app", "u", "s", Event.new("user", "inv", content.from_text(f"m{{n}}"), actions=EventActions(state_delta={{"n": n}})))
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    completed = subprocess.run([sys.executable, "-c", script], cwd=os.getcwd(), timeout=60)
+    assert completed.returncode == -signal.SIGKILL
+    reader = adk.sessions.LmdbSessionService(path)
+    session = reader.get_session("app", "u", "s")
+    assert [e.text() for e in session.events] == [f"m{n}" for n in range(5)]
+    assert session.state == {"user:name": "Ada", "n": 4}
+    reader.close()
+
+
+def test_two_lmdb_services_share_one_path(tmp_path):
+    one = adk.sessions.LmdbSessionService(tmp_path / "shared")
+    two = adk.sessions.LmdbSessionService(tmp_path / "shared")
+    one.create_session("app", "u", "s", {"x": 1})
+    assert two.get_session("app", "u", "s").state == {"x": 1}
+    one.close()
+    two.close()
