@@ -24,6 +24,7 @@ from adk_actors.agents.agent_tool import AgentTool
 from adk_actors.app import start, stop
 from adk_actors.events import Event, EventActions
 from adk_actors.orchestration import loop, parallel, sequential
+from adk_actors.runner import Runner
 from adk_actors.tools import Tool, ToolContext, Toolset, tool
 from providers import AdkError, Content, ScriptedProvider, content, redact
 from providers import protocol as _protocol
@@ -39,6 +40,7 @@ __all__ = [
     "Content",
     "Event",
     "EventActions",
+    "Runner",
     "Scope",
     "ScriptedProvider",
     "Tool",

@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = ["docs/supervision.md", "docs/providers.md", "docs/agents.md", "docs/sessions.md", "README.md"]
+PAGES = [
+    "docs/supervision.md",
+    "docs/providers.md",
+    "docs/agents.md",
+    "docs/sessions.md",
+    "README.md",
+]
 
 
 def _python_blocks(text: str) -> list[str]:

@@ -85,6 +85,8 @@ class AgentServer(GenServer):
             return NoReply(state)
         if op == "info":
             return Reply(self._info(state), state)
+        if op == "spec":
+            return Reply(("ok", state.spec), state)
         return Reply(("error", ("unknown_request", op)), state)
 
     def handle_cast(self, msg: tuple[Any, ...], state: _State) -> Any:

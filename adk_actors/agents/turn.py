@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -58,6 +58,12 @@ class TurnOptions:
     ancestry: tuple[str, ...] = ()
     global_instruction: str | None = None
     state: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    observer: Callable[[str, Any, Any], None] | None = None
+    """Told each step: ("model", Content, metadata), ("tool", Content, None),
+    ("delta", text, None). The Runner turns these into stored events."""
+    max_llm_calls: int | None = None
+    max_tool_rounds: int | None = None
+    streaming: bool = False
 
 
 def as_content(message: str | Content) -> Content:
@@ -96,6 +102,8 @@ class _Turn:
         self.global_instruction = options.global_instruction or spec.global_instruction
         self.state = MappingProxyType(dict(options.state))
         self.provider_config = render_instructions(spec, self._callback_context(), self.state)
+        self.options = options
+        self.llm_calls = 0
 
     def run(self, history: Sequence[Content], message: Content) -> tuple[Any, ...]:
         spec = self.spec
@@ -109,7 +117,13 @@ class _Turn:
         )
         contents = [*history, message]
         rounds = 0
+        max_rounds = self.options.max_tool_rounds or spec.max_tool_rounds
         while True:
+            if (
+                self.options.max_llm_calls is not None
+                and self.llm_calls >= self.options.max_llm_calls
+            ):
+                return ("error", "max_llm_calls_exceeded")
             output = self._model(preamble + contents)
             if not isinstance(output, ToolCalls):
                 if spec.output_validator is not None:
@@ -129,10 +143,12 @@ class _Turn:
                     )
                 return ("ok", output, contents[len(history) :])
             rounds += 1
-            if rounds > spec.max_tool_rounds:
+            if rounds > max_rounds:
                 return ("error", "max_tool_rounds_exceeded")
             contents.append(output.content)
-            contents.append(Content("tool", tuple(self._tools(output.calls))))
+            responses = Content("tool", tuple(self._tools(output.calls)))
+            self._observe("tool", responses, None)
+            contents.append(responses)
 
     # -- the model ---------------------------------------------------------------------
 
@@ -142,12 +158,23 @@ class _Turn:
         if replaced is not None:
             return replaced
         started = time.monotonic()
+        self.llm_calls += 1
         with _tracer.start_as_current_span(
             "adk.model.call", attributes={"adk.agent": spec.name}
         ) as span:
-            result = protocol.generate(self.provider_config, contents, spec.catalog.declarations())
+            if self.options.streaming:
+                result = protocol.stream(
+                    self.provider_config,
+                    contents,
+                    spec.catalog.declarations(),
+                    lambda delta: self._observe("delta", delta, None),
+                )
+            else:
+                result = protocol.generate(
+                    self.provider_config, contents, spec.catalog.declarations()
+                )
             span.set_attribute("adk.duration_ms", round((time.monotonic() - started) * 1000, 3))
-        output, _metadata = protocol.unwrap(result)
+        output, metadata = protocol.unwrap(result)
         _log.debug(
             "adk.model.called",
             agent=spec.name,
@@ -155,7 +182,17 @@ class _Turn:
             tool_calls=isinstance(output, ToolCalls),
         )
         after = run_callback(spec, "after_model", self._callback_context(), output)
-        return after if after is not None else output
+        output = after if after is not None else output
+        produced = output.content if isinstance(output, ToolCalls) else output
+        if isinstance(produced, str):
+            produced = content_model.from_text(produced, role="model")
+        self._observe("model", produced, metadata)
+        return output
+
+    def _observe(self, kind: str, value: Any, metadata: Any) -> None:
+        observer = self.options.observer
+        if observer is not None and not is_fenced_thread():
+            observer(kind, value, metadata)
 
     # -- tools -------------------------------------------------------------------------
 

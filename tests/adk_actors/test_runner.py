@@ -1,0 +1,161 @@
+"""The Runner: stored events, budgets, timeouts, temp state, text streaming."""
+
+from __future__ import annotations
+
+import pytest
+
+import adk_actors as adk
+
+
+def always_tool(history, tools):
+    return {"tool_calls": [{"name": "ping", "args": {}}]}
+
+
+@adk.tool
+def ping() -> str:
+    """Ping."""
+    return "pong"
+
+
+@pytest.fixture
+def sessions():
+    service = adk.sessions.InMemorySessionService()
+    yield service
+    service.close()
+
+
+def kinds(session):
+    out = []
+    for event in session.events:
+        if event.author == "user":
+            out.append("user")
+        elif event.partial:
+            out.append("partial")
+        elif event.is_final:
+            out.append("final")
+        elif event.error is not None:
+            out.append("error")
+        elif event.content is not None and event.content.role == "tool":
+            out.append("tool")
+        else:
+            out.append("agent")
+    return out
+
+
+def test_single_turn_stores_exactly_user_and_agent(sessions):
+    agent = adk.spawn_agent("R1", {"provider": adk.ScriptedProvider(["Hello back"])})
+    runner = adk.Runner(agent, "app", sessions)
+    assert runner.run("u", "s", "Hello") == "Hello back"
+    session = sessions.get_session("app", "u", "s")
+    assert kinds(session) == ["user", "final"]
+    assert (
+        session.events[1].text() == "Hello back"
+        and session.events[1].invocation_id == session.events[0].invocation_id
+    )
+
+
+def test_tool_round_events_and_run_async(sessions):
+    agent = adk.spawn_agent(
+        "R2", {"provider": adk.ScriptedProvider([always_tool(None, None), "done"])}, tools=[ping]
+    )
+    events = list(adk.Runner(agent, "app", sessions).run_async("u", "s", "go"))
+    assert [e.author for e in events] == ["user", "R2", "R2", "R2"]
+    assert kinds(sessions.get_session("app", "u", "s")) == ["user", "agent", "tool", "final"]
+
+
+def test_max_llm_calls_and_max_tool_rounds(sessions):
+    agent = adk.spawn_agent(
+        "Loopy", {"provider": adk.ScriptedProvider(fn=always_tool)}, tools=[ping]
+    )
+    with pytest.raises(adk.AdkError) as info:
+        adk.Runner(agent, "app", sessions, max_llm_calls=2).run("u", "a", "go")
+    assert info.value.reason == "max_llm_calls_exceeded"
+    assert kinds(sessions.get_session("app", "u", "a")) == [
+        "user",
+        "agent",
+        "tool",
+        "agent",
+        "tool",
+        "error",
+    ]
+    with pytest.raises(adk.AdkError) as info:
+        adk.Runner(agent, "app", sessions, max_tool_rounds=1).run("u", "b", "go")
+    assert info.value.reason == "max_tool_rounds_exceeded"
+    assert kinds(sessions.get_session("app", "u", "b")) == [
+        "user",
+        "agent",
+        "tool",
+        "agent",
+        "error",
+    ]
+
+
+def test_invalid_options_fail_construction(sessions):
+    agent = adk.spawn_agent("R3", {"provider": adk.ScriptedProvider(["x"])})
+    for options, reason in (
+        ({"run_timeout": 0}, "invalid_run_timeout"),
+        ({"max_llm_calls": 0}, "invalid_max_llm_calls"),
+        ({"max_tool_rounds": -1}, "invalid_max_tool_rounds"),
+        ({"streaming_mode": "video"}, "invalid_streaming_mode"),
+    ):
+        with pytest.raises(adk.AdkError) as info:
+            adk.Runner(agent, "app", sessions, **options)
+        assert info.value.reason == reason
+
+
+def test_run_timeout(sessions):
+    agent = adk.spawn_agent(
+        "Sleepy", {"provider": adk.ScriptedProvider([{"text": "late", "delay": 3}])}
+    )
+    with pytest.raises(adk.AdkError) as info:
+        adk.Runner(agent, "app", sessions, run_timeout=0.3).run("u", "s", "go")
+    assert info.value.reason == "timeout"
+    assert kinds(sessions.get_session("app", "u", "s")) == ["user", "error"]
+
+
+def test_temp_state_is_cleared_at_the_end_but_survives_during(sessions):
+    seen = {}
+
+    @adk.tool
+    def peek(ctx: adk.ToolContext = None) -> str:
+        seen.update(ctx.state)
+        return "ok"
+
+    sessions.create_session("app", "u", "s", {"temp:token_budget": 5, "plain": 1})
+    agent = adk.spawn_agent(
+        "Temp",
+        {"provider": adk.ScriptedProvider([{"tool_calls": [{"name": "peek", "args": {}}]}, "ok"])},
+        tools=[peek],
+    )
+    adk.Runner(agent, "app", sessions).run("u", "s", "go")
+    assert seen == {"temp:token_budget": 5, "plain": 1}
+    assert sessions.get_session("app", "u", "s").state == {"plain": 1}
+
+
+def test_text_streaming_stores_partials_but_the_next_model_call_sees_only_the_final(sessions):
+    model = adk.ScriptedProvider([{"stream": ["Erlang ", "streams"]}, "second"])
+    agent = adk.spawn_agent("Streamer", {"provider": model})
+    runner = adk.Runner(agent, "app", sessions, streaming_mode="text")
+    assert runner.run("u", "s", "go") == "Erlang streams"
+    session = sessions.get_session("app", "u", "s")
+    assert kinds(session) == ["user", "partial", "partial", "final"]
+    assert [e.text() for e in session.events] == ["go", "Erlang ", "streams", "Erlang streams"]
+    runner.run("u", "s", "again")
+    assert [c.text_value() for c in model.histories[1]] == ["go", "Erlang streams", "again"]
+
+
+def test_provider_failure_is_recorded_and_raised(sessions):
+    agent = adk.spawn_agent("Down", {"provider": adk.ScriptedProvider([{"error": "unavailable"}])})
+    with pytest.raises(adk.AdkError) as info:
+        adk.Runner(agent, "app", sessions).run("u", "s", "go")
+    assert info.value.reason == "unavailable"
+    error_event = sessions.get_session("app", "u", "s").events[-1]
+    assert error_event.error.reason == "unavailable"
+
+
+def test_lmdb_sessions_work_the_same(tmp_path):
+    store = adk.sessions.LmdbSessionService(tmp_path / "s")
+    agent = adk.spawn_agent("Durable", {"provider": adk.ScriptedProvider(["stored"])})
+    assert adk.Runner(agent, "app", store).run("u", "s", "hi") == "stored"
+    assert kinds(store.get_session("app", "u", "s")) == ["user", "final"]
+    store.close()
