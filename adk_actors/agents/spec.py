@@ -42,6 +42,7 @@ RUNTIME_KEYS = frozenset(
         "history_policy",
         "tool_execution",
         "callbacks",
+        "output_key",
     }
 )
 DEFAULT_TOOL_MAX_CONCURRENCY = 4
@@ -79,6 +80,7 @@ class AgentSpec:
     callbacks: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     instructions: Any = None  # a template str or a callable, rendered per turn
     instruction_keys: tuple[str, ...] = ()
+    output_key: str | None = None
 
     def __repr__(self) -> str:  # never the provider config: it may hold an API key
         return f"AgentSpec({self.name!r}, tools={self.catalog.names()})"
@@ -129,6 +131,7 @@ def compile_spec(name: Any, config: Mapping[str, Any], tools: Sequence[Tool] = (
         callbacks=MappingProxyType(dict(check_callbacks(config.get("callbacks")))),
         instructions=instructions,
         instruction_keys=instruction_keys,
+        output_key=_output_key(config.get("output_key")),
         turn_timeout=_seconds(config, "turn_timeout", DEFAULT_TURN_TIMEOUT),
         call_timeout=_seconds(config, "call_timeout", DEFAULT_CALL_TIMEOUT),
         max_tool_rounds=_positive(
@@ -141,6 +144,14 @@ def compile_spec(name: Any, config: Mapping[str, Any], tools: Sequence[Tool] = (
             "invalid_max_concurrent_invocations",
         ),
     )
+
+
+def _output_key(key: Any) -> str | None:
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key or key.startswith("temp:"):
+        raise AdkError("invalid_output_key", "output_key is a non-temp: state key")
+    return key
 
 
 def _contract(schema: Any, key: str) -> Any:

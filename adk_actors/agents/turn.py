@@ -63,7 +63,8 @@ class TurnOptions:
     ("delta", text, None). The Runner turns these into stored events."""
     max_llm_calls: int | None = None
     max_tool_rounds: int | None = None
-    streaming: bool = False
+    streaming: str = "none"
+    """"text": visible text deltas; "content": one Content per provider frame."""
 
 
 def as_content(message: str | Content) -> Content:
@@ -162,7 +163,14 @@ class _Turn:
         with _tracer.start_as_current_span(
             "adk.model.call", attributes={"adk.agent": spec.name}
         ) as span:
-            if self.options.streaming:
+            if self.options.streaming == "content":
+                result = protocol.stream_content(
+                    self.provider_config,
+                    contents,
+                    spec.catalog.declarations(),
+                    lambda frame: self._observe("delta", frame, None),
+                )
+            elif self.options.streaming == "text":
                 result = protocol.stream(
                     self.provider_config,
                     contents,

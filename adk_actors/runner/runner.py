@@ -19,15 +19,18 @@ from typing import Any
 
 from adk_actors.agents.api import AgentLike, _name, registered_name
 from adk_actors.agents.turn import Scope, TurnOptions, as_content, run_turn
-from adk_actors.events import Event, EventError
+from adk_actors.events import Event, EventActions, EventError
 from adk_actors.sessions.service import SessionService
+from providers import content as content_codec
 from providers.content import Content
 from providers.errors import AdkError
 from supervision import ProcessExit, call
 from supervision.tasks import Task, TaskFailed, TaskTimeout
 
-STREAMING_MODES = ("none", "text")
+STREAMING_MODES = ("none", "text", "content")
 MAX_RUN_TIMEOUT = 86_400.0
+DEFAULT_MAX_STREAM_OUTPUT_BYTES = 16 << 20
+MAX_STREAM_OUTPUT_BYTES = 64 << 20
 _DONE = object()
 
 
@@ -50,6 +53,7 @@ class Runner:
         max_llm_calls: int = 32,
         max_tool_rounds: int = 16,
         streaming_mode: str = "none",
+        max_stream_output_bytes: int = DEFAULT_MAX_STREAM_OUTPUT_BYTES,
     ) -> None:
         if (
             isinstance(run_timeout, bool)
@@ -72,6 +76,13 @@ class Runner:
             "max_tool_rounds", max_tool_rounds, "invalid_max_tool_rounds"
         )
         self.streaming_mode = streaming_mode
+        if (
+            isinstance(max_stream_output_bytes, bool)
+            or not isinstance(max_stream_output_bytes, int)
+            or not 1 <= max_stream_output_bytes <= MAX_STREAM_OUTPUT_BYTES
+        ):
+            raise AdkError("invalid_max_stream_output_bytes", f"1..{MAX_STREAM_OUTPUT_BYTES} bytes")
+        self.max_stream_output_bytes = max_stream_output_bytes
 
     def run(self, user_id: str, session_id: str, message: str | Content) -> str | Content:
         """Run one invocation to its end; returns the final output or raises `AdkError`."""
@@ -109,10 +120,30 @@ class Runner:
 
         store(Event.new("user", invocation_id, content))
 
+        partials: list[Event] = []  # this model round's deltas, stored when the round ends
+        streamed = [0]
+
         def observe(kind: str, value: Any, metadata: Any) -> None:
             if kind == "delta":
-                store(Event.new(spec.name, invocation_id, _text(value), partial=True))
-            elif kind == "tool":
+                frame = value if isinstance(value, Content) else _text(value)
+                streamed[0] += (
+                    len(content_codec.encode(frame))
+                    if isinstance(value, Content)
+                    else len(value.encode())
+                )
+                if streamed[0] > self.max_stream_output_bytes:
+                    raise AdkError(
+                        "stream_output_limit_exceeded",
+                        f"a model round streamed over {self.max_stream_output_bytes} bytes",
+                    )
+                partials.append(Event.new(spec.name, invocation_id, frame, partial=True))
+                return
+            if kind == "model":
+                for partial in partials:
+                    store(partial)
+                partials.clear()
+                streamed[0] = 0
+            if kind == "tool":
                 store(Event.new(spec.name, invocation_id, value))
             elif kind == "model" and _has_calls(value):
                 store(Event.new(spec.name, invocation_id, value, provider_metadata=metadata))
@@ -125,7 +156,7 @@ class Runner:
             observer=observe,
             max_llm_calls=self.max_llm_calls,
             max_tool_rounds=self.max_tool_rounds,
-            streaming=self.streaming_mode == "text",
+            streaming=self.streaming_mode,
         )
         task = Task.start(
             _run_and_signal,
@@ -148,7 +179,7 @@ class Runner:
             if item is _DONE:
                 break
             yield item
-        outcome = self._finish(task, pending, spec.name, invocation_id, user_id, session_id)
+        outcome = self._finish(task, pending, spec, invocation_id, user_id, session_id)
         if outcome.event is not None:
             yield outcome.event
         yield outcome
@@ -157,11 +188,12 @@ class Runner:
         self,
         task: Task,
         pending: dict[str, Any],
-        author: str,
+        spec: Any,
         invocation_id: str,
         user_id: str,
         session_id: str,
     ) -> _Outcome:
+        author = spec.name
         try:
             result = task.wait(self.run_timeout + 5)
         except TaskTimeout:
@@ -171,8 +203,17 @@ class Runner:
         try:
             if result[0] == "ok":
                 final_content, metadata = pending.get("final", (None, None))
+                actions = EventActions()
+                if spec.output_key is not None:  # committed in the same final event
+                    text = result[1].text_value() if isinstance(result[1], Content) else result[1]
+                    actions = EventActions(state_delta={spec.output_key: text})
                 event = Event.new(
-                    author, invocation_id, final_content, is_final=True, provider_metadata=metadata
+                    author,
+                    invocation_id,
+                    final_content,
+                    is_final=True,
+                    provider_metadata=metadata,
+                    actions=actions,
                 )
                 self.sessions.add_event(self.app_name, user_id, session_id, event)
                 return _Outcome(result[1], None, event)

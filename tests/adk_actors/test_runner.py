@@ -159,3 +159,76 @@ def test_lmdb_sessions_work_the_same(tmp_path):
     assert adk.Runner(agent, "app", store).run("u", "s", "hi") == "stored"
     assert kinds(store.get_session("app", "u", "s")) == ["user", "final"]
     store.close()
+
+
+def test_a_thousand_runs_over_a_hundred_sessions_from_many_threads(sessions):
+    import threading
+
+    def echo(history, tools):
+        return {"text": f"re:{history[-1].text_value()}"}
+
+    agents = [
+        adk.spawn_agent(f"Many{n}", {"provider": adk.ScriptedProvider(fn=echo)}) for n in range(10)
+    ]
+    runners = [adk.Runner(agent, "app", sessions) for agent in agents]
+    results: dict[tuple[int, int], str] = {}
+    lock = threading.Lock()
+
+    def worker(session_index: int) -> None:
+        runner = runners[session_index % 10]
+        for turn in range(10):
+            answer = runner.run("u", f"s{session_index}", f"{session_index}-{turn}")
+            with lock:
+                results[(session_index, turn)] = answer
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(100)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert len(results) == 1000
+    assert all(answer == f"re:{s}-{t}" for (s, t), answer in results.items())
+    for n in range(100):
+        texts = [e.text() for e in sessions.get_session("app", "u", f"s{n}").events]
+        expected = [text for t in range(10) for text in (f"{n}-{t}", f"re:{n}-{t}")]
+        assert texts == expected  # each session's events, exactly and in order
+
+
+def test_output_key_is_committed_in_the_final_event(sessions):
+    agent = adk.spawn_agent(
+        "Keyed", {"provider": adk.ScriptedProvider(["42"]), "output_key": "user:last_answer"}
+    )
+    adk.Runner(agent, "app", sessions).run("u", "s", "answer?")
+    session = sessions.get_session("app", "u", "s")
+    assert session.events[-1].is_final and session.events[-1].actions.state_delta == {
+        "user:last_answer": "42"
+    }
+    assert sessions.create_session("app", "u", "other").state == {"user:last_answer": "42"}
+
+
+def test_stream_output_limit_fails_with_no_partial_persisted(sessions):
+    model = adk.ScriptedProvider([{"stream": ["x" * 600, "y" * 600]}])
+    agent = adk.spawn_agent("Chatty", {"provider": model})
+    runner = adk.Runner(agent, "app", sessions, streaming_mode="text", max_stream_output_bytes=1000)
+    with pytest.raises(adk.AdkError) as info:
+        runner.run("u", "s", "go")
+    assert info.value.reason == "stream_output_limit_exceeded"
+    assert kinds(sessions.get_session("app", "u", "s")) == ["user", "error"]
+    with pytest.raises(adk.AdkError) as info:
+        adk.Runner(agent, "app", sessions, max_stream_output_bytes=(64 << 20) + 1)
+    assert info.value.reason == "invalid_max_stream_output_bytes"
+
+
+def test_content_streaming_keeps_media_frames(sessions):
+    from providers import content
+
+    image = content.new(
+        [content.text("Here:"), content.inline_data("image/png", b"\x89PNG")], role="model"
+    )
+    model = adk.ScriptedProvider([{"content": image}])
+    agent = adk.spawn_agent("Painter", {"provider": model})
+    result = adk.Runner(agent, "app", sessions, streaming_mode="content").run("u", "s", "draw")
+    assert result == image
+    session = sessions.get_session("app", "u", "s")
+    assert kinds(session) == ["user", "partial", "final"]
+    assert session.events[1].content == image and session.events[2].content == image
