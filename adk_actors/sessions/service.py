@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from adk_actors.events import Event
-from adk_actors.sessions import core
+from adk_actors.sessions import core, query
 from adk_actors.sessions.core import Session
 
 
 class SessionService:
-    """Subclasses supply `_run(operation, *args)`: run it in one atomic step."""
+    """Subclasses supply `_run(operation, *args)`: run it in one atomic step.
+
+    `cursor_key` seals query cursors; by default a random key per service, so a cursor
+    is valid only for the service that issued it (pass a shared secret to share them).
+    """
+
+    cursor_key: bytes = b""
+
+    def _key(self) -> bytes:
+        if not self.cursor_key:
+            self.cursor_key = os.urandom(32)
+        return self.cursor_key
 
     def _run(self, operation: Callable[..., Any], *args: Any) -> Any:
         raise NotImplementedError
@@ -60,6 +72,30 @@ class SessionService:
         """Append only if `expected` state values still hold; ``conflict`` otherwise."""
         return self._run(
             core.add_event_if_state, app_name, user_id, session_id, event, dict(expected)
+        )  # type: ignore[no-any-return]
+
+    def query_sessions(
+        self,
+        app_name: str,
+        user_id: str,
+        limit: int = query.DEFAULT_SESSION_PAGE,
+        cursor: str | None = None,
+    ) -> query.SessionPage:
+        """One page of a user's sessions, newest first, with the cursor of the next."""
+        return self._run(query.sessions_page, self._key(), app_name, user_id, limit, cursor)  # type: ignore[no-any-return]
+
+    def query_events(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        limit: int = query.DEFAULT_EVENT_PAGE,
+        cursor: str | None = None,
+        author: str | None = None,
+    ) -> query.EventPage:
+        """One page of a session's events in order (optionally one author's)."""
+        return self._run(
+            query.events_page, self._key(), app_name, user_id, session_id, limit, cursor, author
         )  # type: ignore[no-any-return]
 
     def clear_temp_state(self, app_name: str, user_id: str, session_id: str) -> None:

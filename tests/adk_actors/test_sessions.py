@@ -177,3 +177,71 @@ def test_two_lmdb_services_share_one_path(tmp_path):
     assert two.get_session("app", "u", "s").state == {"x": 1}
     one.close()
     two.close()
+
+
+def test_session_pages_and_cursors(sessions):
+    for n in range(7):
+        sessions.create_session("app", "u", f"s{n}")
+        time.sleep(0.001)
+    first = sessions.query_sessions("app", "u", limit=3)
+    assert [s.id for s in first.sessions] == ["s6", "s5", "s4"] and first.next_cursor
+    second = sessions.query_sessions("app", "u", limit=3, cursor=first.next_cursor)
+    third = sessions.query_sessions("app", "u", limit=3, cursor=second.next_cursor)
+    assert [s.id for s in second.sessions + third.sessions] == ["s3", "s2", "s1", "s0"]
+    assert third.next_cursor is None
+    assert (
+        reason(lambda: sessions.query_sessions("app", "u", limit=4, cursor=first.next_cursor))
+        == "invalid_cursor"
+    )
+    assert (
+        reason(lambda: sessions.query_sessions("app", "other", limit=3, cursor=first.next_cursor))
+        == "invalid_cursor"
+    )
+    tampered = first.next_cursor[:-4] + (
+        "AAAA" if not first.next_cursor.endswith("AAAA") else "BBBB"
+    )
+    assert (
+        reason(lambda: sessions.query_sessions("app", "u", limit=3, cursor=tampered))
+        == "invalid_cursor"
+    )
+    assert (
+        reason(lambda: sessions.query_sessions("app", "u", limit=3, cursor="garbage"))
+        == "invalid_cursor"
+    )
+    sessions.create_session("app", "u", "new")
+    assert (
+        reason(lambda: sessions.query_sessions("app", "u", limit=3, cursor=first.next_cursor))
+        == "stale_cursor"
+    )
+    assert reason(lambda: sessions.query_sessions("app", "u", limit=501)) == "invalid_limit"
+
+
+def test_event_pages_filters_and_staleness(sessions):
+    sessions.create_session("app", "u", "s")
+    for n in range(5):
+        sessions.add_event("app", "u", "s", event(f"u{n}"))
+        sessions.add_event("app", "u", "s", event(f"a{n}", author="Agent"))
+    page = sessions.query_events("app", "u", "s", limit=4)
+    assert [e.text() for e in page.events] == ["u0", "a0", "u1", "a1"]
+    rest = sessions.query_events("app", "u", "s", limit=4, cursor=page.next_cursor)
+    assert [e.text() for e in rest.events] == ["u2", "a2", "u3", "a3"]
+    agent_only = sessions.query_events("app", "u", "s", limit=10, author="Agent")
+    assert [e.text() for e in agent_only.events] == [
+        f"a{n}" for n in range(5)
+    ] and agent_only.next_cursor is None
+    assert reason(
+        lambda: sessions.query_events(
+            "app", "u", "s", limit=4, cursor=page.next_cursor, author="Agent"
+        )
+    ) == ("invalid_cursor")
+    sessions.create_session("app", "u", "other")
+    assert (
+        reason(lambda: sessions.query_events("app", "u", "other", limit=4, cursor=page.next_cursor))
+        == "invalid_cursor"
+    )
+    sessions.add_event("app", "u", "s", event("late"))
+    assert (
+        reason(lambda: sessions.query_events("app", "u", "s", limit=4, cursor=rest.next_cursor))
+        == "stale_cursor"
+    )
+    assert reason(lambda: sessions.query_events("app", "u", "missing")) == "not_found"
