@@ -41,6 +41,8 @@ class SessionRecord(msgspec.Struct, kw_only=True):
     created: float
     last_update: float
     event_count: int = 0
+    initial_state: dict[str, Any] = msgspec.field(default_factory=dict)
+    """The session's own (plain) keys at creation: where a rewind replays from."""
 
 
 class Session(msgspec.Struct, frozen=True, kw_only=True):
@@ -151,6 +153,7 @@ def create(
         id=session_id, app_name=app, user_id=user, state={}, created=now, last_update=now
     )
     _apply(storage, record, state or {})
+    record.initial_state = {key: value for key, value in record.state.items() if _replayable(key)}
     storage.put_session(record)
     return view(storage, record)
 
@@ -218,6 +221,70 @@ def clear_temp_state(storage: Storage, app: str, user: str, session_id: str) -> 
         key: value for key, value in record.state.items() if not key.startswith("temp:")
     }
     storage.put_session(record)
+
+
+def _replayable(key: str) -> bool:
+    """Keys a branch may start with: no temp:, internal (``_``-prefixed) or secret keys."""
+    if key.startswith(("temp:", "_", "user:", "app:")):
+        return False
+    return not is_secret_key(key)
+
+
+def rewind(
+    storage: Storage,
+    app: str,
+    user: str,
+    source_id: str,
+    keep_events: int,
+    target_id: str,
+    expected_event_count: int | None,
+    destructive: bool,
+) -> Session:
+    """Branch: a new session holding the source's first `keep_events` events, its state
+    replayed from them; the source is never changed."""
+    if destructive:
+        raise AdkError("destructive_rewind_unsupported", "rewind into a new session instead")
+    check_id(target_id, "session_id")
+    if target_id == source_id:
+        raise AdkError("invalid_rewind_target", "the target must differ from the source")
+    source = _require(storage, app, user, source_id)
+    if expected_event_count is not None and source.event_count != expected_event_count:
+        raise AdkError("stale_branch_plan", "the source changed since the branch was planned")
+    if (
+        isinstance(keep_events, bool)
+        or not isinstance(keep_events, int)
+        or not 0 <= keep_events <= source.event_count
+    ):
+        raise AdkError("invalid_rewind_point", f"keep_events is 0..{source.event_count}")
+    if storage.get_session(app, user, target_id) is not None:
+        raise AdkError("already_exists", "the target session exists")
+    kept = storage.events(source)[:keep_events]
+    for event in kept:
+        for key in event.actions.state_delta:
+            if key.startswith(("user:", "app:")):
+                raise AdkError(
+                    "shared_state_replay_blocked", "a kept event changed user: or app: state"
+                )
+            if key.startswith("temp:"):
+                raise AdkError("transient_state_replay_blocked", "a kept event changed temp: state")
+    now = time.time()
+    state = dict(source.initial_state)
+    for event in kept:
+        state.update(event.actions.state_delta)
+    record = SessionRecord(
+        id=target_id,
+        app_name=app,
+        user_id=user,
+        state={k: v for k, v in state.items() if _replayable(k)},
+        created=now,
+        last_update=now,
+        initial_state=dict(source.initial_state),
+    )
+    for seq, event in enumerate(kept, start=1):
+        storage.append_event(record, seq, event)
+    record.event_count = len(kept)
+    storage.put_session(record)
+    return view(storage, record)
 
 
 def redacted_state(state: Mapping[str, Any]) -> dict[str, Any]:

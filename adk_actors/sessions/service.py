@@ -98,6 +98,30 @@ class SessionService:
             query.events_page, self._key(), app_name, user_id, session_id, limit, cursor, author
         )  # type: ignore[no-any-return]
 
+    def rewind(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        keep_events: int,
+        target_session_id: str,
+        *,
+        expected_event_count: int | None = None,
+        destructive: bool = False,
+    ) -> Session:
+        """Branch the first `keep_events` events into a new session (the source is never
+        changed). `expected_event_count` guards against a source that moved on."""
+        return self._run(  # type: ignore[no-any-return]
+            core.rewind,
+            app_name,
+            user_id,
+            session_id,
+            keep_events,
+            target_session_id,
+            expected_event_count,
+            destructive,
+        )
+
     def clear_temp_state(self, app_name: str, user_id: str, session_id: str) -> None:
         """Remove ``temp:`` keys (at an invocation's final or error boundary)."""
         self._run(core.clear_temp_state, app_name, user_id, session_id)

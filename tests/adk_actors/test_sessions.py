@@ -245,3 +245,43 @@ def test_event_pages_filters_and_staleness(sessions):
         == "stale_cursor"
     )
     assert reason(lambda: sessions.query_events("app", "u", "missing")) == "not_found"
+
+
+def test_rewind_branches_without_touching_the_source(sessions):
+    sessions.create_session(
+        "app", "u", "src", {"topic": "OTP", "api_key": "k", "_internal": 1, "temp:x": 1}
+    )
+    for n in range(4):
+        sessions.add_event("app", "u", "src", event(f"m{n}", delta={"step": n}))
+    branch = sessions.rewind("app", "u", "src", 2, "branch", expected_event_count=4)
+    assert [e.text() for e in branch.events] == ["m0", "m1"]
+    assert branch.state == {"topic": "OTP", "step": 1}  # no temp:, internal or secret keys
+    source = sessions.get_session("app", "u", "src")
+    assert len(source.events) == 4 and source.state["step"] == 3
+    assert reason(lambda: sessions.rewind("app", "u", "src", 1, "src")) == "invalid_rewind_target"
+    assert reason(lambda: sessions.rewind("app", "u", "src", 1, "branch")) == "already_exists"
+    assert (
+        reason(lambda: sessions.rewind("app", "u", "src", 1, "b2", expected_event_count=3))
+        == "stale_branch_plan"
+    )
+    assert reason(lambda: sessions.rewind("app", "u", "src", 9, "b3")) == "invalid_rewind_point"
+    assert (
+        reason(lambda: sessions.rewind("app", "u", "src", 1, "b4", destructive=True))
+        == "destructive_rewind_unsupported"
+    )
+
+
+def test_rewind_refuses_to_replay_shared_or_transient_state(sessions):
+    sessions.create_session("app", "u", "shared")
+    sessions.add_event("app", "u", "shared", event(delta={"user:pref": 1}))
+    assert (
+        reason(lambda: sessions.rewind("app", "u", "shared", 1, "x"))
+        == "shared_state_replay_blocked"
+    )
+    sessions.create_session("app", "u", "transient")
+    sessions.add_event("app", "u", "transient", event(delta={"temp:scratch": 1}))
+    assert (
+        reason(lambda: sessions.rewind("app", "u", "transient", 1, "y"))
+        == "transient_state_replay_blocked"
+    )
+    assert reason(lambda: sessions.get_session("app", "u", "x")) == "not_found"  # nothing created
