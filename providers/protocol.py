@@ -21,7 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
-from providers.content import Content, FunctionCallPart
+from providers.content import Content, FunctionCallPart, TextPart
 from providers.errors import AdkError
 
 ToolDeclaration = Mapping[str, Any]
@@ -55,6 +55,21 @@ class ProviderResult(msgspec.Struct, frozen=True):
 
 
 ModelOutput = str | Content | ToolCalls | ProviderResult
+
+
+def visible_text_deltas(parts: Sequence[Any]) -> list[str]:
+    """The text deltas a text stream may show for one frame: visible text only
+    (thoughts and function calls stay out); any media part refuses the stream with
+    ``("unsupported_text_stream_part", kind)`` instead of silently dropping it."""
+    deltas = []
+    for part in parts:
+        if isinstance(part, TextPart):
+            if not part.thought and part.text:
+                deltas.append(part.text)
+        elif not isinstance(part, FunctionCallPart):
+            kind = type(part).__struct_config__.tag
+            raise AdkError(("unsupported_text_stream_part", kind), "use stream_content for media")
+    return deltas
 
 
 def unwrap(result: ModelOutput) -> tuple[str | Content | ToolCalls, dict[str, Any] | None]:

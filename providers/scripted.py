@@ -24,9 +24,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from providers import content as content_model
-from providers.content import Content, TextPart
+from providers.content import Content
 from providers.errors import AdkError
-from providers.protocol import ModelOutput, ToolCalls, ToolDeclaration
+from providers.protocol import ModelOutput, ToolCalls, ToolDeclaration, visible_text_deltas
 
 Step = Mapping[str, Any] | str
 StepFunction = Callable[[Sequence[Content], Sequence[ToolDeclaration]], Step]
@@ -105,9 +105,7 @@ class ScriptedProvider:
         history: Sequence[Content],
         tools: Sequence[ToolDeclaration],
     ) -> ModelOutput:
-        step = self._take(history, tools)
-        _pause(step)
-        return _answer(step)
+        return self._frames(history, tools)[1]
 
     def stream(
         self,
@@ -116,25 +114,10 @@ class ScriptedProvider:
         tools: Sequence[ToolDeclaration],
         on_delta: Callable[[str], None],
     ) -> ModelOutput:
-        step = self._take(history, tools)
-        _pause(step)
-        if "stream" in step:
-            for chunk in step["stream"]:
-                on_delta(chunk)
-            return "".join(step["stream"])
-        answer = _answer(step)
-        if isinstance(answer, str):
-            if answer:
-                on_delta(answer)
-        elif isinstance(answer, Content):
-            for part in answer.parts:
-                if not isinstance(part, TextPart):
-                    raise AdkError(
-                        ("unsupported_text_stream_part", _part_kind(part)),
-                        "use stream_content for media",
-                    )
-                if not part.thought:
-                    on_delta(part.text)
+        frames, answer = self._frames(history, tools)
+        for frame in frames:
+            for delta in visible_text_deltas(frame.parts):
+                on_delta(delta)
         return answer
 
     def stream_content(
@@ -144,20 +127,26 @@ class ScriptedProvider:
         tools: Sequence[ToolDeclaration],
         on_delta: Callable[[Content], None],
     ) -> ModelOutput:
+        frames, answer = self._frames(history, tools)
+        for frame in frames:
+            on_delta(frame)
+        return answer
+
+    def _frames(
+        self, history: Sequence[Content], tools: Sequence[ToolDeclaration]
+    ) -> tuple[list[Content], ModelOutput]:
+        """One call: the frames a stream delivers, and the whole answer."""
         step = self._take(history, tools)
         _pause(step)
         if "stream" in step:
-            for chunk in step["stream"]:
-                on_delta(content_model.new([chunk], role="model"))
-            return "".join(step["stream"])
+            frames = [content_model.new([chunk], role="model") for chunk in step["stream"]]
+            return frames, "".join(step["stream"])
         answer = _answer(step)
+        if isinstance(answer, ToolCalls):
+            return [answer.content], answer
         if isinstance(answer, str):
-            on_delta(content_model.new([answer], role="model"))
-        elif isinstance(answer, Content):
-            on_delta(answer)
-        elif isinstance(answer, ToolCalls):
-            on_delta(answer.content)
-        return answer
+            return ([content_model.new([answer], role="model")] if answer else []), answer
+        return [answer], answer
 
 
 class _ConfigScripted:
@@ -276,11 +265,3 @@ def _answer(step: Mapping[str, Any]) -> str | Content | ToolCalls:
         for index, call in enumerate(step["tool_calls"])
     )
     return ToolCalls(calls, Content("model", calls))
-
-
-def _part_kind(part: Any) -> str:
-    return (
-        type(part).__struct_config__.tag
-        if hasattr(type(part), "__struct_config__")
-        else type(part).__name__
-    )

@@ -23,11 +23,11 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from providers import content as content_model
-from providers.content import Content, Part, TextPart
+from providers.content import Content, Part
 from providers.errors import AdkError
 from providers.gemini import wire
 from providers.gemini.config import GeminiSettings, check
-from providers.protocol import ModelOutput, ToolDeclaration
+from providers.protocol import ModelOutput, ToolDeclaration, visible_text_deltas
 
 MAX_RESPONSE_BYTES = 64 << 20
 _CLIENT_CACHE_SIZE = 32
@@ -116,15 +116,8 @@ class GeminiProvider:
         on_delta: Callable[[str], None],
     ) -> ModelOutput:
         def deliver(frame_parts: list[Part]) -> None:
-            for part in frame_parts:
-                if isinstance(part, TextPart):
-                    if not part.thought and part.text:
-                        on_delta(part.text)
-                elif not isinstance(part, content_model.FunctionCallPart):
-                    kind = type(part).__struct_config__.tag
-                    raise AdkError(
-                        ("unsupported_text_stream_part", kind), "use stream_content for media"
-                    )
+            for delta in visible_text_deltas(frame_parts):
+                on_delta(delta)
 
         return self._stream(config, history, tools, deliver)
 
