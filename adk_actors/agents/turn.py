@@ -277,7 +277,7 @@ class _Turn:
         with _tracer.start_as_current_span(
             "adk.tool.call", attributes={"adk.agent": spec.name, "adk.tool": call.name}
         ) as span:
-            response = spec.catalog.call(call, ctx)
+            response = spec.catalog.execute(call, ctx)  # validated above
             span.set_attribute("adk.duration_ms", round((time.monotonic() - started) * 1000, 3))
             span.set_attribute(
                 "adk.tool.success", response.response.get("success", True) is not False

@@ -129,6 +129,10 @@ class ToolCatalog:
         refusal = self.check_arguments(call.name, call.args)
         if refusal is not None:
             return FunctionResponsePart(call.name, refusal, call.id)
+        return self.execute(call, ctx)
+
+    def execute(self, call: FunctionCallPart, ctx: ToolContext) -> FunctionResponsePart:
+        """Run a call whose arguments `check_arguments` already accepted."""
         entry = self._entries[call.name]
         if entry.tool.needs_confirmation(call.args, ctx):
             raise AdkError(
