@@ -14,7 +14,7 @@ from adk_actors.agents import AgentRef, prompt
 from adk_actors.agents.api import AgentLike
 from providers.content import Content
 from providers.errors import AdkError
-from supervision.tasks import Task, TaskFailed, TaskTimeout
+from supervision.tasks import Task, TaskFailed, TaskTimeout, wait_all
 
 
 def _text(value: str | Content) -> str:
@@ -53,15 +53,12 @@ def parallel(
     refs = [agent if isinstance(agent, AgentRef) else AgentRef(agent) for agent in agents]
     tasks = [Task.start(_attempt, ref, message, timeout, deadline=deadline) for ref in refs]
     results: list[tuple[AgentRef, Any]] = []
-    for ref, task in zip(refs, tasks, strict=True):
-        try:
-            _status, value = task.wait(max(0.0, deadline - time.monotonic()))
-        except (TaskTimeout, TaskFailed) as error:
-            task.kill()
-            reason = "timeout" if isinstance(error, TaskTimeout) else "worker_failed"
+    for ref, outcome in zip(refs, wait_all(tasks, deadline), strict=True):
+        if isinstance(outcome, TaskTimeout | TaskFailed):
+            reason = "timeout" if isinstance(outcome, TaskTimeout) else "worker_failed"
             results.append((ref, AdkError(reason, f"{ref.name} did not answer in time")))
-            continue
-        results.append((ref, value))  # the answer, or the AdkError the prompt raised
+        else:
+            results.append((ref, outcome[1]))  # the answer, or the AdkError the prompt raised
     return results
 
 

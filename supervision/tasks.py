@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, NamedTuple
 
 from supervision.errors import KernelError, ProcessExit
@@ -270,6 +270,22 @@ def _is_coroutine(fn: Any) -> bool:
     if code is not None:  # a plain function: one flag test instead of inspect's walk
         return bool(code.co_flags & _CO_COROUTINE)
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutine(fn)
+
+
+def wait_all(tasks: Sequence[Task], deadline: float, grace: float = 0.0) -> list[Any]:
+    """Each task's result in order, or the `TaskFailed`/`TaskTimeout` it ended with.
+
+    One absolute `deadline` (plus `grace`) covers them all; a task still running then
+    is killed and reported as `TaskTimeout`.
+    """
+    results: list[Any] = []
+    for task in tasks:
+        try:
+            results.append(task.wait(max(0.0, deadline + grace - time.monotonic())))
+        except (TaskFailed, TaskTimeout) as error:
+            task.kill()
+            results.append(error)
+    return results
 
 
 def _task_supervisor(supervisor: Pid | Hashable | None) -> TaskSupervisorProcess:

@@ -30,7 +30,7 @@ from providers.content import Content, FunctionCallPart, FunctionResponsePart
 from providers.errors import AdkError
 from providers.protocol import ToolCalls
 from supervision.process import is_fenced_thread
-from supervision.tasks import Task, TaskFailed, TaskTimeout
+from supervision.tasks import Task, TaskFailed, TaskTimeout, wait_all
 
 _log = structlog.get_logger("adk.agents")
 _tracer = trace.get_tracer("adk_actors")
@@ -242,26 +242,15 @@ class _Turn:
             chunk = calls[start : start + width]
             deadline = time.monotonic() + self.spec.tool_timeout
             tasks = [Task.start(self._one_tool, call, deadline=deadline) for call in chunk]
-            for call, task in zip(chunk, tasks, strict=True):
-                try:
-                    responses.append(task.wait(max(0.0, deadline - time.monotonic()) + 1.0))
-                except (TaskTimeout, TaskFailed) as error:
-                    task.kill()
-                    reason = "tool_timeout" if isinstance(error, TaskTimeout) else "tool_failed"
-                    responses.append(
-                        FunctionResponsePart(
-                            call.name,
-                            {
-                                "success": False,
-                                "error": {
-                                    "component": "tool",
-                                    "operation": call.name,
-                                    "reason": reason,
-                                },
-                            },
-                            call.id,
-                        )
+            # each task has the deadline itself; the grace lets its own ending arrive first
+            for call, outcome in zip(chunk, wait_all(tasks, deadline, grace=1.0), strict=True):
+                if isinstance(outcome, TaskTimeout | TaskFailed):
+                    reason = "tool_timeout" if isinstance(outcome, TaskTimeout) else "tool_failed"
+                    error = {"component": "tool", "operation": call.name, "reason": reason}
+                    outcome = FunctionResponsePart(
+                        call.name, {"success": False, "error": error}, call.id
                     )
+                responses.append(outcome)
         return responses
 
     def _one_tool(self, call: FunctionCallPart) -> FunctionResponsePart:

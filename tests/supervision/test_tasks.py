@@ -349,3 +349,21 @@ def test_coroutine_stopped_before_its_first_step_never_runs_and_is_closed():
         gc.collect()
     assert not [w for w in caught if issubclass(w.category, RuntimeWarning)]
     assert ran == []  # all were killed before the loop took them
+
+
+def test_wait_all_keeps_order_reports_failures_and_kills_stragglers():
+    from supervision.tasks import wait_all
+
+    def boom():
+        raise ValueError("bad")
+
+    release = threading.Event()
+    deadline = time.monotonic() + 0.3
+    tasks = [Task.start(lambda: "first"), Task.start(boom), Task.start(release.wait, 10)]
+    started = time.monotonic()
+    first, failed, late = wait_all(tasks, deadline)
+    assert time.monotonic() - started < 2
+    assert first == "first"
+    assert isinstance(failed, TaskFailed) and failed.reason.kind == "ValueError"
+    assert isinstance(late, TaskTimeout) and tasks[2].done()  # killed at the deadline
+    release.set()
