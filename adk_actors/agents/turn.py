@@ -10,6 +10,7 @@ output contracts.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -24,6 +25,7 @@ from adk_actors.agents.callbacks import run_callback
 from adk_actors.agents.instructions import render_instructions
 from adk_actors.agents.spec import AgentSpec
 from adk_actors.tools import ToolContext
+from adk_actors.tools.suspension import Suspension
 from providers import content as content_model
 from providers import protocol
 from providers.content import Content, FunctionCallPart, FunctionResponsePart
@@ -65,6 +67,9 @@ class TurnOptions:
     max_tool_rounds: int | None = None
     streaming: str = "none"
     """"text": visible text deltas; "content": one Content per provider frame."""
+    pausable: bool = False
+    """Under a Runner: approvals and long-running tools pause the turn (``("paused",
+    continuation, pause)``) instead of failing ``tool_confirmation_requires_runner``."""
 
 
 def as_content(message: str | Content) -> Content:
@@ -84,12 +89,42 @@ def run_turn(
     options: TurnOptions | None = None,
 ) -> tuple[Any, ...]:
     with _tracer.start_as_current_span("adk.agent.turn", attributes={"adk.agent": spec.name}):
-        try:
-            return _Turn(spec, scope, invocation_id, options or TurnOptions()).run(history, message)
-        except AdkError as error:
-            if not is_fenced_thread():
-                _log.info("adk.agent.turn_failed", agent=spec.name, reason=str(error.reason)[:200])
-            return ("error", error.reason)
+        return _guarded(
+            spec,
+            lambda: _Turn(spec, scope, invocation_id, options or TurnOptions()).run(
+                history, message
+            ),
+        )
+
+
+def resume_turn(
+    spec: AgentSpec,
+    history: Sequence[Content],
+    contents: Sequence[Content],
+    continuation: Mapping[str, Any],
+    answer: tuple[str, dict[str, Any] | None],
+    scope: Scope,
+    invocation_id: str,
+    options: TurnOptions | None = None,
+) -> tuple[Any, ...]:
+    """Go on from a pause: `contents` is the invocation so far (ending with the model's
+    calls); `answer` is ("approved", None), ("rejected", payload) or ("completed", payload)."""
+    with _tracer.start_as_current_span("adk.agent.turn", attributes={"adk.agent": spec.name}):
+        return _guarded(
+            spec,
+            lambda: _Turn(spec, scope, invocation_id, options or TurnOptions()).resume(
+                history, contents, continuation, answer
+            ),
+        )
+
+
+def _guarded(spec: AgentSpec, body: Callable[[], tuple[Any, ...]]) -> tuple[Any, ...]:
+    try:
+        return body()
+    except AdkError as error:
+        if not is_fenced_thread():
+            _log.info("adk.agent.turn_failed", agent=spec.name, reason=str(error.reason)[:200])
+        return ("error", error.reason)
 
 
 class _Turn:
@@ -107,49 +142,105 @@ class _Turn:
         self.llm_calls = 0
 
     def run(self, history: Sequence[Content], message: Content) -> tuple[Any, ...]:
+        if self.spec.input_validator is not None:
+            _check_json(self.spec.input_validator, message.text_value(), "invalid_input")
+        return self._loop([*history, message], len(history), 0, None)
+
+    def resume(
+        self,
+        history: Sequence[Content],
+        contents: Sequence[Content],
+        continuation: Mapping[str, Any],
+        answer: tuple[str, dict[str, Any] | None],
+    ) -> tuple[Any, ...]:
+        self.llm_calls = int(continuation["llm_calls"])
+        rounds = int(continuation["rounds"])
+        calls = contents[-1].function_calls() if contents else []
+        index = int(continuation["call_index"])
+        if index >= len(calls) or calls[index].id != continuation.get("call_id"):
+            raise AdkError("invalid_continuation", "the paused call is not in the session")
+        done = [decode_response(item) for item in continuation["responses"]]
+        call = calls[index]
+        how, payload = answer
+        try:
+            if how == "approved":  # re-resolve the tool, recheck it, run it once
+                done.append(self._one_tool(call, approved=True))
+            elif how == "rejected" or payload is None:  # nothing runs, no callback
+                done.append(FunctionResponsePart(call.name, payload or {}, call.id))
+            else:  # a completion: the tool's after-callbacks see it now
+                done.append(self._after_tool(call, payload))
+        except _Suspend as suspend:
+            return self._paused(suspend.at(index, done), rounds)
+        return self._loop([*history, *contents], len(history), rounds, (calls, index + 1, done))
+
+    def _loop(
+        self,
+        contents: list[Content],
+        history_length: int,
+        rounds: int,
+        pending: tuple[Sequence[FunctionCallPart], int, list[FunctionResponsePart]] | None,
+    ) -> tuple[Any, ...]:
+        """Model calls and tool rounds until an answer, an error or a pause; `pending` is
+        a tool batch to finish first (after a resume)."""
         spec = self.spec
         started = time.monotonic()
-        if spec.input_validator is not None:
-            _check_json(spec.input_validator, message.text_value(), "invalid_input")
         preamble = (
             [content_model.from_text(self.global_instruction, role="system")]
             if self.global_instruction
             else []
         )
-        contents = [*history, message]
-        rounds = 0
         max_rounds = self.options.max_tool_rounds or spec.max_tool_rounds
         while True:
-            if (
-                self.options.max_llm_calls is not None
-                and self.llm_calls >= self.options.max_llm_calls
-            ):
-                return ("error", "max_llm_calls_exceeded")
-            output = self._model(preamble + contents)
-            if not isinstance(output, ToolCalls):
-                if spec.output_validator is not None:
-                    text = output.text_value() if isinstance(output, Content) else output
-                    _check_json(spec.output_validator, text, "invalid_output")
-                contents.append(
-                    output
-                    if isinstance(output, Content)
-                    else content_model.from_text(output, role="model")
-                )
-                if not is_fenced_thread():  # a killed turn's result goes nowhere
-                    _log.info(
-                        "adk.agent.turn_completed",
-                        agent=spec.name,
-                        tool_rounds=rounds,
-                        seconds=round(time.monotonic() - started, 4),
+            if pending is None:
+                if (
+                    self.options.max_llm_calls is not None
+                    and self.llm_calls >= self.options.max_llm_calls
+                ):
+                    return ("error", "max_llm_calls_exceeded")
+                output = self._model(preamble + contents)
+                if not isinstance(output, ToolCalls):
+                    if spec.output_validator is not None:
+                        text = output.text_value() if isinstance(output, Content) else output
+                        _check_json(spec.output_validator, text, "invalid_output")
+                    contents.append(
+                        output
+                        if isinstance(output, Content)
+                        else content_model.from_text(output, role="model")
                     )
-                return ("ok", output, contents[len(history) :])
-            rounds += 1
-            if rounds > max_rounds:
-                return ("error", "max_tool_rounds_exceeded")
-            contents.append(output.content)
-            responses = Content("tool", tuple(self._tools(output.calls)))
-            self._observe("tool", responses, None)
-            contents.append(responses)
+                    if not is_fenced_thread():  # a killed turn's result goes nowhere
+                        _log.info(
+                            "adk.agent.turn_completed",
+                            agent=spec.name,
+                            tool_rounds=rounds,
+                            seconds=round(time.monotonic() - started, 4),
+                        )
+                    return ("ok", output, contents[history_length:])
+                rounds += 1
+                if rounds > max_rounds:
+                    return ("error", "max_tool_rounds_exceeded")
+                contents.append(output.content)
+                pending = (output.calls, 0, [])
+            calls, start, done = pending
+            pending = None
+            try:
+                responses = self._tools(calls, start, done)
+            except _Suspend as suspend:
+                return self._paused(suspend, rounds)
+            batch = Content("tool", tuple(responses))
+            self._observe("tool", batch, None)
+            contents.append(batch)
+
+    def _paused(self, suspend: _Suspend, rounds: int) -> tuple[Any, ...]:
+        continuation = {
+            **suspend.details,
+            "call_index": suspend.index,
+            "call_id": suspend.call.id,
+            "tool_name": suspend.call.name,
+            "responses": [encode_response(part) for part in suspend.done],
+            "llm_calls": self.llm_calls,
+            "rounds": rounds,
+        }
+        return ("paused", continuation, suspend.call, suspend.message)
 
     # -- the model ---------------------------------------------------------------------
 
@@ -217,23 +308,43 @@ class _Turn:
             global_instruction=self.global_instruction,
         )
 
-    def _tools(self, calls: Sequence[FunctionCallPart]) -> list[FunctionResponsePart]:
-        """Run a batch of calls; responses come back in call order whatever the mode."""
+    def _tools(
+        self, calls: Sequence[FunctionCallPart], start: int, done: list[FunctionResponsePart]
+    ) -> list[FunctionResponsePart]:
+        """Run calls[start:] after `done`; responses come back in call order whatever the
+        mode. A call that pauses raises `_Suspend` carrying where it stopped."""
         spec = self.spec
-        if spec.tool_mode != "parallel":
-            return [self._one_tool(call) for call in calls]
-        responses: list[FunctionResponsePart] = []
+        responses = list(done)
         batch: list[FunctionCallPart] = []
-        for call in calls:
+        for index in range(start, len(calls)):
+            call = calls[index]
             tool = spec.catalog.tool(call.name)
-            if tool is not None and tool.parallel_safe:
+            if (
+                spec.tool_mode == "parallel"
+                and tool is not None
+                and tool.parallel_safe
+                and not self._needs_approval(call)
+            ):
                 batch.append(call)
                 continue
-            responses.extend(self._parallel(batch))  # an unsafe call is a barrier
+            responses.extend(self._parallel(batch))  # a serial call is a barrier
             batch = []
-            responses.append(self._one_tool(call))
+            try:
+                responses.append(self._one_tool(call))
+            except _Suspend as suspend:
+                raise suspend.at(index, responses) from None
         responses.extend(self._parallel(batch))
         return responses
+
+    def _needs_approval(self, call: FunctionCallPart) -> bool:
+        """Would this call pause for approval? (An approval is a serial barrier.)"""
+        tool = self.spec.catalog.tool(call.name)
+        if not self.options.pausable or tool is None:
+            return False
+        try:
+            return tool.confirmation(dict(call.args), self._context(call))[0]
+        except Exception:
+            return True  # let the serial path report the failing check
 
     def _parallel(self, calls: list[FunctionCallPart]) -> list[FunctionResponsePart]:
         responses: list[FunctionResponsePart] = []
@@ -241,7 +352,7 @@ class _Turn:
         for start in range(0, len(calls), width):
             chunk = calls[start : start + width]
             deadline = time.monotonic() + self.spec.tool_timeout
-            tasks = [Task.start(self._one_tool, call, deadline=deadline) for call in chunk]
+            tasks = [Task.start(self._parallel_tool, call, deadline=deadline) for call in chunk]
             # each task has the deadline itself; the grace lets its own ending arrive first
             for call, outcome in zip(chunk, wait_all(tasks, deadline, grace=1.0), strict=True):
                 if isinstance(outcome, TaskTimeout | TaskFailed):
@@ -253,12 +364,38 @@ class _Turn:
                 responses.append(outcome)
         return responses
 
-    def _one_tool(self, call: FunctionCallPart) -> FunctionResponsePart:
+    def _parallel_tool(self, call: FunctionCallPart) -> FunctionResponsePart:
+        try:
+            return self._one_tool(call)
+        except _Suspend:  # a pause needs the serial path: declare the tool not parallel_safe
+            error = {"type": "suspension_requires_serial_tool", "operation": call.name}
+            return FunctionResponsePart(call.name, {"success": False, "error": error}, call.id)
+
+    def _one_tool(self, call: FunctionCallPart, approved: bool = False) -> FunctionResponsePart:
+        """Validate, gate, run and wrap one call. Order: arguments, approval, callbacks,
+        execution; a refused or rejected call runs no callback."""
         spec = self.spec
         ctx = self._context(call)
         refusal = spec.catalog.check_arguments(call.name, call.args)
         if refusal is not None:  # invalid arguments: no callbacks, the tool never runs
             return FunctionResponsePart(call.name, refusal, call.id)
+        tool = spec.catalog.tool(call.name)
+        if self.options.pausable and not approved and tool is not None:
+            try:
+                required, hint = tool.confirmation(dict(call.args), ctx)
+            except Exception as error:
+                _log.warning(
+                    "adk.tool.confirmation_failed", tool=call.name, error=type(error).__name__
+                )
+                failure = {"type": "tool_confirmation_evaluation_failed", "operation": call.name}
+                return FunctionResponsePart(
+                    call.name, {"success": False, "error": failure}, call.id
+                )
+            if required:
+                details = {"type": "tool_confirmation", "action_id": self._action_id(call)}
+                if hint is not None:
+                    details["hint"] = hint
+                raise _Suspend(call, details, hint or f"Approve the call to {call.name}.")
         replaced = run_callback(spec, "before_tool", ctx, call)
         if replaced is not None:
             return FunctionResponsePart(call.name, _as_payload(replaced), call.id)
@@ -266,21 +403,43 @@ class _Turn:
         with _tracer.start_as_current_span(
             "adk.tool.call", attributes={"adk.agent": spec.name, "adk.tool": call.name}
         ) as span:
-            response = spec.catalog.execute(call, ctx)  # validated above
+            # validated above; under a Runner the approval was settled above too
+            response = spec.catalog.execute(call, ctx, approved=self.options.pausable)
             span.set_attribute("adk.duration_ms", round((time.monotonic() - started) * 1000, 3))
-            span.set_attribute(
-                "adk.tool.success", response.response.get("success", True) is not False
-            )
+            if isinstance(response, FunctionResponsePart):
+                span.set_attribute(
+                    "adk.tool.success", response.response.get("success", True) is not False
+                )
         _log.debug(
             "adk.tool.called",
             agent=spec.name,
             tool=call.name,
             seconds=round(time.monotonic() - started, 4),
         )
-        after = run_callback(spec, "after_tool", ctx, response.response)
-        if after is not None:
-            return FunctionResponsePart(call.name, _as_payload(after), call.id)
-        return response
+        if isinstance(response, Suspension):
+            if not self.options.pausable:
+                raise AdkError(
+                    "tool_confirmation_requires_runner",
+                    f"{call.name!r} pauses for a human or an operation; only a Runner can",
+                )
+            details = {"type": response.kind}
+            if response.operation_id is not None:
+                details["operation_id"] = response.operation_id
+            raise _Suspend(call, details, response.message)
+        return self._after_tool(call, response.response)
+
+    def _after_tool(self, call: FunctionCallPart, payload: dict[str, Any]) -> FunctionResponsePart:
+        after = run_callback(self.spec, "after_tool", self._context(call), payload)
+        return FunctionResponsePart(
+            call.name, _as_payload(after) if after is not None else payload, call.id
+        )
+
+    def _action_id(self, call: FunctionCallPart) -> str:
+        """An opaque digest naming the action: stable for the call, holds no argument."""
+        material = json.dumps(
+            [self.invocation_id, call.id, call.name, call.args], sort_keys=True, default=str
+        )
+        return "act-" + hashlib.sha256(material.encode()).hexdigest()[:32]
 
     def _callback_context(self) -> dict[str, Any]:
         return {
@@ -290,6 +449,30 @@ class _Turn:
             "user_id": self.scope.user_id,
             "session_id": self.scope.session_id,
         }
+
+
+class _Suspend(Exception):
+    """A call asked to pause; `at` records where in its batch."""
+
+    def __init__(self, call: FunctionCallPart, details: dict[str, Any], message: str) -> None:
+        self.call = call
+        self.details = details
+        self.message = message
+        self.index = 0
+        self.done: list[FunctionResponsePart] = []
+
+    def at(self, index: int, done: list[FunctionResponsePart]) -> _Suspend:
+        self.index = index
+        self.done = list(done)
+        return self
+
+
+def encode_response(part: FunctionResponsePart) -> dict[str, Any]:
+    return {"name": part.name, "response": part.response, "id": part.id}
+
+
+def decode_response(item: Mapping[str, Any]) -> FunctionResponsePart:
+    return FunctionResponsePart(item["name"], dict(item["response"]), item.get("id"))
 
 
 def _as_payload(value: Any) -> dict[str, Any]:

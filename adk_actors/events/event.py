@@ -29,6 +29,9 @@ class Pause(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     call_id: str | None = None
     thought_signature: str | None = None
     hint: str | None = None
+    details: dict[str, Any] | None = None
+    """Kind-specific, value-free facts: ``{"type": "tool_confirmation", "action_id"}``,
+    ``{"type": "long_running", "operation_id"}`` or ``{"type": "human_in_the_loop"}``."""
 
 
 class PolicyDecision(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -42,6 +45,8 @@ class PolicyDecision(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     reason: str
     measured_bytes: int | None = None
     digest: str | None = None
+    policy_fingerprint: str | None = None
+    limit_bytes: int | None = None
 
 
 class EventActions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -57,6 +62,8 @@ class EventActions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     long_running_operation: dict[str, Any] | None = None
     requested_tool_confirmations: dict[str, Any] = msgspec.field(default_factory=dict)
     policy_decisions: tuple[PolicyDecision, ...] = ()
+    resume: dict[str, Any] | None = None
+    """On the event that claims a paused continuation: which one, and how it resumed."""
 
 
 class EventError(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

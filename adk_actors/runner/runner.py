@@ -14,23 +14,28 @@ from __future__ import annotations
 import queue
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from adk_actors.agents.api import AgentLike, _name, registered_name
-from adk_actors.agents.turn import Scope, TurnOptions, as_content, run_turn
+from adk_actors.agents.turn import Scope, TurnOptions, as_content, resume_turn, run_turn
 from adk_actors.events import Event, EventActions, EventError
+from adk_actors.outcomes import OUTCOME_TYPES, Completed, Failed, Outcome, Paused
+from adk_actors.runner import continuations
+from adk_actors.runner.history import history_of, visible_state
 from adk_actors.sessions.service import SessionService
 from providers import content as content_codec
 from providers.content import Content
 from providers.errors import AdkError
 from supervision import ProcessExit, call
+from supervision.process import is_fenced_thread
 from supervision.tasks import Task, TaskFailed, TaskTimeout
 
 STREAMING_MODES = ("none", "text", "content")
 MAX_RUN_TIMEOUT = 86_400.0
 DEFAULT_MAX_STREAM_OUTPUT_BYTES = 16 << 20
 MAX_STREAM_OUTPUT_BYTES = 64 << 20
+PAUSE_AUTHOR = "runner"
 _DONE = object()
 
 
@@ -87,22 +92,143 @@ class Runner:
     def run(self, user_id: str, session_id: str, message: str | Content) -> str | Content:
         """Run one invocation to its end; returns the final output or raises `AdkError`."""
         outcome: Any = None
-        for item in self._invocation(user_id, session_id, message):
-            if isinstance(item, _Outcome):
+        for item in self.invocation(user_id, session_id, message):
+            if isinstance(item, OUTCOME_TYPES):
                 outcome = item
-        assert outcome is not None
-        if outcome.error is not None:
-            raise outcome.error
-        return outcome.output  # type: ignore[no-any-return]
+        return _result(outcome)
 
     def run_async(self, user_id: str, session_id: str, message: str | Content) -> Iterator[Event]:
         """The invocation's events as they are stored (a failure raises at the end)."""
-        for item in self._invocation(user_id, session_id, message):
-            if isinstance(item, _Outcome):
-                if item.error is not None:
-                    raise item.error
+        for item in self.invocation(user_id, session_id, message):
+            if isinstance(item, OUTCOME_TYPES):
+                _result(item)
                 return
             yield item
+
+    def invocation(
+        self, user_id: str, session_id: str, message: str | Content
+    ) -> Iterator[Event | Outcome]:
+        """The invocation's stored events in order, then exactly one outcome
+        (`Completed`, `Paused` or `Failed`) as the last item. What `adk.runs` drives."""
+        yield from self._invocation(user_id, session_id, message)
+
+    def abandon(self, user_id: str, session_id: str, invocation_id: str, reason: Any) -> Event:
+        """Record that an invocation ended from outside (a cancelled run): an error event
+        with `reason`, and its ``temp:`` state cleared."""
+        event = Event.new(
+            self.agent_name,
+            invocation_id,
+            error=EventError(reason=reason, message="the invocation was cancelled"),
+        )
+        try:
+            self.sessions.add_event(self.app_name, user_id, session_id, event)
+        finally:
+            self.sessions.clear_temp_state(self.app_name, user_id, session_id)
+        return event
+
+    def resume(
+        self,
+        user_id: str,
+        session_id: str,
+        response: Any,
+        invocation_id: str | None = None,
+    ) -> Any:
+        """Resume a paused invocation to its end, like `run` (it may pause again)."""
+        outcome: Any = None
+        for item in self.resume_invocation(user_id, session_id, response, invocation_id):
+            if isinstance(item, OUTCOME_TYPES):
+                outcome = item
+        return _result(outcome)
+
+    def resume_invocation(
+        self,
+        user_id: str,
+        session_id: str,
+        response: Any,
+        invocation_id: str | None = None,
+    ) -> Iterator[Event | Outcome]:
+        """Claim a paused invocation's continuation now (raising if it cannot be), then
+        iterate like `invocation`: the claim event, the resumed steps, one outcome.
+
+        `response` is ``{"confirmed": bool}`` for a tool approval, the completion
+        ``{"operation_id", "status", ...}`` for a long-running operation, or the human's
+        JSON object for ``request_human_approval``. An invalid response consumes nothing.
+        """
+        spec = self._spec()
+        session = self._paused_session(user_id, session_id)
+        invocation_id, continuation = continuations.select(session.state, invocation_id)
+        how, payload = continuations.answer(continuation, response)
+        claim = continuations.claim_event(invocation_id, continuation["type"], how)
+        try:
+            self.sessions.add_event_if_state(
+                self.app_name,
+                user_id,
+                session_id,
+                claim,
+                {continuations.key_of(invocation_id): continuation},
+            )
+        except AdkError as error:
+            if error.reason == "conflict":  # another resume won the race
+                raise AdkError("no_paused_invocation", "already resumed") from None
+            raise
+        history, contents = history_of(session.events, invocation_id)
+        work = (
+            resume_turn,
+            spec,
+            history,
+            contents,
+            continuation,
+            (how, payload),
+            Scope(self.app_name, user_id, session_id),
+            invocation_id,
+        )
+        return self._drive(spec, user_id, session_id, invocation_id, session.state, [claim], work)
+
+    def update_long_running(
+        self,
+        user_id: str,
+        session_id: str,
+        invocation_id: str,
+        operation_id: str,
+        update: Mapping[str, Any],
+    ) -> Event:
+        """Record a non-terminal progress update of a paused long-running operation,
+        atomically against its resume (a consumed pause gives ``no_paused_invocation``)."""
+        session = self._paused_session(user_id, session_id)
+        invocation_id, continuation = continuations.select(session.state, invocation_id)
+        if continuation.get("operation_id") != operation_id:
+            raise AdkError("long_running_operation_mismatch", "another operation is paused there")
+        event = continuations.progress_event(self.agent_name, invocation_id, continuation, update)
+        try:
+            return self.sessions.add_event_if_state(
+                self.app_name,
+                user_id,
+                session_id,
+                event,
+                {continuations.key_of(invocation_id): continuation},
+            )
+        except AdkError as error:
+            if error.reason == "conflict":
+                raise AdkError("no_paused_invocation", "the operation already resumed") from None
+            raise
+
+    def paused_invocations(self, user_id: str, session_id: str) -> list[str]:
+        """The ids of the session's paused invocations, sorted."""
+        try:
+            session = self.sessions.get_session(self.app_name, user_id, session_id)
+        except AdkError as error:
+            if error.reason == "not_found":
+                return []
+            raise
+        return sorted(continuations.paused(session.state))
+
+    def _paused_session(self, user_id: str, session_id: str) -> Any:
+        try:  # never creates a session: no session, no pause
+            return self.sessions.get_session(self.app_name, user_id, session_id)
+        except AdkError as error:
+            if error.reason == "not_found":
+                raise AdkError("no_paused_invocation", "no such session") from None
+            raise
 
     # -- one invocation ------------------------------------------------------------------
 
@@ -110,15 +236,41 @@ class Runner:
         spec = self._spec()
         content = as_content(message)
         session = self.sessions.create_session(self.app_name, user_id, session_id)
-        history = [e.content for e in session.events if e.content is not None and not e.partial]
+        history, _ = history_of(session.events, None)
         invocation_id = f"inv-{uuid.uuid4().hex}"
+        user_event = Event.new("user", invocation_id, content)
+        self.sessions.add_event(self.app_name, user_id, session_id, user_event)
+        work = (
+            run_turn,
+            spec,
+            history,
+            content,
+            Scope(self.app_name, user_id, session_id),
+            invocation_id,
+        )
+        return self._drive(
+            spec, user_id, session_id, invocation_id, session.state, [user_event], work
+        )
+
+    def _drive(
+        self,
+        spec: Any,
+        user_id: str,
+        session_id: str,
+        invocation_id: str,
+        state: Mapping[str, Any],
+        already_stored: list[Event],
+        work: tuple[Any, ...],
+    ) -> Iterator[Any]:
+        """Run `work` (a turn function and its arguments) in a Task, storing and yielding
+        each step's event, then the final, error or pause event and the outcome."""
         stored: queue.Queue[Any] = queue.Queue()
 
         def store(event: Event) -> None:
+            if is_fenced_thread():
+                return
             self.sessions.add_event(self.app_name, user_id, session_id, event)
             stored.put(event)
-
-        store(Event.new("user", invocation_id, content))
 
         partials: list[Event] = []  # this model round's deltas, stored when the round ends
         streamed = [0]
@@ -152,23 +304,21 @@ class Runner:
 
         pending: dict[str, Any] = {}
         options = TurnOptions(
-            state=session.state,
+            state=visible_state(state),
             observer=observe,
             max_llm_calls=self.max_llm_calls,
             max_tool_rounds=self.max_tool_rounds,
             streaming=self.streaming_mode,
+            pausable=True,
         )
         task = Task.start(
             _run_and_signal,
-            spec,
-            history,
-            content,
-            Scope(self.app_name, user_id, session_id),
-            invocation_id,
+            *work,
             options,
             stored,
             deadline=time.monotonic() + self.run_timeout,
         )
+        yield from already_stored
         while True:
             try:
                 item = stored.get(timeout=0.05)
@@ -179,10 +329,12 @@ class Runner:
             if item is _DONE:
                 break
             yield item
+        if is_fenced_thread():  # cancelled from outside: whoever killed us records it
+            return
         outcome = self._finish(task, pending, spec, invocation_id, user_id, session_id)
         if outcome.event is not None:
             yield outcome.event
-        yield outcome
+        yield outcome.outcome
 
     def _finish(
         self,
@@ -200,6 +352,7 @@ class Runner:
             result = ("error", "timeout")
         except TaskFailed as failure:
             result = ("error", ("invocation_worker_exit", str(failure.reason)[:200]))
+        paused = False
         try:
             if result[0] == "ok":
                 final_content, metadata = pending.get("final", (None, None))
@@ -216,7 +369,15 @@ class Runner:
                     actions=actions,
                 )
                 self.sessions.add_event(self.app_name, user_id, session_id, event)
-                return _Outcome(result[1], None, event)
+                return _Outcome(Completed(result[1]), event)
+            if result[0] == "paused":
+                _, continuation, call, message = result
+                event = continuations.pause_event(
+                    PAUSE_AUTHOR, invocation_id, continuation, call, message
+                )
+                self.sessions.add_event(self.app_name, user_id, session_id, event)
+                paused = True  # temp: state stays until the resumed invocation ends
+                return _Outcome(Paused(event), event)
             reason = result[1]
             event = Event.new(
                 author,
@@ -224,9 +385,10 @@ class Runner:
                 error=EventError(reason=reason, message="the invocation failed"),
             )
             self.sessions.add_event(self.app_name, user_id, session_id, event)
-            return _Outcome(None, AdkError(reason, "the invocation failed"), event)
+            return _Outcome(Failed(reason), event)
         finally:
-            self.sessions.clear_temp_state(self.app_name, user_id, session_id)
+            if not paused:
+                self.sessions.clear_temp_state(self.app_name, user_id, session_id)
 
     def _spec(self) -> Any:
         try:
@@ -237,18 +399,28 @@ class Runner:
 
 
 class _Outcome:
-    __slots__ = ("error", "event", "output")
+    __slots__ = ("event", "outcome")
 
-    def __init__(self, output: Any, error: AdkError | None, event: Event | None) -> None:
-        self.output = output
-        self.error = error
+    def __init__(self, outcome: Outcome, event: Event | None) -> None:
+        self.outcome = outcome
         self.event = event
 
 
-def _run_and_signal(*args: Any) -> Any:
+def _result(outcome: Outcome | None) -> Any:
+    """What `run` returns for an outcome: the output, the `Paused` outcome, or a raise."""
+    if isinstance(outcome, Completed):
+        return outcome.output
+    if isinstance(outcome, Paused):
+        return outcome
+    reason = outcome.reason if outcome is not None else "invocation_worker_exit"
+    raise AdkError(reason, "the invocation failed")
+
+
+def _run_and_signal(turn: Callable[..., Any], *args: Any) -> Any:
+    """Run a turn function; tell the driving loop when it is over, however it ends."""
     stored = args[-1]
     try:
-        return run_turn(*args[:-1])
+        return turn(*args[:-1])
     finally:
         stored.put(_DONE)
 

@@ -18,6 +18,7 @@ import fastjsonschema
 import msgspec
 import structlog
 
+from adk_actors.tools.suspension import Suspension
 from adk_actors.tools.tool import Tool, ToolContext, check_name
 from adk_actors.tools.toolset import Toolset, ToolsetSnapshot
 from providers.content import FunctionCallPart, FunctionResponsePart
@@ -131,10 +132,14 @@ class ToolCatalog:
             return FunctionResponsePart(call.name, refusal, call.id)
         return self.execute(call, ctx)
 
-    def execute(self, call: FunctionCallPart, ctx: ToolContext) -> FunctionResponsePart:
-        """Run a call whose arguments `check_arguments` already accepted."""
+    def execute(
+        self, call: FunctionCallPart, ctx: ToolContext, *, approved: bool = False
+    ) -> FunctionResponsePart | Suspension:
+        """Run a call whose arguments `check_arguments` already accepted. Without a Runner
+        (`approved` false) a call needing approval fails closed; a `Suspension` result is
+        returned as is for the Runner to pause on."""
         entry = self._entries[call.name]
-        if entry.tool.needs_confirmation(call.args, ctx):
+        if not approved and entry.tool.needs_confirmation(call.args, ctx):
             raise AdkError(
                 "tool_confirmation_requires_runner",
                 f"{call.name!r} needs human approval, which only a Runner can pause for",
@@ -143,6 +148,8 @@ class ToolCatalog:
             value = entry.tool.execute(dict(call.args), ctx)
         except Exception as error:
             return FunctionResponsePart(call.name, _failure(call.name, error), call.id)
+        if isinstance(value, Suspension):
+            return value
         return FunctionResponsePart(call.name, _success(call.name, value), call.id)
 
 

@@ -21,6 +21,7 @@ from providers.errors import AdkError
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _CONTEXT_PARAMETERS = ("ctx", "tool_context", "context")
+MAX_CONFIRMATION_HINT_CHARS = 512
 
 
 @dataclass(frozen=True)
@@ -61,15 +62,23 @@ class Tool:
 
     def needs_confirmation(self, args: dict[str, Any], ctx: ToolContext) -> bool:
         """True when the tool wants a human to approve this call."""
+        return self.confirmation(args, ctx)[0]
+
+    def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> tuple[bool, str | None]:
+        """(approval required, bounded hint) from `require_confirmation`: a bool, or a
+        callable ``(args, ctx)`` returning a bool or ``{"required": bool, "hint": str}``."""
         check = getattr(self, "require_confirmation", None)
         if check is None or check is False:
-            return False
+            return False, None
         if check is True:
-            return True
+            return True, None
         decision = check(args, ctx) if callable(check) else check
         if isinstance(decision, Mapping):
-            return bool(decision.get("required"))
-        return bool(decision)
+            hint = decision.get("hint")
+            return bool(decision.get("required")), (
+                hint[:MAX_CONFIRMATION_HINT_CHARS] if isinstance(hint, str) else None
+            )
+        return bool(decision), None
 
 
 class FunctionTool(Tool):

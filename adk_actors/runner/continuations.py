@@ -1,0 +1,184 @@
+"""Paused invocations: where a continuation lives, how it is claimed, what resumes it.
+
+A pause stores its continuation in the session's own state, under
+``_adk:paused:<invocation id>``, in the same event that announces the pause, so a
+durable session backend keeps it across a restart. A resume claims it with
+`add_event_if_state` (expecting the exact stored continuation, clearing it in the
+same atomic step): of two racing resumes exactly one wins, the other sees
+``no_paused_invocation``. Progress updates of a long-running operation use the same
+condition, so none can attach to a consumed continuation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from adk_actors.events import Event, EventActions, Pause
+from providers import content as content_model
+from providers.content import FunctionCallPart
+from providers.errors import AdkError
+
+PAUSED_PREFIX = "_adk:paused:"
+LONG_RUNNING_PROGRESS = ("pending", "running")
+LONG_RUNNING_TERMINAL = ("completed", "failed", "cancelled")
+MAX_PROGRESS_MESSAGE_CHARS = 1024
+MAX_RESPONSE_BYTES = 1 << 20
+_PAUSE_REASONS = {
+    "tool_confirmation": "tool_confirmation",
+    "long_running": "long_running",
+    "human_in_the_loop": "human_in_the_loop",
+}
+
+
+def key_of(invocation_id: str) -> str:
+    return PAUSED_PREFIX + invocation_id
+
+
+def paused(state: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Invocation id -> continuation, for every unclaimed pause in a session's state."""
+    return {
+        key[len(PAUSED_PREFIX) :]: value
+        for key, value in state.items()
+        if key.startswith(PAUSED_PREFIX) and isinstance(value, dict)
+    }
+
+
+def select(state: Mapping[str, Any], invocation_id: str | None) -> tuple[str, dict[str, Any]]:
+    """The continuation to resume: the named one, or the only one."""
+    pending = paused(state)
+    if invocation_id is not None:
+        if invocation_id not in pending:
+            raise AdkError("no_paused_invocation", "that invocation is not paused")
+        return invocation_id, pending[invocation_id]
+    if not pending:
+        raise AdkError("no_paused_invocation", "nothing in this session is paused")
+    if len(pending) > 1:
+        raise AdkError(
+            ("ambiguous_paused_invocation", sorted(pending)),
+            "several invocations are paused; pass invocation_id",
+        )
+    ((only, continuation),) = pending.items()
+    return only, continuation
+
+
+def pause_event(
+    author: str,
+    invocation_id: str,
+    continuation: dict[str, Any],
+    call: FunctionCallPart,
+    message: str,
+) -> Event:
+    """The event announcing a pause; its state delta stores the continuation."""
+    kind = continuation["type"]
+    details = {k: v for k, v in continuation.items() if k in ("type", "action_id", "operation_id")}
+    pause = Pause(
+        reason=_PAUSE_REASONS[kind],
+        continuation_id=invocation_id,
+        tool_name=call.name,
+        call_id=call.id,
+        thought_signature=call.thought_signature,
+        hint=continuation.get("hint"),
+        details=details,
+    )
+    return Event.new(
+        author,
+        invocation_id,
+        content_model.from_text(message or f"Paused: {kind}", role="model"),
+        actions=EventActions(state_delta={key_of(invocation_id): continuation}, pause=pause),
+    )
+
+
+def answer(continuation: Mapping[str, Any], response: Any) -> tuple[str, dict[str, Any] | None]:
+    """Check a resume response against its pause; ("approved", None), ("rejected",
+    payload) or ("completed", payload). Nothing is consumed when this raises."""
+    kind = continuation["type"]
+    if kind == "tool_confirmation":
+        if (
+            not isinstance(response, Mapping)
+            or set(response) != {"confirmed"}
+            or not isinstance(response["confirmed"], bool)
+        ):
+            raise AdkError(
+                "invalid_tool_confirmation_response", 'resume with exactly {"confirmed": bool}'
+            )
+        if response["confirmed"]:
+            return "approved", None
+        error = {"kind": "tool_confirmation_rejected", "action_id": continuation["action_id"]}
+        return "rejected", {"success": False, "error": error}
+    if kind == "long_running":
+        return "completed", _completion(continuation, response)
+    if not isinstance(response, Mapping):
+        raise AdkError("invalid_resume_response", "a human's answer is a JSON object")
+    return "completed", _json_object(dict(response), "invalid_resume_response")
+
+
+def _completion(continuation: Mapping[str, Any], response: Any) -> dict[str, Any]:
+    allowed = {"operation_id", "status", "result", "error", "metadata"}
+    if (
+        not isinstance(response, Mapping)
+        or not {"operation_id", "status"} <= set(response) <= allowed
+        or response["operation_id"] != continuation.get("operation_id")
+        or response["status"] not in LONG_RUNNING_TERMINAL
+    ):
+        raise AdkError(
+            "invalid_long_running_completion",
+            "a completion has operation_id (the paused one), status in "
+            f"{LONG_RUNNING_TERMINAL} and optional result, error, metadata",
+        )
+    return _json_object(dict(response), "invalid_long_running_completion")
+
+
+def claim_event(invocation_id: str, kind: str, how: str) -> Event:
+    """The event that consumes a continuation: value-free, no content."""
+    return Event.new(
+        "user",
+        invocation_id,
+        actions=EventActions(
+            state_delta={key_of(invocation_id): None},
+            resume={"continuation_id": invocation_id, "type": kind, "outcome": how},
+        ),
+    )
+
+
+def progress_event(
+    author: str, invocation_id: str, continuation: Mapping[str, Any], update: Any
+) -> Event:
+    """A non-terminal update of a long-running operation, checked field by field."""
+    if continuation.get("type") != "long_running":
+        raise AdkError("long_running_operation_mismatch", "that pause is not long-running")
+    allowed = {"operation_id", "status", "progress", "message", "metadata"}
+    if (
+        not isinstance(update, Mapping)
+        or not {"operation_id", "status"} <= set(update) <= allowed
+        or update["status"] not in LONG_RUNNING_PROGRESS
+        or not _valid_progress(update.get("progress", 0))
+        or not isinstance(update.get("message", ""), str)
+        or len(update.get("message", "")) > MAX_PROGRESS_MESSAGE_CHARS
+        or not isinstance(update.get("metadata", {}), Mapping)
+    ):
+        raise AdkError(
+            "invalid_long_running_progress",
+            f"an update has operation_id, status in {LONG_RUNNING_PROGRESS}, and optional "
+            "progress (0..100), message, metadata",
+        )
+    if update["operation_id"] != continuation.get("operation_id"):
+        raise AdkError("long_running_operation_mismatch", "another operation is paused there")
+    record = _json_object(dict(update), "invalid_long_running_progress")
+    return Event.new(author, invocation_id, actions=EventActions(long_running_operation=record))
+
+
+def _valid_progress(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float) and 0 <= value <= 100
+
+
+def _json_object(value: dict[str, Any], reason: str) -> dict[str, Any]:
+    try:
+        size = len(msgspec.json.encode(value))
+    except (TypeError, msgspec.EncodeError):
+        raise AdkError(reason, "values must be JSON-safe") from None
+    if size > MAX_RESPONSE_BYTES:
+        raise AdkError(reason, f"at most {MAX_RESPONSE_BYTES} bytes")
+    return msgspec.json.decode(msgspec.json.encode(value))  # type: ignore[no-any-return]

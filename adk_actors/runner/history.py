@@ -1,0 +1,90 @@
+"""What the model sees of a session: canonical, secret-pruned history.
+
+Only conversation events count: partial deltas, pauses, progress updates, claims,
+errors and system audit events never reach the model. Every function-call argument
+and function-response object loses its credential-named keys (at any depth), and
+adjacent plain text parts merge, so equal conversations make equal requests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from adk_actors.events import Event
+from providers.content import Content, FunctionCallPart, FunctionResponsePart, Part, TextPart
+from providers.errors import is_secret_key
+
+INTERNAL_STATE_PREFIX = "_adk:"
+_NOT_CONVERSATION = ("runner", "system")
+
+
+def in_conversation(event: Event) -> bool:
+    """Does this event's content belong in a model request?"""
+    return (
+        event.content is not None
+        and not event.partial
+        and event.error is None
+        and event.actions.pause is None
+        and event.author not in _NOT_CONVERSATION
+    )
+
+
+def history_of(
+    events: Sequence[Event], invocation_id: str | None
+) -> tuple[list[Content], list[Content]]:
+    """(history before `invocation_id`, that invocation's own contents so far). History
+    is canonical and pruned; the invocation's contents are kept as stored, since a
+    resumed call must run with the arguments the model gave."""
+    history: list[Content] = []
+    current: list[Content] = []
+    for event in events:
+        if not in_conversation(event):
+            continue
+        assert event.content is not None
+        if invocation_id is not None and event.invocation_id == invocation_id:
+            current.append(event.content)
+        elif not current:
+            history.append(canonical(event.content))
+    return history, current
+
+
+def canonical(content: Content) -> Content:
+    """Merge adjacent plain text parts and drop credential-named keys from payloads."""
+    parts: list[Part] = []
+    for part in content.parts:
+        if isinstance(part, FunctionCallPart):
+            part = FunctionCallPart(part.name, _pruned(part.args), part.id, part.thought_signature)
+        elif isinstance(part, FunctionResponsePart):
+            part = FunctionResponsePart(part.name, _pruned(part.response), part.id)
+        elif (
+            isinstance(part, TextPart)
+            and parts
+            and isinstance(parts[-1], TextPart)
+            and _plain(part)
+            and _plain(parts[-1])
+        ):
+            part = TextPart(parts.pop().text + part.text)  # type: ignore[union-attr]
+        parts.append(part)
+    return Content(content.role, tuple(parts))
+
+
+def visible_state(state: Mapping[str, Any]) -> dict[str, Any]:
+    """Session state as templates and tools see it: without the runtime's own keys."""
+    return {k: v for k, v in state.items() if not k.startswith(INTERNAL_STATE_PREFIX)}
+
+
+def _plain(part: TextPart) -> bool:
+    return not part.thought and part.thought_signature is None
+
+
+def _pruned(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {
+            key: _pruned(item)
+            for key, item in value.items()
+            if not (isinstance(key, str) and is_secret_key(key))
+        }
+    if isinstance(value, list | tuple):
+        return [_pruned(item) for item in value]
+    return value
