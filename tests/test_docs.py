@@ -13,6 +13,7 @@ PAGES = [
     "docs/providers.md",
     "docs/agents.md",
     "docs/sessions.md",
+    "docs/policy.md",
     "README.md",
 ]
 
