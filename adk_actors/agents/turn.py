@@ -67,6 +67,9 @@ class TurnOptions:
     max_tool_rounds: int | None = None
     streaming: str = "none"
     """"text": visible text deltas; "content": one Content per provider frame."""
+    before_request: Callable[[Mapping[str, Any], list[Content], list[Any]], None] | None = None
+    """Checks the complete request just before provider I/O (the Runner's envelope
+    budget); raising `AdkError` fails the turn with nothing sent."""
     pausable: bool = False
     """Under a Runner: approvals and long-running tools pause the turn (``("paused",
     continuation, pause)``) instead of failing ``tool_confirmation_requires_runner``."""
@@ -249,6 +252,8 @@ class _Turn:
         replaced = run_callback(spec, "before_model", self._callback_context(), contents)
         if replaced is not None:
             return replaced
+        if self.options.before_request is not None:
+            self.options.before_request(self.provider_config, contents, spec.catalog.declarations())
         started = time.monotonic()
         self.llm_calls += 1
         with _tracer.start_as_current_span(

@@ -19,34 +19,35 @@ INTERNAL_STATE_PREFIX = "_adk:"
 _NOT_CONVERSATION = ("runner", "system")
 
 
-def in_conversation(event: Event) -> bool:
+def in_conversation(event: Event, include_partial: bool = False) -> bool:
     """Does this event's content belong in a model request?"""
     return (
         event.content is not None
-        and not event.partial
+        and (include_partial or not event.partial)
         and event.error is None
         and event.actions.pause is None
         and event.author not in _NOT_CONVERSATION
     )
 
 
-def history_of(
-    events: Sequence[Event], invocation_id: str | None
-) -> tuple[list[Content], list[Content]]:
-    """(history before `invocation_id`, that invocation's own contents so far). History
-    is canonical and pruned; the invocation's contents are kept as stored, since a
-    resumed call must run with the arguments the model gave."""
-    history: list[Content] = []
-    current: list[Content] = []
+def split_events(
+    events: Sequence[Event], invocation_id: str | None, include_partial: bool = False
+) -> tuple[list[Event], list[Event]]:
+    """(conversation events before `invocation_id`, that invocation's own events)."""
+    past: list[Event] = []
+    current: list[Event] = []
     for event in events:
-        if not in_conversation(event):
-            continue
-        assert event.content is not None
         if invocation_id is not None and event.invocation_id == invocation_id:
-            current.append(event.content)
-        elif not current:
-            history.append(canonical(event.content))
-    return history, current
+            if in_conversation(event):
+                current.append(event)
+        elif not current and in_conversation(event, include_partial):
+            past.append(event)
+    return past, current
+
+
+def model_history(events: Sequence[Event]) -> list[Content]:
+    """Canonical, secret-pruned contents of conversation events."""
+    return [canonical(event.content) for event in events if event.content is not None]
 
 
 def canonical(content: Content) -> Content:

@@ -22,7 +22,8 @@ from adk_actors.agents.turn import Scope, TurnOptions, as_content, resume_turn, 
 from adk_actors.events import Event, EventActions, EventError
 from adk_actors.outcomes import OUTCOME_TYPES, Completed, Failed, Outcome, Paused
 from adk_actors.runner import continuations
-from adk_actors.runner.history import history_of, visible_state
+from adk_actors.runner.context import ContextPolicy
+from adk_actors.runner.history import model_history, split_events, visible_state
 from adk_actors.sessions.service import SessionService
 from providers import content as content_codec
 from providers.content import Content
@@ -59,6 +60,7 @@ class Runner:
         max_tool_rounds: int = 16,
         streaming_mode: str = "none",
         max_stream_output_bytes: int = DEFAULT_MAX_STREAM_OUTPUT_BYTES,
+        context_policy: Mapping[str, Any] | ContextPolicy | None = None,
     ) -> None:
         if (
             isinstance(run_timeout, bool)
@@ -88,6 +90,7 @@ class Runner:
         ):
             raise AdkError("invalid_max_stream_output_bytes", f"1..{MAX_STREAM_OUTPUT_BYTES} bytes")
         self.max_stream_output_bytes = max_stream_output_bytes
+        self.context_policy = ContextPolicy.compile(context_policy)
 
     def run(self, user_id: str, session_id: str, message: str | Content) -> str | Content:
         """Run one invocation to its end; returns the final output or raises `AdkError`."""
@@ -171,7 +174,13 @@ class Runner:
             if error.reason == "conflict":  # another resume won the race
                 raise AdkError("no_paused_invocation", "already resumed") from None
             raise
-        history, contents = history_of(session.events, invocation_id)
+        past, current = split_events(
+            session.events, invocation_id, self.context_policy.include_partial
+        )
+        if not current:
+            raise AdkError("invalid_continuation", "the paused invocation is not in the session")
+        history = model_history(self.context_policy.select(past, current[0], spec.name)[:-1])
+        contents = [event.content for event in current if event.content is not None]
         work = (
             resume_turn,
             spec,
@@ -236,9 +245,11 @@ class Runner:
         spec = self._spec()
         content = as_content(message)
         session = self.sessions.create_session(self.app_name, user_id, session_id)
-        history, _ = history_of(session.events, None)
         invocation_id = f"inv-{uuid.uuid4().hex}"
         user_event = Event.new("user", invocation_id, content)
+        past, _ = split_events(session.events, None, self.context_policy.include_partial)
+        # selected before anything is stored: a context failure leaves the session as is
+        history = model_history(self.context_policy.select(past, user_event, spec.name)[:-1])
         self.sessions.add_event(self.app_name, user_id, session_id, user_event)
         work = (
             run_turn,
@@ -310,6 +321,7 @@ class Runner:
             max_tool_rounds=self.max_tool_rounds,
             streaming=self.streaming_mode,
             pausable=True,
+            before_request=self.context_policy.check_request,
         )
         task = Task.start(
             _run_and_signal,

@@ -1,0 +1,441 @@
+"""`ContextPolicy`: which past events a model call sees, and how big a request may be.
+
+Before each invocation the Runner selects history from the session: filters (author,
+invocation, content type, time range, partial, final) drop whole exchanges, never half
+of one (a model's function calls travel with their responses); then a byte/token
+budget over the selected events either fails (``error``), keeps the newest complete
+exchanges (``truncate``) or hands them to a compressor task owned by the invocation
+(``compress``), whose output is checked before use. The current user event is always
+kept. Separately, ``max_request_bytes``/``max_request_tokens`` bound the complete
+request envelope (instructions, settings, history, input, tool declarations) and fail
+``request_context_budget_exceeded`` before any provider I/O. Telemetry carries counts,
+estimates and fingerprints, never content. Tokens are estimated as bytes / 4.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import structlog
+
+from adk_actors.events import Event
+from adk_actors.runner.history import canonical
+from providers import content as content_codec
+from providers.content import Content, FunctionCallPart, FunctionResponsePart
+from providers.errors import AdkError, is_secret_key
+from supervision.tasks import Task, TaskFailed, TaskTimeout
+
+_log = structlog.get_logger("adk.context")
+
+DEFAULT_MAX_INPUT_EVENTS = 10_000
+MAX_INPUT_EVENTS = 100_000
+MAX_BUDGET_BYTES = 1 << 30
+DEFAULT_COMPRESSOR_TIMEOUT = 10.0
+DEFAULT_MAX_COMPRESSOR_EVENTS = 1_000
+OVERFLOWS = ("truncate", "error", "compress")
+PART_KINDS = ("text", "thought", "inline_data", "file_data", "function_call", "function_response")
+_KEYS = {
+    "authors",
+    "exclude_authors",
+    "invocations",
+    "exclude_invocations",
+    "content_types",
+    "since",
+    "until",
+    "include_partial",
+    "final_only",
+    "max_bytes",
+    "max_tokens",
+    "max_request_bytes",
+    "max_request_tokens",
+    "overflow",
+    "compressor",
+    "compressor_timeout",
+    "max_compressor_events",
+    "max_input_events",
+}
+
+
+def estimate_tokens(size: int) -> int:
+    return math.ceil(size / 4)
+
+
+@dataclass(frozen=True)
+class ContextPolicy:
+    """A compiled context policy; build it with `ContextPolicy.compile(mapping)`."""
+
+    authors: frozenset[str] | None = None
+    exclude_authors: frozenset[str] = frozenset()
+    invocations: frozenset[str] | None = None
+    exclude_invocations: frozenset[str] = frozenset()
+    content_types: frozenset[str] | None = None
+    since: float | None = None
+    until: float | None = None
+    include_partial: bool = False
+    final_only: bool = False
+    max_bytes: int | None = None
+    max_tokens: int | None = None
+    max_request_bytes: int | None = None
+    max_request_tokens: int | None = None
+    overflow: str = "error"
+    compressor: Callable[[tuple[Event, ...]], Sequence[Event]] | None = None
+    compressor_timeout: float = DEFAULT_COMPRESSOR_TIMEOUT
+    max_compressor_events: int = DEFAULT_MAX_COMPRESSOR_EVENTS
+    max_input_events: int = DEFAULT_MAX_INPUT_EVENTS
+
+    @classmethod
+    def compile(cls, config: Mapping[str, Any] | ContextPolicy | None) -> ContextPolicy:
+        """Check every key and value once; unknown keys are named in the error."""
+        if config is None:
+            return cls()
+        if isinstance(config, ContextPolicy):
+            return config
+        if not isinstance(config, Mapping):
+            raise AdkError("invalid_context_policy", "context_policy is a mapping")
+        unknown = sorted(set(config) - _KEYS, key=str)
+        if unknown:
+            raise AdkError(
+                ("invalid_context_policy", ("unknown_keys", unknown)),
+                f"unknown context_policy keys: {unknown}",
+            )
+        fields: dict[str, Any] = {}
+        for key in ("authors", "invocations", "content_types"):
+            if config.get(key) is not None:
+                fields[key] = _names(config[key], key)
+        for key in ("exclude_authors", "exclude_invocations"):
+            if key in config:
+                fields[key] = _names(config[key], key)
+        if "content_types" in fields and not fields["content_types"] <= set(PART_KINDS):
+            raise AdkError(
+                ("invalid_context_policy", "content_types"), f"content types are {PART_KINDS}"
+            )
+        for key in ("since", "until"):
+            if config.get(key) is not None:
+                fields[key] = _number(config[key], key, 0, float("inf"))
+        for key in ("include_partial", "final_only"):
+            if key in config:
+                if not isinstance(config[key], bool):
+                    raise AdkError(("invalid_context_policy", key), f"{key} is a bool")
+                fields[key] = config[key]
+        for key in ("max_bytes", "max_tokens", "max_request_bytes", "max_request_tokens"):
+            if config.get(key) is not None:
+                fields[key] = _integer(config[key], key, 1, MAX_BUDGET_BYTES)
+        fields["max_input_events"] = _integer(
+            config.get("max_input_events", DEFAULT_MAX_INPUT_EVENTS),
+            "max_input_events",
+            1,
+            MAX_INPUT_EVENTS,
+        )
+        overflow = config.get("overflow", "error")
+        if overflow not in OVERFLOWS:
+            raise AdkError(
+                ("invalid_context_policy", "overflow"), f"overflow is one of {OVERFLOWS}"
+            )
+        fields["overflow"] = overflow
+        if overflow == "compress":
+            if not callable(config.get("compressor")):
+                raise AdkError(
+                    ("invalid_context_policy", "compressor"),
+                    "overflow 'compress' needs a compressor: events -> events",
+                )
+            fields["compressor"] = config["compressor"]
+            fields["compressor_timeout"] = _number(
+                config.get("compressor_timeout", DEFAULT_COMPRESSOR_TIMEOUT),
+                "compressor_timeout",
+                0.001,
+                3600,
+            )
+            fields["max_compressor_events"] = _integer(
+                config.get("max_compressor_events", DEFAULT_MAX_COMPRESSOR_EVENTS),
+                "max_compressor_events",
+                1,
+                MAX_INPUT_EVENTS,
+            )
+        return cls(**fields)
+
+    @property
+    def budgeted(self) -> bool:
+        return self.max_bytes is not None or self.max_tokens is not None
+
+    # -- selection ---------------------------------------------------------------------
+
+    def select(self, past: Sequence[Event], current: Event, agent: str) -> list[Event]:
+        """The events the next model call sees, ending with `current` (always kept)."""
+        candidates = [*past, current]
+        if len(candidates) > self.max_input_events:
+            raise AdkError(
+                ("context_input_too_many_events", len(candidates)),
+                f"at most {self.max_input_events} events are considered",
+            )
+        units = _exchanges(past)
+        kept_units = [unit for unit in units if all(self._passes(event) for event in unit)]
+        selected = [event for unit in kept_units for event in unit] + [current]
+        dropped_by_filter = len(past) - (len(selected) - 1)
+        action = "none"
+        if self._over(selected):
+            if self.overflow == "error":
+                raise AdkError(
+                    ("context_budget_exceeded", self._measure(selected)),
+                    "the selected history is over the context budget",
+                )
+            if self.overflow == "truncate":
+                selected = self._truncate(kept_units, current)
+                action = "truncated"
+            else:
+                selected = self._compress(tuple(selected), current)
+                action = "compressed"
+        measured = self._measure(selected)
+        _log.info(
+            "adk.context.build",
+            agent=agent,
+            input_events=len(candidates),
+            selected_events=len(selected),
+            dropped_events=max(0, len(candidates) - len(selected)),
+            filtered_events=dropped_by_filter,
+            overflow_action=action,
+            selected_bytes=measured["bytes"],
+            estimated_tokens=measured["tokens"],
+            fingerprint=_fingerprint(event.id for event in selected),
+        )
+        return selected
+
+    def _passes(self, event: Event) -> bool:
+        if self.authors is not None and event.author not in self.authors:
+            return False
+        if event.author in self.exclude_authors:
+            return False
+        if self.invocations is not None and event.invocation_id not in self.invocations:
+            return False
+        if event.invocation_id in self.exclude_invocations:
+            return False
+        if self.since is not None and event.timestamp < self.since:
+            return False
+        if self.until is not None and event.timestamp > self.until:
+            return False
+        if event.partial and not self.include_partial:
+            return False
+        if self.final_only and event.author != "user" and not event.is_final:
+            return False
+        if self.content_types is not None and event.content is not None:
+            return all(_kind(part) in self.content_types for part in event.content.parts)
+        return True
+
+    @property
+    def _byte_limit(self) -> float:
+        """One limit in bytes: tokens are estimated as bytes / 4, rounded up."""
+        limits = [float("inf")]
+        if self.max_bytes is not None:
+            limits.append(self.max_bytes)
+        if self.max_tokens is not None:
+            limits.append(self.max_tokens * 4)
+        return min(limits)
+
+    def _over(self, events: Sequence[Event]) -> bool:
+        return self.budgeted and sum(_size(event) for event in events) > self._byte_limit
+
+    def _measure(self, events: Sequence[Event]) -> dict[str, int]:
+        size = sum(_size(event) for event in events)
+        measured = {"bytes": size, "tokens": estimate_tokens(size), "events": len(events)}
+        if self.max_bytes is not None:
+            measured["max_bytes"] = self.max_bytes
+        if self.max_tokens is not None:
+            measured["max_tokens"] = self.max_tokens
+        return measured
+
+    def _truncate(self, units: list[list[Event]], current: Event) -> list[Event]:
+        """The newest whole exchanges that fit with the current event (one pass)."""
+        total = _size(current)
+        if total > self._byte_limit:
+            raise AdkError(
+                ("context_budget_exceeded", self._measure([current])),
+                "the current input alone is over the context budget",
+            )
+        first = len(units)
+        while first > 0:
+            unit_size = sum(_size(event) for event in units[first - 1])
+            if total + unit_size > self._byte_limit:
+                break
+            total += unit_size
+            first -= 1
+        return [event for unit in units[first:] for event in unit] + [current]
+
+    def _compress(self, events: tuple[Event, ...], current: Event) -> list[Event]:
+        """Run the compressor as a task owned by this invocation; check what it returns."""
+        assert self.compressor is not None
+        task = Task.start(
+            self.compressor, events, deadline=time.monotonic() + self.compressor_timeout
+        )
+        try:
+            output = task.wait(self.compressor_timeout + 1.0)
+        except TaskTimeout:
+            task.kill()
+            raise AdkError("compressor_timeout", "the compressor ran past its timeout") from None
+        except TaskFailed:
+            raise AdkError("compressor_crashed", "the compressor raised") from None
+        checked = _checked_output(output, events, current, self.max_compressor_events)
+        if self._over(checked):
+            raise AdkError(
+                ("context_budget_exceeded", self._measure(checked)),
+                "the compressed history is still over the context budget",
+            )
+        return checked
+
+    # -- the request envelope ----------------------------------------------------------
+
+    def check_request(
+        self, config: Mapping[str, Any], contents: Sequence[Content], tools: Sequence[Any]
+    ) -> None:
+        """Fail ``request_context_budget_exceeded`` if the whole request is too big."""
+        if self.max_request_bytes is None and self.max_request_tokens is None:
+            return
+        envelope = msgspec.json.encode(
+            {
+                "config": _settings(config),
+                "contents": [content_codec.to_dict(item) for item in contents],
+                "tools": list(tools),
+            },
+            order="sorted",
+        )
+        size = len(envelope)
+        tokens = estimate_tokens(size)
+        fingerprint = hashlib.sha256(envelope).hexdigest()[:16]
+        _log.info(
+            "adk.context.envelope",
+            request_bytes=size,
+            estimated_tokens=tokens,
+            contents=len(contents),
+            tools=len(tools),
+            fingerprint=fingerprint,
+        )
+        if (self.max_request_bytes is not None and size > self.max_request_bytes) or (
+            self.max_request_tokens is not None and tokens > self.max_request_tokens
+        ):
+            details = {"bytes": size, "tokens": tokens, "fingerprint": fingerprint}
+            if self.max_request_bytes is not None:
+                details["max_request_bytes"] = self.max_request_bytes
+            if self.max_request_tokens is not None:
+                details["max_request_tokens"] = self.max_request_tokens
+            raise AdkError(
+                ("request_context_budget_exceeded", details),
+                "the complete model request is over its budget",
+            )
+
+
+def _exchanges(events: Sequence[Event]) -> list[list[Event]]:
+    """Group events into units: a model event with function calls and the events that
+    answer them form one unit; every other event is a unit of its own."""
+    units: list[list[Event]] = []
+    waiting: set[str | None] = set()
+    for event in events:
+        parts = event.content.parts if event.content is not None else ()
+        responses = {p.id or p.name for p in parts if isinstance(p, FunctionResponsePart)}
+        if waiting and responses and responses <= waiting:
+            units[-1].append(event)
+            waiting -= responses
+            continue
+        units.append([event])
+        waiting = {p.id or p.name for p in parts if isinstance(p, FunctionCallPart)}
+    return units
+
+
+def _checked_output(
+    output: Any, events: tuple[Event, ...], current: Event, max_events: int
+) -> list[Event]:
+    if not isinstance(output, list | tuple) or not all(isinstance(e, Event) for e in output):
+        raise AdkError("invalid_compressor_output", "a compressor returns a list of Events")
+    if len(output) > max_events:
+        raise AdkError("compressor_output_too_large", f"at most {max_events} events")
+    originals = {event.id: event for event in events}
+    seen: set[str] = set()
+    for event in output:
+        if event.id in seen:
+            raise AdkError("duplicate_event_id", "the compressor repeated an event id")
+        seen.add(event.id)
+        if event.id in originals and event != originals[event.id]:
+            raise AdkError("retained_event_modified", "a kept event must stay as it was")
+    if any(later.timestamp < earlier.timestamp for earlier, later in itertools.pairwise(output)):
+        raise AdkError("non_chronological_events", "compressed events must stay in time order")
+    if not output or output[-1].id != current.id:
+        raise AdkError("current_event_missing", "the current user event must end the output")
+    for unit in _exchanges(output[:-1]):
+        calls = {
+            p.id or p.name
+            for e in unit
+            for p in (e.content.parts if e.content else ())
+            if isinstance(p, FunctionCallPart)
+        }
+        answers = {
+            p.id or p.name
+            for e in unit
+            for p in (e.content.parts if e.content else ())
+            if isinstance(p, FunctionResponsePart)
+        }
+        if calls != answers:
+            raise AdkError("partial_tool_exchange", "a function call lost its response")
+    return list(output)
+
+
+def _size(event: Event) -> int:
+    """Bytes of the event's canonical content, as the model would receive it."""
+    return 0 if event.content is None else len(content_codec.encode(canonical(event.content)))
+
+
+def _kind(part: Any) -> str:
+    kind = type(part).__name__
+    if kind == "TextPart":
+        return "thought" if part.thought else "text"
+    return {
+        "InlineDataPart": "inline_data",
+        "FileDataPart": "file_data",
+        "FunctionCallPart": "function_call",
+        "FunctionResponsePart": "function_response",
+    }.get(kind, kind)
+
+
+def _settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON-safe, credential-free part of a provider config (what is sent)."""
+    safe: dict[str, Any] = {}
+    for key, value in config.items():
+        if is_secret_key(key):
+            continue
+        try:
+            msgspec.json.encode(value)
+        except (TypeError, msgspec.EncodeError):
+            continue  # a provider instance or a callable: not part of the request
+        safe[key] = value
+    return safe
+
+
+def _fingerprint(ids: Any) -> str:
+    digest = hashlib.sha256()
+    for item in ids:
+        digest.update(item.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _names(value: Any, key: str) -> frozenset[str]:
+    if isinstance(value, str) or not isinstance(value, list | tuple | set | frozenset):
+        raise AdkError(("invalid_context_policy", key), f"{key} is a list of strings")
+    if not all(isinstance(item, str) and item for item in value):
+        raise AdkError(("invalid_context_policy", key), f"{key} is a list of strings")
+    return frozenset(value)
+
+
+def _integer(value: Any, key: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise AdkError(("invalid_context_policy", key), f"{key} is an int in {low}..{high}")
+    return value
+
+
+def _number(value: Any, key: str, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise AdkError(("invalid_context_policy", key), f"{key} is a number in {low}..{high}")
+    return float(value)
