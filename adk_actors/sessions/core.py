@@ -43,6 +43,8 @@ class SessionRecord(msgspec.Struct, kw_only=True):
     event_count: int = 0
     initial_state: dict[str, Any] = msgspec.field(default_factory=dict)
     """The session's own (plain) keys at creation: where a rewind replays from."""
+    compactions: int = 0
+    """How many times events were compacted: part of every event cursor's snapshot."""
 
 
 class Session(msgspec.Struct, frozen=True, kw_only=True):
@@ -67,6 +69,7 @@ class Storage(Protocol):
     def put_scope_state(self, scope: tuple[str, ...], state: dict[str, Any]) -> None: ...
     def append_event(self, record: SessionRecord, seq: int, event: Event) -> None: ...
     def events(self, record: SessionRecord) -> list[Event]: ...
+    def replace_events(self, record: SessionRecord, events: list[Event]) -> None: ...
 
 
 def check_id(value: Any, what: str) -> str:
@@ -213,6 +216,38 @@ def add_event_if_state(
         if current.get(key, _MISSING) != value:
             raise AdkError("conflict", "the session state changed since it was read")
     return add_event(storage, app, user, session_id, event)
+
+
+def compact_events(
+    storage: Storage,
+    app: str,
+    user: str,
+    session_id: str,
+    event_ids: list[str],
+    summary: Event,
+) -> Session:
+    """Replace a contiguous run of events, named in session order, by one summary event
+    (atomic). Ids that are missing, repeated, out of order or not adjacent: ``conflict``.
+    The summary may not carry a state delta: the compacted events' state stays applied."""
+    if not isinstance(summary, Event):
+        raise AdkError("invalid_event", "the summary is an Event")
+    if summary.actions.state_delta:
+        raise AdkError("invalid_compaction", "a summary event cannot change state")
+    if not event_ids or not all(isinstance(event_id, str) for event_id in event_ids):
+        raise AdkError("invalid_compaction", "name at least one event id")
+    record = _require(storage, app, user, session_id)
+    events = storage.events(record)
+    positions = {event.id: index for index, event in enumerate(events)}
+    start = positions.get(event_ids[0])
+    if start is None or [e.id for e in events[start : start + len(event_ids)]] != event_ids:
+        raise AdkError("conflict", "those events are not a contiguous run in session order")
+    compacted = [*events[:start], summary, *events[start + len(event_ids) :]]
+    storage.replace_events(record, compacted)
+    record.event_count = len(compacted)
+    record.compactions += 1
+    record.last_update = max(time.time(), record.last_update)
+    storage.put_session(record)
+    return view(storage, record)
 
 
 def clear_temp_state(storage: Storage, app: str, user: str, session_id: str) -> None:

@@ -69,6 +69,13 @@ class _LmdbStorage:
         key = _key(record.app_name, record.user_id, record.id) + struct.pack(">Q", seq)
         self._txn.put(key, event_codec.encode(event), db=self._dbs["events"])
 
+    def replace_events(self, record: SessionRecord, events: list[Event]) -> None:
+        prefix = _key(record.app_name, record.user_id, record.id)
+        for key, _ in list(self._scan("events", prefix)):
+            self._txn.delete(key, db=self._dbs["events"])
+        for seq, event in enumerate(events, start=1):
+            self.append_event(record, seq, event)
+
     def events(self, record: SessionRecord) -> list[Event]:
         prefix = _key(record.app_name, record.user_id, record.id)
         return [event_codec.decode(value) for _, value in self._scan("events", prefix)]

@@ -1,14 +1,19 @@
 """`InMemorySessionService`: sessions in tables owned by the session-owner process.
 
-The owner is a GenServer in the application tree (``adk.sessions``); every operation
-is one call, run to completion inside its handler, so each step is atomic. Records
-are copied in and out, so a failed step leaves nothing half-written.
+Like an ETS table, the tables belong to a GenServer in the application tree
+(``adk.sessions``): they are created and dropped by it, and they die with it (an
+operation on the tables of a dead owner fails ``unavailable``). Operations run in
+the caller's thread, each as one atomic step under the tables' mutex, so no request
+queues behind another session's in a mailbox; `SessionService.lock` adds an explicit
+per-session lock on top. Records are copied in and out, so a failed step leaves
+nothing half-written.
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -18,14 +23,17 @@ from adk_actors.events import Event
 from adk_actors.sessions.core import SessionRecord
 from adk_actors.sessions.service import SessionService
 from providers.errors import AdkError
-from supervision import From, GenServer, Reply, call
+from supervision import From, GenServer, Pid, ProcessExit, Reply, call, self_pid
 
 OWNER_NAME = "adk.sessions"
 _table_ids = itertools.count(1)
 
 
 class _Tables:
-    def __init__(self) -> None:
+    def __init__(self, owner: Pid) -> None:
+        self.owner = owner
+        self.closed = False
+        self.mutex = threading.Lock()
         self.sessions: dict[tuple[str, str, str], SessionRecord] = {}
         self.events: dict[tuple[str, str, str], list[Event]] = {}
         self.scopes: dict[tuple[str, ...], dict[str, Any]] = {}
@@ -58,12 +66,15 @@ class _MemoryStorage:
     def append_event(self, record: SessionRecord, seq: int, event: Event) -> None:
         self._t.events.setdefault((record.app_name, record.user_id, record.id), []).append(event)
 
+    def replace_events(self, record: SessionRecord, events: list[Event]) -> None:
+        self._t.events[(record.app_name, record.user_id, record.id)] = list(events)
+
     def events(self, record: SessionRecord) -> list[Event]:
         return list(self._t.events.get((record.app_name, record.user_id, record.id), ()))
 
 
 class SessionOwner(GenServer):
-    """Owns every in-memory session table; each request is one atomic step."""
+    """Owns every in-memory session table: creates and drops them; they die with it."""
 
     def init(self, args: Any) -> dict[int, _Tables]:
         return {}
@@ -71,38 +82,38 @@ class SessionOwner(GenServer):
     def handle_call(self, request: tuple[Any, ...], from_: From, state: dict[int, _Tables]) -> Any:
         if request[0] == "new_table":
             table_id = next(_table_ids)
-            state[table_id] = _Tables()
-            return Reply(table_id, state)
+            state[table_id] = _Tables(self_pid())
+            return Reply((table_id, state[table_id]), state)
         if request[0] == "drop_table":
-            state.pop(request[1], None)
+            tables = state.pop(request[1], None)
+            if tables is not None:
+                tables.closed = True
             return Reply(None, state)
-        _, table_id, operation, args = request
-        tables = state.get(table_id)
-        if tables is None:
-            return Reply(
-                ("error", AdkError("unavailable", "this session service was closed")), state
-            )
-        try:
-            return Reply(("ok", operation(_MemoryStorage(tables), *args)), state)
-        except AdkError as error:
-            return Reply(("error", error), state)
+        return Reply(("error", AdkError("unknown_request", "no such session request")), state)
 
 
 class InMemorySessionService(SessionService):
-    """Sessions kept in memory by the application's session owner."""
+    """Sessions kept in memory, in tables owned by the application's session owner."""
 
     def __init__(self, timeout: float = 30.0) -> None:
         from adk_actors.app import ensure_started
 
         ensure_started()
         self._timeout = timeout
-        self._table = call(OWNER_NAME, ("new_table",), timeout)
+        self._table, self._tables = call(OWNER_NAME, ("new_table",), timeout)
 
     def close(self) -> None:
-        call(OWNER_NAME, ("drop_table", self._table), self._timeout)
+        self._tables.closed = True
+        try:
+            call(OWNER_NAME, ("drop_table", self._table), self._timeout)
+        except ProcessExit:
+            pass  # the owner is gone, and its tables with it
 
     def _run(self, operation: Callable[..., Any], *args: Any) -> Any:
-        status, value = call(OWNER_NAME, ("op", self._table, operation, args), self._timeout)
-        if status == "error":
-            raise AdkError(value.reason, value.detail) from None
-        return value
+        tables = self._tables
+        if tables.closed or not tables.owner.is_alive():
+            raise AdkError(
+                "unavailable", "this session service's tables are gone (closed or owner restarted)"
+            )
+        with tables.mutex:
+            return operation(_MemoryStorage(tables), *args)

@@ -134,7 +134,7 @@ def events_page(
     if record is None:
         raise AdkError("not_found", "no such session")
     events = [e for e in storage.events(record) if author is None or e.author == author]
-    snapshot = _digest(record.event_count)
+    snapshot = _digest([record.event_count, record.compactions])
     expected = _Cursor("events", (app, user, session_id), author or "", limit, 0, snapshot)
     start = _start(key, cursor, expected)
     page = events[start : start + limit]

@@ -3,12 +3,39 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from adk_actors.events import Event
 from adk_actors.sessions import core, query
 from adk_actors.sessions.core import Session
+
+
+class _HeldLock:
+    __slots__ = ("__weakref__", "lock")
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+
+
+class _SessionLocks:
+    """One re-entrant lock per session, alive only while someone uses it."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: weakref.WeakValueDictionary[tuple[str, str, str], _HeldLock] = (
+            weakref.WeakValueDictionary()
+        )
+
+    def get(self, key: tuple[str, str, str]) -> _HeldLock:
+        with self._guard:
+            held = self._locks.get(key)
+            if held is None:
+                held = self._locks[key] = _HeldLock()
+            return held
 
 
 class SessionService:
@@ -28,6 +55,32 @@ class SessionService:
     def _run(self, operation: Callable[..., Any], *args: Any) -> Any:
         raise NotImplementedError
 
+    @contextmanager
+    def lock(self, app_name: str, user_id: str, session_id: str) -> Iterator[None]:
+        """Hold one session's lock (re-entrant) across several operations, e.g. a read,
+        a decision and a write. Every operation on that session waits for it; other
+        sessions never do."""
+        held = self._locks.get((app_name, user_id, session_id))
+        with held.lock:
+            yield
+
+    def _locked(
+        self, operation: Callable[..., Any], app: str, user: str, session_id: Any, *args: Any
+    ) -> Any:
+        """Run a one-session operation under that session's lock."""
+        if session_id is None:
+            return self._run(operation, app, user, session_id, *args)
+        held = self._locks.get((app, user, session_id))
+        with held.lock:
+            return self._run(operation, app, user, session_id, *args)
+
+    @property
+    def _locks(self) -> _SessionLocks:
+        locks = self.__dict__.get("_session_locks")
+        if locks is None:
+            locks = self.__dict__.setdefault("_session_locks", _SessionLocks())
+        return locks
+
     def create_session(
         self,
         app_name: str,
@@ -36,11 +89,11 @@ class SessionService:
         state: Mapping[str, Any] | None = None,
     ) -> Session:
         """Create a session, or return the existing one unchanged (idempotent)."""
-        return self._run(core.create, app_name, user_id, session_id, dict(state or {}))  # type: ignore[no-any-return]
+        return self._locked(core.create, app_name, user_id, session_id, dict(state or {}))  # type: ignore[no-any-return]
 
     def get_session(self, app_name: str, user_id: str, session_id: str) -> Session:
         """The session with its merged state and events; ``not_found`` if missing."""
-        return self._run(core.get, app_name, user_id, session_id)  # type: ignore[no-any-return]
+        return self._locked(core.get, app_name, user_id, session_id)  # type: ignore[no-any-return]
 
     def list_sessions(
         self, app_name: str, user_id: str, limit: int = core.DEFAULT_LIST_LIMIT
@@ -49,17 +102,17 @@ class SessionService:
         return self._run(core.list_all, app_name, user_id, limit)  # type: ignore[no-any-return]
 
     def delete_session(self, app_name: str, user_id: str, session_id: str) -> None:
-        self._run(core.delete, app_name, user_id, session_id)
+        self._locked(core.delete, app_name, user_id, session_id)
 
     def update_state(
         self, app_name: str, user_id: str, session_id: str, delta: Mapping[str, Any]
     ) -> Session:
         """Apply a state delta by prefix (plain, ``user:``, ``app:``, ``temp:``)."""
-        return self._run(core.update_state, app_name, user_id, session_id, dict(delta))  # type: ignore[no-any-return]
+        return self._locked(core.update_state, app_name, user_id, session_id, dict(delta))  # type: ignore[no-any-return]
 
     def add_event(self, app_name: str, user_id: str, session_id: str, event: Event) -> Event:
         """Append an event and apply its state delta, in one step."""
-        return self._run(core.add_event, app_name, user_id, session_id, event)  # type: ignore[no-any-return]
+        return self._locked(core.add_event, app_name, user_id, session_id, event)  # type: ignore[no-any-return]
 
     def add_event_if_state(
         self,
@@ -70,7 +123,7 @@ class SessionService:
         expected: Mapping[str, Any],
     ) -> Event:
         """Append only if `expected` state values still hold; ``conflict`` otherwise."""
-        return self._run(
+        return self._locked(
             core.add_event_if_state, app_name, user_id, session_id, event, dict(expected)
         )  # type: ignore[no-any-return]
 
@@ -111,7 +164,7 @@ class SessionService:
     ) -> Session:
         """Branch the first `keep_events` events into a new session (the source is never
         changed). `expected_event_count` guards against a source that moved on."""
-        return self._run(  # type: ignore[no-any-return]
+        return self._locked(  # type: ignore[no-any-return]
             core.rewind,
             app_name,
             user_id,
@@ -122,6 +175,20 @@ class SessionService:
             destructive,
         )
 
+    def compact_events(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        event_ids: Sequence[str],
+        summary: Event,
+    ) -> Session:
+        """Atomically replace the contiguous events `event_ids` (in session order) with
+        `summary`; ``conflict`` if they are not such a run any more."""
+        return self._locked(  # type: ignore[no-any-return]
+            core.compact_events, app_name, user_id, session_id, list(event_ids), summary
+        )
+
     def clear_temp_state(self, app_name: str, user_id: str, session_id: str) -> None:
         """Remove ``temp:`` keys (at an invocation's final or error boundary)."""
-        self._run(core.clear_temp_state, app_name, user_id, session_id)
+        self._locked(core.clear_temp_state, app_name, user_id, session_id)

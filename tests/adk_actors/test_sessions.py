@@ -285,3 +285,62 @@ def test_rewind_refuses_to_replay_shared_or_transient_state(sessions):
         == "transient_state_replay_blocked"
     )
     assert reason(lambda: sessions.get_session("app", "u", "x")) == "not_found"  # nothing created
+
+
+def test_compact_events_replaces_a_contiguous_run_atomically(sessions):
+    sessions.create_session("app", "u", "s")
+    stored = [sessions.add_event("app", "u", "s", event(f"m{n}", {"n": n})) for n in range(5)]
+    page = sessions.query_events("app", "u", "s", limit=2)
+    ids = [e.id for e in stored]
+    summary = Event.new("Agent", "compaction", content.from_text("m1-m3", role="model"))
+    compacted = sessions.compact_events("app", "u", "s", ids[1:4], summary)
+    assert [e.text() for e in compacted.events] == ["m0", "m1-m3", "m4"]
+    assert compacted.state["n"] == 4  # the compacted events' state stays applied
+    assert reason(lambda: sessions.query_events("app", "u", "s", 2, page.next_cursor)) == (
+        "stale_cursor"
+    )
+    before = sessions.get_session("app", "u", "s").events
+    for bad in ([ids[4], ids[0]], [ids[0], ids[4]], [ids[1]], ["nope"], [ids[0], ids[0]]):
+        assert reason(lambda bad=bad: sessions.compact_events("app", "u", "s", bad, summary)) == (
+            "conflict"
+        )
+    assert sessions.get_session("app", "u", "s").events == before  # nothing written
+    with_state = Event.new("Agent", "c", actions=EventActions(state_delta={"x": 1}))
+    assert reason(lambda: sessions.compact_events("app", "u", "s", [ids[0]], with_state)) == (
+        "invalid_compaction"
+    )
+    assert reason(lambda: sessions.compact_events("app", "u", "gone", [ids[0]], summary)) == (
+        "not_found"
+    )
+
+
+def test_a_held_session_lock_never_blocks_another_session(sessions):
+    sessions.create_session("app", "u", "a")
+    sessions.create_session("app", "u", "b")
+    entered = threading.Event()
+    release = threading.Event()
+    done = []
+
+    def hold_a() -> None:
+        with sessions.lock("app", "u", "a"):
+            sessions.update_state("app", "u", "a", {"k": 1})  # re-entrant for the holder
+            entered.set()
+            release.wait(10)
+
+    def write_a() -> None:
+        sessions.update_state("app", "u", "a", {"k": 2})
+        done.append("a")
+
+    holder = threading.Thread(target=hold_a)
+    holder.start()
+    assert entered.wait(5)
+    writer = threading.Thread(target=write_a)
+    writer.start()
+    sessions.update_state("app", "u", "b", {"k": 3})  # another session: not blocked
+    assert sessions.get_session("app", "u", "b").state["k"] == 3
+    writer.join(0.2)
+    assert done == [] and sessions.get_session("app", "u", "b").events == ()
+    release.set()
+    holder.join(5)
+    writer.join(5)
+    assert done == ["a"] and sessions.get_session("app", "u", "a").state["k"] == 2
