@@ -14,6 +14,7 @@ PAGES = [
     "docs/agents.md",
     "docs/sessions.md",
     "docs/policy.md",
+    "docs/admission.md",
     "README.md",
 ]
 
