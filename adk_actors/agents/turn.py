@@ -70,6 +70,11 @@ class TurnOptions:
     before_request: Callable[[Mapping[str, Any], list[Content], list[Any]], None] | None = None
     """Checks the complete request just before provider I/O (the Runner's envelope
     budget); raising `AdkError` fails the turn with nothing sent."""
+    tool_gate: Callable[[FunctionCallPart], dict[str, Any] | None] | None = None
+    """Runtime policy for a call with valid arguments: None lets it run, a payload is
+    the error the model sees instead (no approval, no callbacks, no execution)."""
+    result_gate: Callable[[FunctionCallPart, dict[str, Any]], dict[str, Any]] | None = None
+    """Runtime policy for a tool's final result: the payload, or an error in its place."""
     pausable: bool = False
     """Under a Runner: approvals and long-running tools pause the turn (``("paused",
     continuation, pause)``) instead of failing ``tool_confirmation_requires_runner``."""
@@ -384,6 +389,10 @@ class _Turn:
         refusal = spec.catalog.check_arguments(call.name, call.args)
         if refusal is not None:  # invalid arguments: no callbacks, the tool never runs
             return FunctionResponsePart(call.name, refusal, call.id)
+        if self.options.tool_gate is not None:  # after approval too: policy may have changed
+            denial = self.options.tool_gate(call)
+            if denial is not None:
+                return FunctionResponsePart(call.name, denial, call.id)
         tool = spec.catalog.tool(call.name)
         if self.options.pausable and not approved and tool is not None:
             try:
@@ -435,9 +444,10 @@ class _Turn:
 
     def _after_tool(self, call: FunctionCallPart, payload: dict[str, Any]) -> FunctionResponsePart:
         after = run_callback(self.spec, "after_tool", self._context(call), payload)
-        return FunctionResponsePart(
-            call.name, _as_payload(after) if after is not None else payload, call.id
-        )
+        final = _as_payload(after) if after is not None else payload
+        if self.options.result_gate is not None:
+            final = self.options.result_gate(call, final)
+        return FunctionResponsePart(call.name, final, call.id)
 
     def _action_id(self, call: FunctionCallPart) -> str:
         """An opaque digest naming the action: stable for the call, holds no argument."""

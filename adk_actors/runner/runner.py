@@ -11,26 +11,23 @@ event; partial events stay out of the next model call's history.
 
 from __future__ import annotations
 
-import queue
-import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from adk_actors.agents.api import AgentLike, _name, registered_name
-from adk_actors.agents.turn import Scope, TurnOptions, as_content, resume_turn, run_turn
-from adk_actors.events import Event, EventActions, EventError
+from adk_actors.agents.turn import Scope, as_content, resume_turn, run_turn
+from adk_actors.events import Event, EventError
 from adk_actors.outcomes import OUTCOME_TYPES, Completed, Failed, Outcome, Paused
+from adk_actors.policy import RuntimePolicy
 from adk_actors.runner import continuations
 from adk_actors.runner.context import ContextPolicy
-from adk_actors.runner.history import model_history, split_events, visible_state
+from adk_actors.runner.history import model_history, split_events
+from adk_actors.runner.invocation import Invocation
 from adk_actors.sessions.service import SessionService
-from providers import content as content_codec
 from providers.content import Content
 from providers.errors import AdkError
 from supervision import ProcessExit, call
-from supervision.process import is_fenced_thread
-from supervision.tasks import Task, TaskFailed, TaskTimeout
 
 STREAMING_MODES = ("none", "text", "content")
 MAX_RUN_TIMEOUT = 86_400.0
@@ -61,6 +58,8 @@ class Runner:
         streaming_mode: str = "none",
         max_stream_output_bytes: int = DEFAULT_MAX_STREAM_OUTPUT_BYTES,
         context_policy: Mapping[str, Any] | ContextPolicy | None = None,
+        runtime_policy: Mapping[str, Any] | RuntimePolicy | None = None,
+        admission_control: Mapping[str, Any] | None = None,
     ) -> None:
         if (
             isinstance(run_timeout, bool)
@@ -91,6 +90,10 @@ class Runner:
             raise AdkError("invalid_max_stream_output_bytes", f"1..{MAX_STREAM_OUTPUT_BYTES} bytes")
         self.max_stream_output_bytes = max_stream_output_bytes
         self.context_policy = ContextPolicy.compile(context_policy)
+        self.runtime_policy = (
+            None if runtime_policy is None else RuntimePolicy.compile(runtime_policy)
+        )
+        self.admission_control = _admission_options(admission_control)
 
     def run(self, user_id: str, session_id: str, message: str | Content) -> str | Content:
         """Run one invocation to its end; returns the final output or raises `AdkError`."""
@@ -181,8 +184,8 @@ class Runner:
             raise AdkError("invalid_continuation", "the paused invocation is not in the session")
         history = model_history(self.context_policy.select(past, current[0], spec.name)[:-1])
         contents = [event.content for event in current if event.content is not None]
+        invocation = Invocation(self, spec, user_id, session_id, invocation_id, session.state)
         work = (
-            resume_turn,
             spec,
             history,
             contents,
@@ -191,7 +194,7 @@ class Runner:
             Scope(self.app_name, user_id, session_id),
             invocation_id,
         )
-        return self._drive(spec, user_id, session_id, invocation_id, session.state, [claim], work)
+        return invocation.events(resume_turn, work, opening=[], already_stored=[claim])
 
     def update_long_running(
         self,
@@ -247,160 +250,15 @@ class Runner:
         session = self.sessions.create_session(self.app_name, user_id, session_id)
         invocation_id = f"inv-{uuid.uuid4().hex}"
         user_event = Event.new("user", invocation_id, content)
+        invocation = Invocation(self, spec, user_id, session_id, invocation_id, session.state)
+        try:  # nothing is stored before these pass, except a policy's audit event
+            invocation.guard.admit(spec.name, content)
+        except AdkError as error:
+            return iter([*invocation.drain(), Failed(error.reason)])
         past, _ = split_events(session.events, None, self.context_policy.include_partial)
-        # selected before anything is stored: a context failure leaves the session as is
         history = model_history(self.context_policy.select(past, user_event, spec.name)[:-1])
-        self.sessions.add_event(self.app_name, user_id, session_id, user_event)
-        work = (
-            run_turn,
-            spec,
-            history,
-            content,
-            Scope(self.app_name, user_id, session_id),
-            invocation_id,
-        )
-        return self._drive(
-            spec, user_id, session_id, invocation_id, session.state, [user_event], work
-        )
-
-    def _drive(
-        self,
-        spec: Any,
-        user_id: str,
-        session_id: str,
-        invocation_id: str,
-        state: Mapping[str, Any],
-        already_stored: list[Event],
-        work: tuple[Any, ...],
-    ) -> Iterator[Any]:
-        """Run `work` (a turn function and its arguments) in a Task, storing and yielding
-        each step's event, then the final, error or pause event and the outcome."""
-        stored: queue.Queue[Any] = queue.Queue()
-
-        def store(event: Event) -> None:
-            if is_fenced_thread():
-                return
-            self.sessions.add_event(self.app_name, user_id, session_id, event)
-            stored.put(event)
-
-        partials: list[Event] = []  # this model round's deltas, stored when the round ends
-        streamed = [0]
-
-        def observe(kind: str, value: Any, metadata: Any) -> None:
-            if kind == "delta":
-                frame = value if isinstance(value, Content) else _text(value)
-                streamed[0] += (
-                    len(content_codec.encode(frame))
-                    if isinstance(value, Content)
-                    else len(value.encode())
-                )
-                if streamed[0] > self.max_stream_output_bytes:
-                    raise AdkError(
-                        "stream_output_limit_exceeded",
-                        f"a model round streamed over {self.max_stream_output_bytes} bytes",
-                    )
-                partials.append(Event.new(spec.name, invocation_id, frame, partial=True))
-                return
-            if kind == "model":
-                for partial in partials:
-                    store(partial)
-                partials.clear()
-                streamed[0] = 0
-            if kind == "tool":
-                store(Event.new(spec.name, invocation_id, value))
-            elif kind == "model" and _has_calls(value):
-                store(Event.new(spec.name, invocation_id, value, provider_metadata=metadata))
-            elif kind == "model":
-                pending["final"] = (value, metadata)
-
-        pending: dict[str, Any] = {}
-        options = TurnOptions(
-            state=visible_state(state),
-            observer=observe,
-            max_llm_calls=self.max_llm_calls,
-            max_tool_rounds=self.max_tool_rounds,
-            streaming=self.streaming_mode,
-            pausable=True,
-            before_request=self.context_policy.check_request,
-        )
-        task = Task.start(
-            _run_and_signal,
-            *work,
-            options,
-            stored,
-            deadline=time.monotonic() + self.run_timeout,
-        )
-        yield from already_stored
-        while True:
-            try:
-                item = stored.get(timeout=0.05)
-            except queue.Empty:
-                if task.done():  # stopped at its deadline: its thread may never signal
-                    break
-                continue
-            if item is _DONE:
-                break
-            yield item
-        if is_fenced_thread():  # cancelled from outside: whoever killed us records it
-            return
-        outcome = self._finish(task, pending, spec, invocation_id, user_id, session_id)
-        if outcome.event is not None:
-            yield outcome.event
-        yield outcome.outcome
-
-    def _finish(
-        self,
-        task: Task,
-        pending: dict[str, Any],
-        spec: Any,
-        invocation_id: str,
-        user_id: str,
-        session_id: str,
-    ) -> _Outcome:
-        author = spec.name
-        try:
-            result = task.wait(self.run_timeout + 5)
-        except TaskTimeout:
-            result = ("error", "timeout")
-        except TaskFailed as failure:
-            result = ("error", ("invocation_worker_exit", str(failure.reason)[:200]))
-        paused = False
-        try:
-            if result[0] == "ok":
-                final_content, metadata = pending.get("final", (None, None))
-                actions = EventActions()
-                if spec.output_key is not None:  # committed in the same final event
-                    text = result[1].text_value() if isinstance(result[1], Content) else result[1]
-                    actions = EventActions(state_delta={spec.output_key: text})
-                event = Event.new(
-                    author,
-                    invocation_id,
-                    final_content,
-                    is_final=True,
-                    provider_metadata=metadata,
-                    actions=actions,
-                )
-                self.sessions.add_event(self.app_name, user_id, session_id, event)
-                return _Outcome(Completed(result[1]), event)
-            if result[0] == "paused":
-                _, continuation, call, message = result
-                event = continuations.pause_event(
-                    PAUSE_AUTHOR, invocation_id, continuation, call, message
-                )
-                self.sessions.add_event(self.app_name, user_id, session_id, event)
-                paused = True  # temp: state stays until the resumed invocation ends
-                return _Outcome(Paused(event), event)
-            reason = result[1]
-            event = Event.new(
-                author,
-                invocation_id,
-                error=EventError(reason=reason, message="the invocation failed"),
-            )
-            self.sessions.add_event(self.app_name, user_id, session_id, event)
-            return _Outcome(Failed(reason), event)
-        finally:
-            if not paused:
-                self.sessions.clear_temp_state(self.app_name, user_id, session_id)
+        work = (spec, history, content, Scope(self.app_name, user_id, session_id), invocation_id)
+        return invocation.events(run_turn, work, opening=[user_event], already_stored=[])
 
     def _spec(self) -> Any:
         try:
@@ -408,14 +266,6 @@ class Runner:
         except ProcessExit:
             raise AdkError("noproc", "the agent is not running") from None
         return spec
-
-
-class _Outcome:
-    __slots__ = ("event", "outcome")
-
-    def __init__(self, outcome: Outcome, event: Event | None) -> None:
-        self.outcome = outcome
-        self.event = event
 
 
 def _result(outcome: Outcome | None) -> Any:
@@ -428,20 +278,35 @@ def _result(outcome: Outcome | None) -> Any:
     raise AdkError(reason, "the invocation failed")
 
 
-def _run_and_signal(turn: Callable[..., Any], *args: Any) -> Any:
-    """Run a turn function; tell the driving loop when it is over, however it ends."""
-    stored = args[-1]
-    try:
-        return turn(*args[:-1])
-    finally:
-        stored.put(_DONE)
+_ADMISSION_KEYS = {"overflow", "queue_timeout", "server"}
 
 
-def _text(value: str) -> Content:
-    from providers import content
-
-    return content.from_text(value, role="model")
-
-
-def _has_calls(value: Any) -> bool:
-    return isinstance(value, Content) and bool(value.function_calls())
+def _admission_options(options: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A Runner's admission settings: overflow mode, queue timeout, controller name."""
+    if options is None:
+        return None
+    if not isinstance(options, Mapping):
+        raise AdkError("invalid_admission_control", "admission_control is a mapping")
+    unknown = sorted(set(options) - _ADMISSION_KEYS, key=str)
+    if unknown:
+        raise AdkError(
+            ("invalid_admission_control", ("unknown_keys", unknown)),
+            f"admission_control keys are {sorted(_ADMISSION_KEYS)}",
+        )
+    if options.get("overflow", "reject") not in ("reject", "queue"):
+        raise AdkError(("invalid_admission_control", "overflow"), "overflow: reject or queue")
+    timeout = options.get("queue_timeout", 30.0)
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not 0 < timeout <= MAX_RUN_TIMEOUT
+    ):
+        raise AdkError(
+            ("invalid_admission_control", "queue_timeout"),
+            f"queue_timeout is seconds in (0, {MAX_RUN_TIMEOUT}]",
+        )
+    return {
+        "overflow": options.get("overflow", "reject"),
+        "queue_timeout": float(timeout),
+        **({"server": options["server"]} if "server" in options else {}),
+    }
