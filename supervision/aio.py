@@ -8,7 +8,9 @@ the loop with `call_soon_threadsafe`; no thread is parked per call.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Hashable
+import concurrent.futures
+import threading
+from collections.abc import AsyncIterator, Hashable, Iterator
 from typing import Any
 
 from supervision.errors import CallTimeout, ProcessExit
@@ -56,3 +58,49 @@ async def call(dest: Pid | Hashable, request: Any, timeout: float | None = 5.0) 
     finally:
         process.remove_watcher(slot)
     return slot.result()
+
+
+_END = object()
+_STEP_THREADS = 32
+_executor: concurrent.futures.ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def _steps() -> concurrent.futures.ThreadPoolExecutor:
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = concurrent.futures.ThreadPoolExecutor(
+                _STEP_THREADS, thread_name_prefix="aio-iterate"
+            )
+        return _executor
+
+
+def _next(iterator: Iterator[Any]) -> Any:
+    return next(iterator, _END)
+
+
+def _close(iterator: Iterator[Any]) -> None:
+    close = getattr(iterator, "close", None)
+    if close is not None:
+        close()
+
+
+async def iterate(iterator: Iterator[Any]) -> AsyncIterator[Any]:
+    """``async for`` over a blocking iterator: each step runs on a small thread pool
+    (at most 32 steps at once), never on the loop. Leaving early (break, cancellation)
+    closes the iterator once its current step is over, so its ``finally`` blocks run."""
+    step: concurrent.futures.Future[Any] | None = None
+    try:
+        while True:
+            step = _steps().submit(_next, iterator)
+            item = await asyncio.wrap_future(step)
+            step = None
+            if item is _END:
+                return
+            yield item
+    finally:
+        if step is not None and not step.done():  # still running: close right after it
+            step.add_done_callback(lambda _: _close(iterator))
+        else:
+            _steps().submit(_close, iterator)

@@ -84,17 +84,23 @@ class Invocation:
             result_gate=self.guard.tool_result,
         )
         task = Task.start(self._work, turn, (*args, options), opening, deadline, deadline=deadline)
-        yield from already_stored
-        while True:
-            try:
-                item = self._stored.get(timeout=_POLL_SECONDS)
-            except queue.Empty:
-                if task.done():  # stopped at its deadline: its thread may never signal
+        try:
+            yield from already_stored
+            while True:
+                try:
+                    item = self._stored.get(timeout=_POLL_SECONDS)
+                except queue.Empty:
+                    if task.done():  # stopped at its deadline: its thread may never signal
+                        break
+                    continue
+                if item is _DONE:
                     break
-                continue
-            if item is _DONE:
-                break
-            yield item
+                yield item
+        except GeneratorExit:  # the consumer stopped listening: so does the work
+            if not task.done():
+                task.kill()
+                runner.abandon(self.user_id, self.session_id, self.invocation_id, "consumer_closed")
+            raise
         if is_fenced_thread():  # cancelled from outside: whoever killed us records it
             return
         event, outcome = self._finish(task, opened=bool(already_stored))

@@ -1,18 +1,19 @@
 """`Runner`: one invocation per call, every step stored as an event in a session.
 
-The turn runs in a supervised `Task` owned by the caller (never in the agent's
-mailbox): the user event, each model event, each tool-response event and the final
-event are written to the session as they happen. Budgets (`max_llm_calls`,
-`max_tool_rounds`, `run_timeout`) are checked at construction and enforced during
-the run; ``temp:`` state is cleared when the invocation ends, whether it completed
-or failed. With ``streaming_mode="text"`` each text delta is stored as a partial
-event; partial events stay out of the next model call's history.
+The model and tool work runs in a supervised `Task` (never in the agent's mailbox);
+see `invocation.py`. Around it the Runner applies, in order: the runtime policy
+(agent and input), the context policy (which history the model sees), admission
+(a permit owned by the worker), the budgets (`max_llm_calls`, `max_tool_rounds`,
+`run_timeout`) and, at the end, the final-output policy. ``temp:`` state is cleared
+when an invocation ends, unless it paused: `resume` continues a paused invocation
+(human approval, a long-running operation) and `update_long_running` records
+progress. `run` blocks; `run_async` streams events with ``for`` or ``async for``.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
 from adk_actors.agents.api import AgentLike, _name, registered_name
@@ -27,7 +28,7 @@ from adk_actors.runner.invocation import Invocation
 from adk_actors.sessions.service import SessionService
 from providers.content import Content
 from providers.errors import AdkError
-from supervision import ProcessExit, call
+from supervision import ProcessExit, aio, call
 
 STREAMING_MODES = ("none", "text", "content")
 MAX_RUN_TIMEOUT = 86_400.0
@@ -103,13 +104,10 @@ class Runner:
                 outcome = item
         return _result(outcome)
 
-    def run_async(self, user_id: str, session_id: str, message: str | Content) -> Iterator[Event]:
-        """The invocation's events as they are stored (a failure raises at the end)."""
-        for item in self.invocation(user_id, session_id, message):
-            if isinstance(item, OUTCOME_TYPES):
-                _result(item)
-                return
-            yield item
+    def run_async(self, user_id: str, session_id: str, message: str | Content) -> EventStream:
+        """The invocation's events as they are stored, with ``for`` or ``async for``
+        (a failure raises at the end). Leaving the loop early cancels the invocation."""
+        return EventStream(lambda: self.invocation(user_id, session_id, message))
 
     def invocation(
         self, user_id: str, session_id: str, message: str | Content
@@ -310,3 +308,28 @@ def _admission_options(options: Mapping[str, Any] | None) -> dict[str, Any] | No
         "queue_timeout": float(timeout),
         **({"server": options["server"]} if "server" in options else {}),
     }
+
+
+class EventStream:
+    """One invocation's events: iterate with ``for`` or ``async for`` (never both).
+    Nothing starts until iteration does; a failed invocation raises `AdkError` after
+    its last event; a pause ends the stream after the pause event."""
+
+    def __init__(self, start: Callable[[], Iterator[Event | Outcome]]) -> None:
+        self._start = start
+
+    def __iter__(self) -> Iterator[Event]:
+        items = self._start()
+        try:
+            for item in items:
+                if isinstance(item, OUTCOME_TYPES):
+                    _result(item)
+                    return
+                yield item
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return aio.iterate(iter(self))

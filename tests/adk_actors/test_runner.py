@@ -232,3 +232,49 @@ def test_content_streaming_keeps_media_frames(sessions):
     session = sessions.get_session("app", "u", "s")
     assert kinds(session) == ["user", "partial", "final"]
     assert session.events[1].content == image and session.events[2].content == image
+
+
+def test_run_async_works_with_async_for_and_raises_at_the_end(sessions):
+    import asyncio
+
+    agent = adk.spawn_agent("Async", {"provider": "scripted", "script": [{"stream": ["a", "b"]}]})
+    runner = adk.Runner(agent, "app", sessions, streaming_mode="text")
+
+    async def collect(session_id):
+        return [(e.partial, e.text()) async for e in runner.run_async("u", session_id, "hi")]
+
+    assert asyncio.run(collect("s")) == [(False, "hi"), (True, "a"), (True, "b"), (False, "ab")]
+    failing = adk.spawn_agent("AsyncFail", {"provider": "scripted", "script": [{"error": "boom"}]})
+    failing_runner = adk.Runner(failing, "app", sessions)
+
+    async def fail():
+        return [e async for e in failing_runner.run_async("u", "f", "hi")]
+
+    with pytest.raises(adk.AdkError) as failure:
+        asyncio.run(fail())
+    assert failure.value.reason == "boom"
+
+
+def test_leaving_run_async_early_cancels_the_invocation(sessions):
+    import threading
+
+    gate = threading.Event()
+    entered = threading.Event()
+
+    def slow(history, tools):
+        entered.set()
+        gate.wait(10)
+        return {"text": "late"}
+
+    agent = adk.spawn_agent("Leaver", {"provider": adk.ScriptedProvider(fn=slow)})
+    sessions.create_session("app", "u", "s", {"temp:scratch": 1})
+    runner = adk.Runner(agent, "app", sessions)
+    for event in runner.run_async("u", "s", "hi"):
+        assert event.author == "user"
+        assert entered.wait(5)
+        break
+    gate.set()
+    session = sessions.get_session("app", "u", "s")
+    assert [e.error.reason for e in session.events if e.error] == ["consumer_closed"]
+    assert "temp:scratch" not in session.state
+    assert not any(e.is_final for e in session.events)

@@ -84,3 +84,43 @@ def test_many_concurrent_aio_calls():
         return await asyncio.gather(*(sv.aio.call(pid, i) for i in range(500)))
 
     assert asyncio.run(main()) == list(range(500))
+
+
+def test_iterate_steps_off_the_loop_and_closes_on_early_exit():
+    import threading
+
+    closed = threading.Event()
+    loop_threads = []
+
+    def blocking():
+        try:
+            for n in range(100):
+                time.sleep(0.01)  # blocks: must never run on the loop's thread
+                yield n, threading.get_ident()
+        finally:
+            closed.set()
+
+    async def main():
+        loop_threads.append(threading.get_ident())
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.001)
+
+        tick = asyncio.create_task(ticker())
+        seen = []
+        async for n, thread in sv.aio.iterate(blocking()):
+            seen.append((n, thread))
+            if n == 4:
+                break
+        tick.cancel()
+        return seen, ticks
+
+    seen, ticks = asyncio.run(main())
+    assert [n for n, _ in seen] == [0, 1, 2, 3, 4]
+    assert all(thread != loop_threads[0] for _, thread in seen)
+    assert ticks > 5  # the loop kept running while steps blocked
+    assert closed.wait(5)
