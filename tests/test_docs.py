@@ -15,6 +15,7 @@ PAGES = [
     "docs/sessions.md",
     "docs/policy.md",
     "docs/admission.md",
+    "docs/runner.md",
     "README.md",
 ]
 
