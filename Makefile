@@ -51,6 +51,7 @@ bench: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python benchmarks/events.py
 	$(BENCH_VENV)/bin/python benchmarks/agents.py
 	$(BENCH_VENV)/bin/python benchmarks/runner.py
+	$(BENCH_VENV)/bin/python benchmarks/runs.py
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache

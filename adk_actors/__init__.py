@@ -8,7 +8,7 @@ text = adk.prompt(agent, "What is the weather in Tokyo?")
 adk.stop_agent(agent)
 """
 
-from adk_actors import events, sessions
+from adk_actors import events, runs, sessions
 from adk_actors.agents import (
     AgentRef,
     AgentResponse,
@@ -24,6 +24,7 @@ from adk_actors.agents.agent_tool import AgentTool
 from adk_actors.app import start, stop
 from adk_actors.events import Event, EventActions
 from adk_actors.orchestration import loop, parallel, sequential
+from adk_actors.outcomes import Cancelled, Completed, Failed, Paused
 from adk_actors.runner import Runner
 from adk_actors.tools import Tool, ToolContext, Toolset, tool
 from providers import AdkError, Content, ScriptedProvider, content, redact
@@ -37,9 +38,13 @@ __all__ = [
     "AgentRef",
     "AgentResponse",
     "AgentTool",
+    "Cancelled",
+    "Completed",
     "Content",
     "Event",
     "EventActions",
+    "Failed",
+    "Paused",
     "Runner",
     "Scope",
     "ScriptedProvider",
@@ -56,6 +61,7 @@ __all__ = [
     "prompt",
     "providers",
     "redact",
+    "runs",
     "sequential",
     "sessions",
     "spawn_agent",

@@ -16,6 +16,9 @@ from supervision.task_supervisor import start_task_supervisor
 APP_NAME = "adk.app"
 AGENT_SUPERVISOR = "adk.agents"
 TASK_SUPERVISOR = "adk.tasks"
+RUN_SUPERVISOR = "adk.runs"
+MAX_RUNS = 10_000
+"""Run actors alive at once (running and retained); past it `runs.start` is refused."""
 
 _lock = threading.Lock()
 
@@ -33,6 +36,16 @@ def _children() -> list[ChildSpec]:
             type="supervisor",
         ),
         ChildSpec("task_supervisor", _start_tasks, type="supervisor", shutdown="brutal_kill"),
+        # Runs, after the task supervisor (every run's worker and settle tasks live under
+        # it): first the run registry, which retains ended runs and shuts them down when
+        # their retention is over, then the supervisor of run actors. If the registry
+        # dies, rest_for_one stops every run with it: no run outlives the registry.
+        ChildSpec("run_registry", _start_run_registry),
+        ChildSpec(
+            "run_supervisor",
+            lambda: DynamicSupervisor.start_link(MAX_RUNS, name=RUN_SUPERVISOR),
+            type="supervisor",
+        ),
     ]
 
 
@@ -40,6 +53,12 @@ def _start_session_owner() -> Pid:
     from adk_actors.sessions.memory import OWNER_NAME, SessionOwner
 
     return SessionOwner.start_link(name=OWNER_NAME)
+
+
+def _start_run_registry() -> Pid:
+    from adk_actors.runs.registry import start_registry
+
+    return start_registry()
 
 
 def _start_tasks() -> Pid:

@@ -16,6 +16,7 @@ PAGES = [
     "docs/policy.md",
     "docs/admission.md",
     "docs/runner.md",
+    "docs/runs.md",
     "README.md",
 ]
 

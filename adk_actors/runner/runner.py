@@ -34,8 +34,6 @@ STREAMING_MODES = ("none", "text", "content")
 MAX_RUN_TIMEOUT = 86_400.0
 DEFAULT_MAX_STREAM_OUTPUT_BYTES = 16 << 20
 MAX_STREAM_OUTPUT_BYTES = 64 << 20
-PAUSE_AUTHOR = "runner"
-_DONE = object()
 
 
 def _positive_int(name: str, value: Any, reason: str) -> int:
@@ -96,8 +94,9 @@ class Runner:
         )
         self.admission_control = _admission_options(admission_control)
 
-    def run(self, user_id: str, session_id: str, message: str | Content) -> str | Content:
-        """Run one invocation to its end; returns the final output or raises `AdkError`."""
+    def run(self, user_id: str, session_id: str, message: str | Content) -> str | Content | Paused:
+        """Run one invocation to its end: the final output, a `Paused` outcome to
+        `resume` later, or a raised `AdkError`."""
         outcome: Any = None
         for item in self.invocation(user_id, session_id, message):
             if isinstance(item, OUTCOME_TYPES):
@@ -136,7 +135,7 @@ class Runner:
         session_id: str,
         response: Any,
         invocation_id: str | None = None,
-    ) -> Any:
+    ) -> str | Content | Paused:
         """Resume a paused invocation to its end, like `run` (it may pause again)."""
         outcome: Any = None
         for item in self.resume_invocation(user_id, session_id, response, invocation_id):

@@ -1,0 +1,51 @@
+"""Stable runs (`adk.runs`): supervised Runner invocations that outlive their caller.
+
+run_id = adk.runs.start(runner, "user-1", "s", "Explain.")
+for item in adk.runs.subscribe(run_id): ...   # RunEvent(seq, event) ..., RunTerminal(seq, outcome)
+outcome = adk.runs.wait(run_id, timeout=120.0)
+"""
+
+from adk_actors.runs.api import (
+    cancel,
+    resume,
+    start,
+    stats,
+    status,
+    subscribe,
+    subscribe_credit,
+    wait,
+    wait_async,
+)
+from adk_actors.runs.subscription import CreditSubscription, Subscription
+from adk_actors.runs.values import (
+    CANCEL_GRACE,
+    DEFAULT_MAX_BUFFERED_EVENTS,
+    DEFAULT_RETENTION,
+    MAX_RETAINED_TERMINAL_RUNS,
+    RunError,
+    RunEvent,
+    RunTerminal,
+    RunTimeout,
+)
+
+__all__ = [
+    "CANCEL_GRACE",
+    "DEFAULT_MAX_BUFFERED_EVENTS",
+    "DEFAULT_RETENTION",
+    "MAX_RETAINED_TERMINAL_RUNS",
+    "CreditSubscription",
+    "RunError",
+    "RunEvent",
+    "RunTerminal",
+    "RunTimeout",
+    "Subscription",
+    "cancel",
+    "resume",
+    "start",
+    "stats",
+    "status",
+    "subscribe",
+    "subscribe_credit",
+    "wait",
+    "wait_async",
+]

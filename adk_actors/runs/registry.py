@@ -1,0 +1,131 @@
+"""The run registry: run ids to run actors, and how long ended runs are kept.
+
+Names are the kernel registry's: a run actor registers ``("adk.run", run_id)`` in
+its own `init` (so a duplicate id is refused before anything starts, and a name
+never outlives its process), and its stream ``("adk.run_stream", run_id)``. Every
+`adk.runs` call resolves them at call time, without a message round trip.
+
+This GenServer owns what names cannot do: retention. When a run reaches its
+terminal outcome it is retained for its `retention` seconds, so late subscribers,
+`wait` and `status` still find it; at most `MAX_RETAINED_TERMINAL_RUNS` are
+retained, oldest evicted first. Expiry or eviction shuts the run actor down (its
+stream is linked to it), which frees both names: the run is `not_found` from then
+on. It sits before the run supervisor in the application's `rest_for_one` tree, so
+if it dies every run goes with it and none outlives its retention bookkeeping.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, NamedTuple
+
+import structlog
+
+from adk_actors.runs.values import MAX_RETAINED_TERMINAL_RUNS
+from supervision import (
+    Down,
+    From,
+    GenServer,
+    Pid,
+    Ref,
+    Reply,
+    TimerRef,
+    cancel_timer,
+    demonitor,
+    exit,
+    monitor,
+    self_pid,
+    send_after,
+)
+
+RUN_REGISTRY = "adk.run_registry"
+_log = structlog.get_logger("adk_actors.runs")
+
+
+def run_name(run_id: str) -> tuple[str, str]:
+    """The registered name of a run's actor."""
+    return ("adk.run", run_id)
+
+
+def stream_name(run_id: str) -> tuple[str, str]:
+    """The registered name of a run's credit stream."""
+    return ("adk.run_stream", run_id)
+
+
+class _Retained:
+    __slots__ = ("actor", "ref", "run_id", "timer")
+
+    def __init__(self, run_id: str, actor: Pid, ref: Ref, timer: TimerRef) -> None:
+        self.run_id = run_id
+        self.actor = actor
+        self.ref = ref
+        self.timer = timer
+
+
+class _Expire(NamedTuple):
+    """Timer message: a retained run's retention is over."""
+
+    run_id: str
+    ref: Ref
+
+
+class _State:
+    def __init__(self, max_retained: int) -> None:
+        self.max_retained = max_retained
+        self.retained: OrderedDict[str, _Retained] = OrderedDict()  # oldest first
+        self.by_ref: dict[Ref, str] = {}
+
+
+class RunRegistry(GenServer):
+    """Retains ended runs for their retention, at most `max_retained` of them."""
+
+    def init(self, max_retained: int | None) -> _State:
+        return _State(MAX_RETAINED_TERMINAL_RUNS if max_retained is None else max_retained)
+
+    def handle_call(self, request: tuple[Any, ...], from_: From, state: _State) -> Any:
+        if request[0] == "stats":
+            return Reply(("ok", {"retained": len(state.retained)}), state)
+        return Reply(("error", ("unknown_request", request[0])), state)
+
+    def handle_cast(self, msg: tuple[Any, ...], state: _State) -> _State:
+        if msg[0] == "terminal":
+            self._retain(state, *msg[1:])
+        return state
+
+    def handle_info(self, msg: Any, state: _State) -> _State:
+        if type(msg) is _Expire:
+            entry = state.retained.get(msg.run_id)
+            if entry is not None and entry.ref == msg.ref:
+                self._release(state, entry, "retention_expired")
+        elif type(msg) is Down:  # a retained run stopped some other way (a shutdown)
+            run_id = state.by_ref.pop(msg.ref, None)
+            entry = state.retained.get(run_id) if run_id is not None else None
+            if entry is not None and entry.ref == msg.ref:
+                del state.retained[entry.run_id]
+                cancel_timer(entry.timer)
+        return state
+
+    def _retain(self, state: _State, run_id: str, actor: Pid, retention: float) -> None:
+        if run_id in state.retained:
+            return
+        ref = monitor(actor)
+        timer = send_after(self_pid(), _Expire(run_id, ref), retention)
+        state.retained[run_id] = _Retained(run_id, actor, ref, timer)
+        state.by_ref[ref] = run_id
+        while len(state.retained) > state.max_retained:
+            self._release(state, next(iter(state.retained.values())), "evicted")
+
+    @staticmethod
+    def _release(state: _State, entry: _Retained, why: str) -> None:
+        """Forget a retained run and shut its actor down (its stream is linked to it)."""
+        del state.retained[entry.run_id]
+        state.by_ref.pop(entry.ref, None)
+        demonitor(entry.ref, flush=True)
+        cancel_timer(entry.timer)
+        exit(entry.actor, ("shutdown", why))
+        _log.debug("adk.runs.released", run_id=entry.run_id, why=why)
+
+
+def start_registry(max_retained: int | None = None) -> Pid:
+    """Start the run registry under its name (a child of the application tree)."""
+    return RunRegistry.start_link(max_retained, name=RUN_REGISTRY)

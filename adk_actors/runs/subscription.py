@@ -1,0 +1,237 @@
+"""Run subscriptions: a private inbox process per subscription, read as an iterator.
+
+Each subscription is its own process (an `Inbox`), subscribed to the run's credit
+stream: the caller's own mailbox never fills with run items, one thread or one
+event loop can hold many subscriptions, and `async for` waits on an asyncio future
+that the inbox resolves, so the event loop is never blocked. The inbox watches its
+owner (the process that subscribed: a plain thread's pseudo-process, a server, a
+task) and exits when the owner does, so a dead subscriber is removed from the
+stream. It also monitors the stream, so a run that goes away ends the iteration
+with ``not_found`` instead of a silent hang.
+
+`Subscription` (push) yields every retained item after the cursor, then live items,
+then the terminal. `CreditSubscription` holds at most one unacknowledged item:
+`next(timeout)` returns it, `ack(seq)` releases the next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+import time
+from collections.abc import Callable, Hashable
+from typing import Any, Literal
+
+from adk_actors.runs.values import RunError, RunEvent, RunTerminal, RunTimeout
+from supervision import Down, Pid, ProcessExit
+from supervision.credit_stream import (
+    CreditStream,
+    StreamDetached,
+    StreamError,
+    StreamItem,
+    StreamTerminal,
+)
+from supervision.process import PseudoProcess, current_process, resolve
+from supervision.signals import Reason
+
+Item = RunEvent | RunTerminal
+
+
+class Inbox(PseudoProcess):
+    """A mailbox-only process owned by whoever subscribed; optionally wakes an event loop."""
+
+    __slots__ = ("_owner", "_waker")
+
+    def __init__(self) -> None:
+        super().__init__(threading.current_thread())
+        self.label = "run subscription"
+        self._waker: Callable[[], None] | None = None
+        owner = current_process()
+        assert owner is not None
+        self._owner = owner
+        if not owner.add_watcher(self, self):
+            self.exit("normal")
+
+    def deliver(self, message: Any) -> None:
+        super().deliver(message)
+        waker = self._waker
+        if waker is not None:
+            waker()
+
+    def notify_down(self, ref: Hashable, pid: Pid, reason: Reason) -> None:
+        if ref is self:  # the owner exited: so does its subscription
+            self.exit("normal")
+        else:
+            super().notify_down(ref, pid, reason)
+
+    def set_waker(self, waker: Callable[[], None] | None) -> None:
+        self._waker = waker
+
+    def close(self) -> None:
+        self._owner.remove_watcher(self)
+        self.exit("normal")
+
+
+class _Base:
+    """What both kinds share: the inbox, the stream, reading one item."""
+
+    mode: Literal["push", "credit"] = "push"
+
+    def __init__(self, run_id: str, stream: Pid, after: int) -> None:
+        self.run_id = run_id
+        self._stream = stream
+        self._inbox = Inbox()
+        self._done = False
+        try:
+            stream_process = resolve(stream)
+            if stream_process is None:
+                raise RunError("not_found", "no such run")
+            self._inbox.monitor(stream_process)
+            CreditStream.subscribe(
+                stream,
+                after=after,
+                mode=self.mode,
+                credit=1,
+                subscriber=self._inbox.pid,
+            )
+        except StreamError as error:
+            self._inbox.close()
+            raise _run_error(error) from None
+        except ProcessExit:
+            self._inbox.close()
+            raise RunError("not_found", "the run ended and is no longer retained") from None
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        inbox = getattr(self, "_inbox", None)
+        if inbox is not None:
+            try:
+                inbox.close()
+            except Exception:  # interpreter shutdown: the kernel may be half torn down
+                pass
+
+    @property
+    def closed(self) -> bool:
+        return self._done
+
+    def close(self) -> None:
+        """Unsubscribe; idempotent. Items not yet read are dropped."""
+        self._done = True
+        self._inbox.close()
+
+    def ack(self, seq: int) -> None:
+        """Acknowledge items up to `seq`; only a credit subscriber may (see `CreditSubscription`)."""
+        try:
+            CreditStream.ack(self._stream, seq, subscriber=self._inbox.pid)
+        except StreamError as error:
+            raise _run_error(error) from None
+        except ProcessExit:
+            raise RunError("not_subscribed", "the run is no longer retained") from None
+
+    def next(self, timeout: float | None = None) -> Item:
+        """The next item; `RunTimeout` if nothing is deliverable within `timeout` seconds."""
+        if self._done:
+            raise RunError("not_subscribed", "the subscription has ended")
+        message = self._take(timeout)
+        if message is None:
+            raise RunTimeout(f"nothing was deliverable within {timeout} s")
+        return self._convert(message)
+
+    async def anext(self, timeout: float | None = None) -> Item:
+        """`next` for asyncio code: awaits without blocking the event loop."""
+        if self._done:
+            raise RunError("not_subscribed", "the subscription has ended")
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        inbox = self._inbox
+        while True:
+            message = self._take(0)
+            if message is not None:
+                return self._convert(message)
+            arrived: asyncio.Future[None] = loop.create_future()
+            inbox.set_waker(functools.partial(_wake, loop, arrived))
+            try:
+                message = self._take(0)  # it may have arrived before the waker was in place
+                if message is not None:
+                    return self._convert(message)
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                try:
+                    await asyncio.wait_for(arrived, remaining)
+                except TimeoutError:
+                    raise RunTimeout(f"nothing was deliverable within {timeout} s") from None
+            finally:
+                inbox.set_waker(None)
+
+    def _take(self, timeout: float | None) -> Any:
+        """The next message from the inbox, or None when none came within `timeout`."""
+        try:
+            return self._inbox.receive(timeout, None)
+        except TimeoutError:
+            return None
+        except ProcessExit:  # the owner exited, and the inbox with it
+            self._done = True
+            raise RunError("not_subscribed", "the subscriber's owner has exited") from None
+
+    def _convert(self, message: Any) -> Item:
+        kind = type(message)
+        if kind is StreamItem:
+            return RunEvent(message.seq, message.item)
+        if kind is StreamTerminal:
+            self.close()  # the stream already dropped us: the terminal is the last item
+            return RunTerminal(message.seq, message.outcome)
+        self.close()
+        if kind is StreamDetached:
+            raise RunError("slow_subscriber", "the subscriber fell too far behind")
+        if kind is Down:
+            raise RunError("not_found", "the run stopped before its terminal was read")
+        raise RunError("unexpected_message", type(message).__name__)
+
+
+class Subscription(_Base):
+    """A push subscription: iterate it (or `async for` it) to the terminal item."""
+
+    def __iter__(self) -> Subscription:
+        return self
+
+    def __next__(self) -> Item:
+        if self._done:
+            raise StopIteration
+        return self.next()
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> Item:
+        if self._done:
+            raise StopAsyncIteration
+        return await self.anext()
+
+
+class CreditSubscription(_Base):
+    """At most one unacknowledged item: `next(timeout)`, then `ack(item.seq)`."""
+
+    mode: Literal["push", "credit"] = "credit"
+
+
+def _wake(loop: asyncio.AbstractEventLoop, arrived: asyncio.Future[None]) -> None:
+    def resolve_future() -> None:
+        if not arrived.done():
+            arrived.set_result(None)
+
+    try:
+        loop.call_soon_threadsafe(resolve_future)
+    except RuntimeError:
+        pass  # the loop is closed: nobody waits any more
+
+
+def _run_error(error: StreamError) -> RunError:
+    reason = error.reason
+    if reason == "already_terminal":
+        reason = "not_subscribed"
+    return RunError(reason, str(error), gap=error.gap)
