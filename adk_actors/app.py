@@ -8,7 +8,10 @@ in reverse order. Later issues add their children in their place.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
+from typing import Any
 
+from providers.errors import AdkError
 from supervision import ChildSpec, DynamicSupervisor, Pid, Supervisor, whereis
 from supervision import stop as stop_server
 from supervision.task_supervisor import start_task_supervisor
@@ -23,7 +26,9 @@ MAX_RUNS = 10_000
 _lock = threading.Lock()
 
 
-def _children() -> list[ChildSpec]:
+def _children(admission_config: Any) -> list[ChildSpec]:
+    from adk_actors import admission
+
     # rest_for_one: a child that dies takes down every child after it, so nothing
     # outlives what it depends on. Agents come before the task supervisor in the
     # design's order; agent turns use the kernel's task supervisor for now.
@@ -46,6 +51,10 @@ def _children() -> list[ChildSpec]:
             lambda: DynamicSupervisor.start_link(MAX_RUNS, name=RUN_SUPERVISOR),
             type="supervisor",
         ),
+        # Admission control, after the runs as the design orders it. Nothing depends on
+        # it restarting with them: a restarted controller starts empty, and releasing a
+        # permit of the old one is a harmless no-op.
+        admission.child_spec(admission_config),
     ]
 
 
@@ -69,14 +78,31 @@ def _start_tasks() -> Pid:
     return pid  # type: ignore[no-any-return]
 
 
-def start() -> Pid:
-    """Start the root tree if it is not running; returns its pid."""
+def start(*, admission_control: Mapping[str, Any] | None = None) -> Pid:
+    """Start the root tree if it is not running; returns its pid.
+
+    `admission_control` configures the application's admission controller (see
+    `adk_actors.admission`); it is validated before anything starts and raises
+    ``invalid_application_env`` naming the setting. A running tree is returned as is.
+    """
+    from adk_actors import admission
+
+    try:
+        admission_config = admission.validate_config(admission_control)
+    except AdkError as error:
+        raise AdkError(
+            ("invalid_application_env", "admission_control", error.reason), error.detail
+        ) from None
     with _lock:
         pid = whereis(APP_NAME)
         if pid is not None:
             return pid
         return Supervisor.start(
-            _children(), strategy="rest_for_one", intensity=10, period=5.0, name=APP_NAME
+            _children(admission_config),
+            strategy="rest_for_one",
+            intensity=10,
+            period=5.0,
+            name=APP_NAME,
         )
 
 

@@ -220,7 +220,7 @@ class Invocation:
                 return None, Failed(result[1])  # nothing was stored: nothing to close
             return self._failed(result[1])
         finally:
-            if not paused:
+            if not paused and not is_fenced_thread():
                 runner.sessions.clear_temp_state(runner.app_name, self.user_id, self.session_id)
 
     def _completed(self, output: Any) -> tuple[Event, Outcome]:
@@ -250,6 +250,8 @@ class Invocation:
         return event, Failed(reason)
 
     def _add(self, event: Event) -> None:
+        if is_fenced_thread():  # killed while finishing: whoever killed us records the end
+            return
         runner = self.runner
         runner.sessions.add_event(runner.app_name, self.user_id, self.session_id, event)
 

@@ -200,3 +200,18 @@ def test_a_paused_run_releases_its_permit(sessions):
     assert isinstance(runner.run("u", "s", "go"), Paused)
     assert admission.status(controller)["active"] == 0
     assert runner.resume("u", "s", {"confirmed": True}) == "through"
+
+
+def test_the_application_runs_one_admission_controller(sessions):
+    adk.stop()
+    with pytest.raises(adk.AdkError) as failure:
+        adk.start(admission_control={"global_limit": 0})
+    assert failure.value.reason[:2] == ("invalid_application_env", "admission_control")
+    adk.start(admission_control={"global_limit": 1, "default_agent_limit": 1})
+    fresh = adk.sessions.InMemorySessionService()
+    agent = adk.spawn_agent("AppLimited", {"provider": adk.ScriptedProvider(["ok", "ok"])})
+    runner = adk.Runner(agent, "app", fresh, admission_control={})
+    assert runner.run("u", "s", "hi") == "ok"
+    status = admission.status()
+    assert (status["active"], status["global_limit"]) == (0, 1)
+    fresh.close()
