@@ -238,7 +238,7 @@ class RunServer(GenServer):
             reply(from_, outcome)
         if not isinstance(outcome, Paused):
             run.runner = None  # only a resume needs it
-        cast(RUN_REGISTRY, ("terminal", run.run_id, self_pid(), run.retention))
+        cast(RUN_REGISTRY, ("terminal", run.run_id, self_pid(), run.retention, run.outcome))
         _log.debug("adk.runs.finished", run_id=run.run_id, state=_STATES[type(outcome)])
 
     # -- resume ----------------------------------------------------------------------

@@ -99,7 +99,10 @@ def wait(run_id: str, timeout: float | None = None) -> Outcome:
 
     Independent of subscriptions: waiting consumes nothing.
     """
-    actor, _ = _lookup(run_id)
+    try:
+        actor, _ = _lookup(run_id)
+    except RunError:
+        return _lost(run_id)
     token = Ref()
     try:
         return call(actor, ("wait", token), timeout)  # type: ignore[no-any-return]
@@ -107,12 +110,15 @@ def wait(run_id: str, timeout: float | None = None) -> Outcome:
         cast(actor, ("unwait", token))
         raise RunTimeout(f"the run did not end within {timeout} s") from None
     except ProcessExit:
-        raise RunError("not_found", "the run stopped before it ended") from None
+        return _lost(run_id)
 
 
 async def wait_async(run_id: str, timeout: float | None = None) -> Outcome:
     """`wait` for asyncio code: the event loop keeps running meanwhile."""
-    actor, _ = _lookup(run_id)
+    try:
+        actor, _ = _lookup(run_id)
+    except RunError:
+        return _lost(run_id)
     token = Ref()
     try:
         return await aio.call(actor, ("wait", token), timeout)  # type: ignore[no-any-return]
@@ -120,18 +126,19 @@ async def wait_async(run_id: str, timeout: float | None = None) -> Outcome:
         cast(actor, ("unwait", token))
         raise RunTimeout(f"the run did not end within {timeout} s") from None
     except ProcessExit:
-        raise RunError("not_found", "the run stopped before it ended") from None
+        return _lost(run_id)
 
 
 def status(run_id: str) -> dict[str, Any]:
     """A JSON-safe view of the run: ``state`` (running, completed, paused, cancelled,
     failed), ``run_id``, ``parent_run_id``, ``resumed_to``, ``subscribers``, sequences..."""
-    actor, stream = _lookup(run_id)
     try:
+        actor, stream = _lookup(run_id)
         info: dict[str, Any] = call(actor, ("status",))
         window = CreditStream.status(stream)
-    except ProcessExit:
-        raise RunError("not_found", "the run is no longer retained") from None
+    except (RunError, ProcessExit):
+        outcome = _lost(run_id)  # a run whose actor died has only its outcome left
+        return {"run_id": run_id, "state": "failed", "outcome": msgspec.to_builtins(outcome)}
     info["subscribers"] = window["subscribers"]
     info["latest_sequence"] = window["latest_sequence"]
     info["oldest_available_sequence"] = window["oldest_available_sequence"]
@@ -230,7 +237,8 @@ def _launch(request: RunRequest) -> str:
     ref = handoffs.put(request)
     spec = ChildSpec(ref, lambda: RunServer.start_link(ref), restart="temporary")
     try:
-        DynamicSupervisor.start_child(RUN_SUPERVISOR, spec)
+        actor = DynamicSupervisor.start_child(RUN_SUPERVISOR, spec)
+        cast(RUN_REGISTRY, ("track", request.run_id, actor, request.retention))
     except MaxChildrenReached:
         raise RunError("too_many_runs", "the run supervisor is at max_children") from None
     except SupervisorError as error:
@@ -245,6 +253,17 @@ def _launch(request: RunRequest) -> str:
     finally:
         handoffs.discard(ref)  # taken by the actor, or withdrawn: never left behind
     return request.run_id
+
+
+def _lost(run_id: str) -> Outcome:
+    """The outcome the registry recorded for a run whose actor died, or ``not_found``."""
+    try:
+        status, value = call(RUN_REGISTRY, ("lost", run_id))
+    except ProcessExit:
+        status = "error"
+    if status != "ok":
+        raise RunError("not_found", "no such run, or its retention is over")
+    return value  # type: ignore[no-any-return]
 
 
 def _lookup(run_id: str) -> tuple[Pid, Pid]:

@@ -5,7 +5,11 @@ its own `init` (so a duplicate id is refused before anything starts, and a name
 never outlives its process), and its stream ``("adk.run_stream", run_id)``. Every
 `adk.runs` call resolves them at call time, without a message round trip.
 
-This GenServer owns what names cannot do: retention. When a run reaches its
+This GenServer owns what names cannot do: retention, and the outcome of a run whose
+actor died. It monitors every run actor from its start; an actor that dies before
+reporting its terminal outcome (a kill, a crash) gets one here,
+``Failed(("run_actor_exit", reason))``, retained like any other, so `wait` and
+`status` still answer exactly once. When a run reaches its
 terminal outcome it is retained for its `retention` seconds, so late subscribers,
 `wait` and `status` still find it; at most `MAX_RETAINED_TERMINAL_RUNS` are
 retained, oldest evicted first. Expiry or eviction shuts the run actor down (its
@@ -21,6 +25,7 @@ from typing import Any, NamedTuple
 
 import structlog
 
+from adk_actors.outcomes import Failed
 from adk_actors.runs.values import MAX_RETAINED_TERMINAL_RUNS
 from supervision import (
     Down,
@@ -53,13 +58,22 @@ def stream_name(run_id: str) -> tuple[str, str]:
 
 
 class _Retained:
-    __slots__ = ("actor", "ref", "run_id", "timer")
+    __slots__ = ("actor", "outcome", "ref", "run_id", "timer")
 
-    def __init__(self, run_id: str, actor: Pid, ref: Ref, timer: TimerRef) -> None:
+    def __init__(
+        self, run_id: str, actor: Pid | None, ref: Ref, timer: TimerRef, outcome: Any
+    ) -> None:
         self.run_id = run_id
-        self.actor = actor
+        self.actor = actor  # None once the actor died: then `outcome` answers for it
         self.ref = ref
         self.timer = timer
+        self.outcome = outcome
+
+
+class _Tracked(NamedTuple):
+    actor: Pid
+    ref: Ref
+    retention: float
 
 
 class _Expire(NamedTuple):
@@ -73,6 +87,7 @@ class _State:
     def __init__(self, max_retained: int) -> None:
         self.max_retained = max_retained
         self.retained: OrderedDict[str, _Retained] = OrderedDict()  # oldest first
+        self.tracked: dict[str, _Tracked] = {}  # running: monitored, no outcome yet
         self.by_ref: dict[Ref, str] = {}
 
 
@@ -85,10 +100,29 @@ class RunRegistry(GenServer):
     def handle_call(self, request: tuple[Any, ...], from_: From, state: _State) -> Any:
         if request[0] == "stats":
             return Reply(("ok", {"retained": len(state.retained)}), state)
+        if request[0] == "lost":  # the outcome of a run whose actor died, if any
+            run_id = request[1]
+            tracked = state.tracked.get(run_id)
+            if tracked is not None and not tracked.actor.is_alive():
+                self._lose(state, run_id, "killed")  # its Down is still on the way
+            entry = state.retained.get(run_id)
+            if entry is not None and entry.actor is None:
+                return Reply(("ok", entry.outcome), state)
+            return Reply(("error", "not_found"), state)
         return Reply(("error", ("unknown_request", request[0])), state)
 
     def handle_cast(self, msg: tuple[Any, ...], state: _State) -> _State:
-        if msg[0] == "terminal":
+        if msg[0] == "track":
+            _, run_id, actor, retention = msg
+            if run_id not in state.tracked and run_id not in state.retained:
+                ref = monitor(actor)
+                state.tracked[run_id] = _Tracked(actor, ref, retention)
+                state.by_ref[ref] = run_id
+        elif msg[0] == "terminal":
+            tracked = state.tracked.pop(msg[1], None)
+            if tracked is not None:
+                state.by_ref.pop(tracked.ref, None)
+                demonitor(tracked.ref, flush=True)
             self._retain(state, *msg[1:])
         return state
 
@@ -97,21 +131,43 @@ class RunRegistry(GenServer):
             entry = state.retained.get(msg.run_id)
             if entry is not None and entry.ref == msg.ref:
                 self._release(state, entry, "retention_expired")
-        elif type(msg) is Down:  # a retained run stopped some other way (a shutdown)
+        elif type(msg) is Down:
             run_id = state.by_ref.pop(msg.ref, None)
-            entry = state.retained.get(run_id) if run_id is not None else None
-            if entry is not None and entry.ref == msg.ref:
-                del state.retained[entry.run_id]
-                cancel_timer(entry.timer)
+            if run_id is None:
+                return state
+            tracked = state.tracked.get(run_id)
+            if tracked is not None and tracked.ref == msg.ref:  # died before its outcome
+                self._lose(state, run_id, msg.reason)
+                return state
+            entry = state.retained.get(run_id)  # a retained run's actor died: keep its
+            if entry is not None and entry.ref == msg.ref:  # outcome for the retention
+                entry.actor = None
         return state
 
-    def _retain(self, state: _State, run_id: str, actor: Pid, retention: float) -> None:
+    def _lose(self, state: _State, run_id: str, reason: Any) -> None:
+        """A run actor died without an outcome: record its one terminal here."""
+        tracked = state.tracked.pop(run_id)
+        state.by_ref.pop(tracked.ref, None)
+        demonitor(tracked.ref, flush=True)
+        outcome = Failed(("run_actor_exit", str(reason)[:200]))
+        ref = Ref()
+        timer = send_after(self_pid(), _Expire(run_id, ref), tracked.retention)
+        state.retained[run_id] = _Retained(run_id, None, ref, timer, outcome)
+        _log.warning("adk.runs.actor_lost", run_id=run_id)
+        self._evict(state)
+
+    def _retain(
+        self, state: _State, run_id: str, actor: Pid, retention: float, outcome: Any
+    ) -> None:
         if run_id in state.retained:
             return
         ref = monitor(actor)
         timer = send_after(self_pid(), _Expire(run_id, ref), retention)
-        state.retained[run_id] = _Retained(run_id, actor, ref, timer)
+        state.retained[run_id] = _Retained(run_id, actor, ref, timer, outcome)
         state.by_ref[ref] = run_id
+        self._evict(state)
+
+    def _evict(self, state: _State) -> None:
         while len(state.retained) > state.max_retained:
             self._release(state, next(iter(state.retained.values())), "evicted")
 
@@ -122,7 +178,8 @@ class RunRegistry(GenServer):
         state.by_ref.pop(entry.ref, None)
         demonitor(entry.ref, flush=True)
         cancel_timer(entry.timer)
-        exit(entry.actor, ("shutdown", why))
+        if entry.actor is not None:
+            exit(entry.actor, ("shutdown", why))
         _log.debug("adk.runs.released", run_id=entry.run_id, why=why)
 
 

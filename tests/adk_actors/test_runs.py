@@ -543,3 +543,17 @@ def test_handoffs_are_one_shot(sessions):
 def test_runs_sit_after_the_task_supervisor_in_the_root_tree():
     ids = [child.id for child in sv.Supervisor.which_children("adk.app")]
     assert ids.index("task_supervisor") < ids.index("run_registry") < ids.index("run_supervisor")
+
+
+def test_a_killed_run_actor_still_has_exactly_one_outcome(sessions):
+    from adk_actors.runs.registry import run_name
+
+    runner = runner_for(sessions, "Doomed", slow(delay=5.0))
+    run_id = adk.runs.start(runner, "u", "doomed", "hi")
+    wait_until(lambda: adk.runs.status(run_id)["invocation_id"] is not None)
+    sv.exit(sv.whereis(run_name(run_id)), "kill")
+    outcome = adk.runs.wait(run_id, timeout=5)
+    assert outcome == adk.Failed(("run_actor_exit", "killed"))
+    assert adk.runs.wait(run_id, timeout=5) == outcome  # the same, every time
+    assert adk.runs.status(run_id)["state"] == "failed"
+    assert refused(lambda: adk.runs.cancel(run_id)).reason == "not_found"
