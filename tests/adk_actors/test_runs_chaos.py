@@ -159,7 +159,7 @@ def test_two_thousand_runs_survive_random_kills():
     wait_until(lambda: threading.active_count() <= baseline_threads + 8, 60)
     completed = [(o, m) for o, m in outcomes.values() if isinstance(o, adk.Completed)]
     sample = random.Random(3).sample(completed, min(50, len(completed)))
-    for outcome, message in sample:
+    for _outcome, message in sample:
         session_id = "s" + message.split()[1]
         finals = [e for e in sessions.get_session("chaos", "u", session_id).events if e.is_final]
         assert [e.text() for e in finals] == [message]
