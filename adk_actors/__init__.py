@@ -27,6 +27,7 @@ from adk_actors.orchestration import loop, parallel, sequential
 from adk_actors.outcomes import Cancelled, Completed, Failed, Paused
 from adk_actors.runner import Runner
 from adk_actors.tools import Tool, ToolContext, Toolset, tool
+from adk_actors.tools.suspension import long_running, request_human_approval
 from providers import AdkError, Content, ScriptedProvider, content, redact
 from providers import protocol as _protocol
 
@@ -56,11 +57,13 @@ __all__ = [
     "delegate",
     "events",
     "invoke",
+    "long_running",
     "loop",
     "parallel",
     "prompt",
     "providers",
     "redact",
+    "request_human_approval",
     "runs",
     "sequential",
     "sessions",
