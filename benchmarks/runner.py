@@ -22,57 +22,14 @@ import logging
 import tempfile
 import threading
 import time
-from collections.abc import AsyncGenerator
 from typing import Any
 
 import structlog
-from google.adk.agents import LlmAgent
-from google.adk.models.base_llm import BaseLlm
-from google.adk.models.llm_request import LlmRequest
-from google.adk.models.llm_response import LlmResponse
-from google.adk.runners import InMemoryRunner
-from google.genai import types
+from weather_workload import get_weather, model, peer_one, peer_runner
 
 import adk_actors as adk
 
-
-def get_weather(city: str) -> dict:
-    """Get the weather for a city."""
-    return {"city": city, "forecast": "sunny"}
-
-
 # -- google-adk side ---------------------------------------------------------------------------
-
-
-class FakeLlm(BaseLlm):
-    """Offline model: a function call first, the answer after the tool responded."""
-
-    async def generate_content_async(
-        self, llm_request: LlmRequest, stream: bool = False
-    ) -> AsyncGenerator[LlmResponse, None]:
-        last = llm_request.contents[-1]
-        if any(part.function_response for part in last.parts or []):
-            yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text="sunny")]))
-        else:
-            call = types.FunctionCall(name="get_weather", args={"city": "Tokyo"})
-            yield LlmResponse(
-                content=types.Content(role="model", parts=[types.Part(function_call=call)])
-            )
-
-
-def peer_runner() -> InMemoryRunner:
-    agent = LlmAgent(name="weather", model=FakeLlm(model="fake"), tools=[get_weather])
-    return InMemoryRunner(agent=agent, app_name="bench")
-
-
-async def peer_one(runner: InMemoryRunner, user: str) -> str:
-    session = await runner.session_service.create_session(app_name="bench", user_id=user)
-    message = types.Content(role="user", parts=[types.Part(text="weather?")])
-    final = ""
-    async for event in runner.run_async(user_id=user, session_id=session.id, new_message=message):
-        if event.content and event.content.parts and event.content.parts[0].text:
-            final = event.content.parts[0].text
-    return final
 
 
 def peer_rate(count: int, width: int) -> float:
@@ -97,12 +54,6 @@ def peer_rate(count: int, width: int) -> float:
 # -- our side ---------------------------------------------------------------------------------
 
 _names = itertools.count()
-
-
-def model(history: Any, tools: Any) -> dict[str, Any]:
-    if history[-1].role == "tool":
-        return {"text": "sunny"}
-    return {"tool_calls": [{"name": "get_weather", "args": {"city": "Tokyo"}}]}
 
 
 def our_rate(count: int, width: int, sessions: Any) -> float:
