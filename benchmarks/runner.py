@@ -13,19 +13,16 @@ Usage: ``python benchmarks/runner.py [--quick]``
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import datetime
 import importlib.metadata
 import itertools
-import logging
 import tempfile
 import threading
 import time
 from typing import Any
 
-import structlog
-from weather_workload import get_weather, model, peer_one, peer_runner
+from weather_workload import get_weather, model, peer_one, peer_runner, quiet_options
 
 import adk_actors as adk
 
@@ -86,11 +83,7 @@ def best(fn: Any, rounds: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    options = parser.parse_args()
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    logging.getLogger("google_adk").setLevel(logging.ERROR)
+    options = quiet_options(__doc__.splitlines()[0])
     count, rounds = (256, 1) if options.quick else (2_048, 3)
     print(
         f"# runner benchmark  {datetime.date.today()}  google-adk {importlib.metadata.version('google-adk')}"

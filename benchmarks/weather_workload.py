@@ -6,9 +6,12 @@ asks for the tool once and answers after the tool responded. Needs google-adk.
 
 from __future__ import annotations
 
+import argparse
+import logging
 from collections.abc import AsyncGenerator
 from typing import Any
 
+import structlog
 from google.adk.agents import LlmAgent
 from google.adk.models.base_llm import BaseLlm
 from google.adk.models.llm_request import LlmRequest
@@ -59,3 +62,12 @@ async def peer_one(runner: InMemoryRunner, user: str) -> str:
         if event.content and event.content.parts and event.content.parts[0].text:
             final = event.content.parts[0].text
     return final
+
+
+def quiet_options(description: str) -> argparse.Namespace:
+    """Parse ``--quick``; keep both runtimes' logs to warnings so they cost nothing."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true")
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    logging.getLogger("google_adk").setLevel(logging.ERROR)
+    return parser.parse_args()

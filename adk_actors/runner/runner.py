@@ -162,18 +162,7 @@ class Runner:
         invocation_id, continuation = continuations.select(session.state, invocation_id)
         how, payload = continuations.answer(continuation, response)
         claim = continuations.claim_event(invocation_id, continuation["type"], how)
-        try:
-            self.sessions.add_event_if_state(
-                self.app_name,
-                user_id,
-                session_id,
-                claim,
-                {continuations.key_of(invocation_id): continuation},
-            )
-        except AdkError as error:
-            if error.reason == "conflict":  # another resume won the race
-                raise AdkError("no_paused_invocation", "already resumed") from None
-            raise
+        self._add_while_paused(user_id, session_id, invocation_id, continuation, claim)
         past, current = split_events(
             session.events, invocation_id, self.context_policy.include_partial
         )
@@ -208,6 +197,18 @@ class Runner:
         if continuation.get("operation_id") != operation_id:
             raise AdkError("long_running_operation_mismatch", "another operation is paused there")
         event = continuations.progress_event(self.agent_name, invocation_id, continuation, update)
+        return self._add_while_paused(user_id, session_id, invocation_id, continuation, event)
+
+    def _add_while_paused(
+        self,
+        user_id: str,
+        session_id: str,
+        invocation_id: str,
+        continuation: Mapping[str, Any],
+        event: Event,
+    ) -> Event:
+        """Store `event` only if the continuation is still the one read (one atomic step);
+        a resume that got there first makes this ``no_paused_invocation``."""
         try:
             return self.sessions.add_event_if_state(
                 self.app_name,
@@ -218,7 +219,7 @@ class Runner:
             )
         except AdkError as error:
             if error.reason == "conflict":
-                raise AdkError("no_paused_invocation", "the operation already resumed") from None
+                raise AdkError("no_paused_invocation", "it was resumed already") from None
             raise
 
     def paused_invocations(self, user_id: str, session_id: str) -> list[str]:
