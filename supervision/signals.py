@@ -20,12 +20,14 @@ MAX_CRASH_MESSAGE_CHARS = 512
 """Crash messages are cut to this many characters so a reason stays bounded."""
 
 _SECRET_PATTERNS = (
+    # "Bearer <token>" first: "Authorization: Bearer <token>" must lose the token, not
+    # only the word "Bearer" to the key=value rule below
+    re.compile(r"(?i)\b(bearer)(\s+)()[A-Za-z0-9._~+/=-]+"),
     # key=value / key: value pairs whose key names a secret
     re.compile(
         r"(?i)\b([\w-]*(?:api[_-]?key|token|secret|password|passwd|authorization|credential)[\w-]*)"
         r"(\s*[=:]\s*)(['\"]?)[^\s'\",;&]+"
     ),
-    re.compile(r"(?i)\b(bearer)(\s+)()[A-Za-z0-9._~+/=-]+"),
     re.compile(r"()()()AIza[0-9A-Za-z_-]{20,}"),  # Google API keys
 )
 

@@ -389,3 +389,11 @@ def test_a_server_cannot_stop_itself_with_stop():
     with pytest.raises(sv.ProcessExit) as info:
         sv.call(pid, "go", timeout=5)
     assert "cannot stop itself" in info.value.reason.message
+
+
+def test_crash_messages_lose_bearer_tokens_behind_an_authorization_header():
+    message = sv.Crash.from_exception(
+        RuntimeError("upstream 502: Authorization: Bearer sk-LEAKED-123; api_key=abc")
+    ).message
+    assert "sk-LEAKED-123" not in message and "abc" not in message
+    assert message.startswith("upstream 502: Authorization: [redacted]")
