@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from providers.errors import AdkError
+from providers.errors import AdkError, is_secret_key
 
 CONTENT_SCHEMA_VERSION = 1
 
@@ -210,6 +210,46 @@ def decode(data: bytes | str) -> Content:
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise AdkError("invalid_content", _structural(str(exc))) from None
     return _checked(content, DEFAULT_LIMITS)
+
+
+def canonical(content: Content) -> Content:
+    """What crosses the model boundary: adjacent plain text parts merged, and every
+    credential-named key (``api_key``, ``access_token``, ...) removed, at any depth,
+    from function-call arguments and function responses. Signatures are kept."""
+    parts: list[Part] = []
+    changed = False
+    for part in content.parts:
+        if isinstance(part, FunctionCallPart):
+            args = _pruned(part.args)
+            if args != part.args:
+                part, changed = (
+                    FunctionCallPart(part.name, args, part.id, part.thought_signature),
+                    True,
+                )
+        elif isinstance(part, FunctionResponsePart):
+            response = _pruned(part.response)
+            if response != part.response:
+                part, changed = FunctionResponsePart(part.name, response, part.id), True
+        elif isinstance(part, TextPart) and parts and _plain(part) and _plain(parts[-1]):
+            part, changed = TextPart(parts.pop().text + part.text), True  # type: ignore[union-attr]
+        parts.append(part)
+    return Content(content.role, tuple(parts)) if changed else content
+
+
+def _plain(part: Any) -> bool:
+    return isinstance(part, TextPart) and not part.thought and part.thought_signature is None
+
+
+def _pruned(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {
+            key: _pruned(item)
+            for key, item in value.items()
+            if not (isinstance(key, str) and is_secret_key(key))
+        }
+    if isinstance(value, list | tuple):
+        return [_pruned(item) for item in value]
+    return value
 
 
 def _structural(message: str) -> str:

@@ -257,6 +257,7 @@ class _Turn:
         replaced = run_callback(spec, "before_model", self._callback_context(), contents)
         if replaced is not None:
             return replaced
+        contents = [content_model.canonical(item) for item in contents]  # the model boundary
         if self.options.before_request is not None:
             self.options.before_request(self.provider_config, contents, spec.catalog.declarations())
         started = time.monotonic()

@@ -26,9 +26,8 @@ import msgspec
 import structlog
 
 from adk_actors.events import Event
-from adk_actors.runner.history import canonical
 from providers import content as content_codec
-from providers.content import Content, FunctionCallPart, FunctionResponsePart
+from providers.content import Content, FunctionCallPart, FunctionResponsePart, canonical
 from providers.errors import AdkError, is_secret_key
 from supervision.tasks import Task, TaskFailed, TaskTimeout
 

@@ -1,9 +1,9 @@
 """What the model sees of a session: canonical, secret-pruned history.
 
 Only conversation events count: partial deltas, pauses, progress updates, claims,
-errors and system audit events never reach the model. Every function-call argument
-and function-response object loses its credential-named keys (at any depth), and
-adjacent plain text parts merge, so equal conversations make equal requests.
+errors and system audit events never reach the model. Contents pass through
+`providers.content.canonical` (credential-named keys pruned, adjacent text merged);
+the turn applies it again to everything it sends, this invocation's steps included.
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from adk_actors.events import Event
-from providers.content import Content, FunctionCallPart, FunctionResponsePart, Part, TextPart
-from providers.errors import is_secret_key
+from providers.content import Content, canonical
 
 INTERNAL_STATE_PREFIX = "_adk:"
 _NOT_CONVERSATION = ("runner", "system")
@@ -50,42 +49,6 @@ def model_history(events: Sequence[Event]) -> list[Content]:
     return [canonical(event.content) for event in events if event.content is not None]
 
 
-def canonical(content: Content) -> Content:
-    """Merge adjacent plain text parts and drop credential-named keys from payloads."""
-    parts: list[Part] = []
-    for part in content.parts:
-        if isinstance(part, FunctionCallPart):
-            part = FunctionCallPart(part.name, _pruned(part.args), part.id, part.thought_signature)
-        elif isinstance(part, FunctionResponsePart):
-            part = FunctionResponsePart(part.name, _pruned(part.response), part.id)
-        elif (
-            isinstance(part, TextPart)
-            and parts
-            and isinstance(parts[-1], TextPart)
-            and _plain(part)
-            and _plain(parts[-1])
-        ):
-            part = TextPart(parts.pop().text + part.text)  # type: ignore[union-attr]
-        parts.append(part)
-    return Content(content.role, tuple(parts))
-
-
 def visible_state(state: Mapping[str, Any]) -> dict[str, Any]:
     """Session state as templates and tools see it: without the runtime's own keys."""
     return {k: v for k, v in state.items() if not k.startswith(INTERNAL_STATE_PREFIX)}
-
-
-def _plain(part: TextPart) -> bool:
-    return not part.thought and part.thought_signature is None
-
-
-def _pruned(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {
-            key: _pruned(item)
-            for key, item in value.items()
-            if not (isinstance(key, str) and is_secret_key(key))
-        }
-    if isinstance(value, list | tuple):
-        return [_pruned(item) for item in value]
-    return value

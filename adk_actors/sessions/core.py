@@ -10,7 +10,9 @@ rules live here only:
   survive `add_event`, `clear_temp_state` removes them);
 * `create` is idempotent and never overwrites; `update_state`, `add_event`,
   `clear_temp_state` on a missing session raise ``not_found`` and change nothing;
-* `add_event_if_state` writes only if the expected values still hold (``conflict``).
+* `add_event_if_state` writes only if the expected values still hold (``conflict``);
+* the runtime's own keys (``_adk:``) are deleted by a None value, so finished
+  invocations leave nothing behind in the state.
 """
 
 from __future__ import annotations
@@ -110,9 +112,16 @@ def _merged(storage: Storage, record: SessionRecord) -> dict[str, Any]:
     }
 
 
+INTERNAL_PREFIX = "_adk:"
+"""The runtime's own session keys (open and paused invocations); None deletes one."""
+
+
 def _apply(storage: Storage, record: SessionRecord, delta: Mapping[str, Any]) -> None:
     session, user, app = _split(delta)
     record.state.update(session)
+    for key, value in session.items():
+        if value is None and key.startswith(INTERNAL_PREFIX):
+            del record.state[key]
     if user:
         scope = ("user", record.app_name, record.user_id)
         storage.put_scope_state(scope, {**storage.get_scope_state(scope), **user})
