@@ -241,6 +241,7 @@ class _Turn:
     def _paused(self, suspend: _Suspend, rounds: int) -> tuple[Any, ...]:
         continuation = {
             **suspend.details,
+            "agent": self.spec.name,
             "call_index": suspend.index,
             "call_id": suspend.call.id,
             "tool_name": suspend.call.name,

@@ -1,12 +1,16 @@
-"""Paused invocations: where a continuation lives, how it is claimed, what resumes it.
+"""An invocation's life in its session's state: open, paused, resumed, ended.
 
-A pause stores its continuation in the session's own state, under
-``_adk:paused:<invocation id>``, in the same event that announces the pause, so a
-durable session backend keeps it across a restart. A resume claims it with
-`add_event_if_state` (expecting the exact stored continuation, clearing it in the
-same atomic step): of two racing resumes exactly one wins, the other sees
-``no_paused_invocation``. Progress updates of a long-running operation use the same
-condition, so none can attach to a consumed continuation.
+Two runtime keys carry it, each written in the same atomic step as an event:
+
+* ``_adk:open:<invocation id>`` is set by the opening event (the user's message, or
+  the claim of a resume) and deleted by the one terminal event (final, error, pause
+  or abandonment). Every step of the invocation is stored only while it is set, so
+  nothing lands after the end, whoever wrote the end (a killed worker, a cancel).
+* ``_adk:paused:<invocation id>`` holds a pause's continuation, stored by the pause
+  event, so a durable session keeps it across a restart. A resume claims it with
+  `add_event_if_state` (expecting the exact continuation, deleting it, reopening the
+  invocation): of racing resumes exactly one wins, the others see
+  ``no_paused_invocation``. Progress updates use the same condition.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from providers.content import FunctionCallPart
 from providers.errors import AdkError
 
 PAUSED_PREFIX = "_adk:paused:"
+OPEN_PREFIX = "_adk:open:"
 LONG_RUNNING_PROGRESS = ("pending", "running")
 LONG_RUNNING_TERMINAL = ("completed", "failed", "cancelled")
 MAX_PROGRESS_MESSAGE_CHARS = 1024
@@ -34,7 +39,43 @@ _PAUSE_REASONS = {
 
 
 def key_of(invocation_id: str) -> str:
+    """The state key of an invocation's continuation while it is paused."""
     return PAUSED_PREFIX + invocation_id
+
+
+def open_key(invocation_id: str) -> str:
+    """The state key present while an invocation is open (between opening and end)."""
+    return OPEN_PREFIX + invocation_id
+
+
+def is_open(invocation_id: str) -> dict[str, Any]:
+    """The `add_event_if_state` condition for writing a step of an open invocation."""
+    return {open_key(invocation_id): True}
+
+
+def opened_delta(invocation_id: str) -> dict[str, Any]:
+    """Runtime delta of an opening event: the invocation is open."""
+    return {open_key(invocation_id): True}
+
+
+def closed_delta(invocation_id: str) -> dict[str, Any]:
+    """Runtime delta of a terminal event: the invocation is over."""
+    return {open_key(invocation_id): None}
+
+
+def paused_delta(invocation_id: str, continuation: dict[str, Any]) -> dict[str, Any]:
+    """Runtime delta of a pause: closed, with its continuation stored."""
+    return {open_key(invocation_id): None, key_of(invocation_id): continuation}
+
+
+def claimed_delta(invocation_id: str) -> dict[str, Any]:
+    """Runtime delta of a resume's claim: the continuation consumed, open again."""
+    return {key_of(invocation_id): None, open_key(invocation_id): True}
+
+
+def dropped_delta(invocation_id: str) -> dict[str, Any]:
+    """Runtime delta of abandoning a paused invocation: its continuation is gone."""
+    return {key_of(invocation_id): None}
 
 
 def paused(state: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -46,8 +87,18 @@ def paused(state: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
-def select(state: Mapping[str, Any], invocation_id: str | None) -> tuple[str, dict[str, Any]]:
-    """The continuation to resume: the named one, or the only one."""
+def select(
+    state: Mapping[str, Any], invocation_id: str | None, agent: str | None = None
+) -> tuple[str, dict[str, Any]]:
+    """The continuation to resume: the named one, or the only one; with `agent`, it must
+    be that agent's pause (``paused_by_another_agent``)."""
+    chosen, continuation = _select(state, invocation_id)
+    if agent is not None and continuation.get("agent", agent) != agent:
+        raise AdkError("paused_by_another_agent", "resume it with the Runner of its agent")
+    return chosen, continuation
+
+
+def _select(state: Mapping[str, Any], invocation_id: str | None) -> tuple[str, dict[str, Any]]:
     pending = paused(state)
     if invocation_id is not None:
         if invocation_id not in pending:
@@ -71,7 +122,7 @@ def pause_event(
     call: FunctionCallPart,
     message: str,
 ) -> Event:
-    """The event announcing a pause; its state delta stores the continuation."""
+    """The event announcing a pause (stored with `paused_delta`: the continuation)."""
     kind = continuation["type"]
     details = {k: v for k, v in continuation.items() if k in ("type", "action_id", "operation_id")}
     pause = Pause(
@@ -87,7 +138,7 @@ def pause_event(
         author,
         invocation_id,
         content_model.from_text(message or f"Paused: {kind}", role="model"),
-        actions=EventActions(state_delta={key_of(invocation_id): continuation}, pause=pause),
+        actions=EventActions(pause=pause),
     )
 
 
@@ -132,12 +183,11 @@ def _completion(continuation: Mapping[str, Any], response: Any) -> dict[str, Any
 
 
 def claim_event(invocation_id: str, kind: str, how: str) -> Event:
-    """The event that consumes a continuation: value-free, no content."""
+    """The event that consumes a continuation (stored with `claimed_delta`): value-free."""
     return Event.new(
         "user",
         invocation_id,
         actions=EventActions(
-            state_delta={key_of(invocation_id): None},
             resume={"continuation_id": invocation_id, "type": kind, "outcome": how},
         ),
     )

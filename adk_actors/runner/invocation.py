@@ -4,17 +4,22 @@ work while this side stores and yields each step's event, then exactly one outco
 The worker is a `Task` owned by whoever iterates (a caller, or a run actor's worker),
 so it dies with its owner. It first takes an admission permit if the Runner asks for
 one (the task owns it: a kill releases it through the controller's monitor), then
-stores the invocation's opening events, then runs the turn. Every step is written to
-the session as it happens; a killed (fenced) thread writes nothing more.
+stores the opening event (the user's message, or a resume's claim of its
+continuation), then runs the turn. Every step is written as it happens, and only
+while the invocation is open (see `continuations`): one terminal event ends it, and
+nothing lands after that, whoever wrote it.
 """
 
 from __future__ import annotations
 
+import os
 import queue
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from adk_actors import admission as admission_api
 from adk_actors.agents.turn import TurnOptions
 from adk_actors.events import Event, EventActions, EventError
 from adk_actors.outcomes import Completed, Failed, Outcome, Paused
@@ -25,6 +30,7 @@ from providers import content as content_codec
 from providers.content import Content
 from providers.errors import AdkError
 from supervision.process import is_fenced_thread
+from supervision.sync_pool import SyncPool, TaskBusy
 from supervision.tasks import Task, TaskFailed, TaskTimeout
 
 if TYPE_CHECKING:
@@ -57,19 +63,21 @@ class Invocation:
         self._partials: list[Event] = []  # this model round's deltas, stored when it ends
         self._streamed = 0
         self._final: tuple[Any, Any] = (None, None)
-        self.guard = Guard(runner.runtime_policy, invocation_id, self._store)
+        self._opened = False
+        self.guard = Guard(runner.runtime_policy, invocation_id, self._audit)
 
     def events(
         self,
         turn: Callable[..., Any],
         args: tuple[Any, ...],
         *,
-        opening: list[Event],
-        already_stored: list[Event],
+        opening: Event,
+        opening_delta: Mapping[str, Any],
+        expected: Mapping[str, Any] | None = None,
     ) -> Iterator[Event | Outcome]:
-        """Start the worker, then yield each stored event and finally the outcome.
-        `opening` events are stored by the worker once admitted; `already_stored` were
-        written before (a resume's claim) and are only yielded."""
+        """Start the worker, then yield each stored event and finally the outcome. The
+        worker stores `opening` once admitted, only if `expected` state holds (a
+        resume's claim); otherwise the invocation ends ``no_paused_invocation``."""
         runner = self.runner
         deadline = time.monotonic() + runner.run_timeout
         options = TurnOptions(
@@ -83,9 +91,21 @@ class Invocation:
             tool_gate=self.guard.tool_call,
             result_gate=self.guard.tool_result,
         )
-        task = Task.start(self._work, turn, (*args, options), opening, deadline, deadline=deadline)
         try:
-            yield from already_stored
+            task = Task.start(
+                self._work,
+                turn,
+                (*args, options),
+                opening,
+                opening_delta,
+                expected,
+                deadline,
+                deadline=deadline,
+                pool=invocation_pool(),
+            )
+        except TaskBusy:
+            raise AdkError("busy", "too many invocations are waiting to start") from None
+        try:
             while True:
                 try:
                     item = self._stored.get(timeout=_POLL_SECONDS)
@@ -100,10 +120,12 @@ class Invocation:
             if not task.done():
                 task.kill()
                 runner.abandon(self.user_id, self.session_id, self.invocation_id, "consumer_closed")
+            elif not is_fenced_thread():
+                self._finish(task)  # it ended meanwhile: record how
             raise
         if is_fenced_thread():  # cancelled from outside: whoever killed us records it
             return
-        event, outcome = self._finish(task, opened=bool(already_stored))
+        event, outcome = self._finish(task)
         yield from self.drain()  # audit events stored while finishing
         if event is not None:
             yield event
@@ -124,44 +146,97 @@ class Invocation:
         self,
         turn: Callable[..., Any],
         args: tuple[Any, ...],
-        opening: list[Event],
+        opening: Event,
+        opening_delta: Mapping[str, Any],
+        expected: Mapping[str, Any] | None,
         deadline: float,
     ) -> Any:
-        """Runs in the worker task: admission, the opening events, then the turn."""
+        """Runs in the worker task: admission, the opening event, then the turn."""
         permit = None
         try:
             admission = self.runner.admission_control
             if admission is not None:
-                from adk_actors import admission as admission_api
-
                 try:
                     permit = admission_api.acquire(
                         self.spec.name,
-                        overflow=admission.get("overflow"),
-                        deadline=min(
-                            deadline, time.monotonic() + admission.get("queue_timeout", 3600.0)
-                        ),
+                        overflow=admission["overflow"],
+                        deadline=min(deadline, time.monotonic() + admission["queue_timeout"]),
                         server=admission.get("server", admission_api.NAME),
                     )
                 except AdkError as error:
                     return ("rejected", ("admission_failed", error.reason))
-            for event in opening:
-                self._store(event)
+            if not self._open(opening, opening_delta, expected):
+                return ("rejected", "no_paused_invocation")
             return turn(*args)
         finally:
             if permit is not None:
-                permit.release()
+                try:
+                    permit.release()
+                except AdkError:
+                    pass  # the controller is gone, and its permits with it
             self._stored.put(_DONE)
 
-    def _store(self, event: Event) -> None:
-        if is_fenced_thread():
-            return
+    def _open(
+        self, opening: Event, delta: Mapping[str, Any], expected: Mapping[str, Any] | None
+    ) -> bool:
         runner = self.runner
-        runner.sessions.add_event(runner.app_name, self.user_id, self.session_id, event)
+        if is_fenced_thread():
+            return False
+        try:
+            if expected is None:
+                runner.sessions.add_event(
+                    runner.app_name, self.user_id, self.session_id, opening, runtime_delta=delta
+                )
+            else:
+                runner.sessions.add_event_if_state(
+                    runner.app_name,
+                    self.user_id,
+                    self.session_id,
+                    opening,
+                    expected,
+                    runtime_delta=delta,
+                )
+        except AdkError as error:
+            if error.reason == "conflict":  # another resume claimed it first
+                return False
+            raise
+        self._opened = True
+        self._stored.put(opening)
+        return True
+
+    def _audit(self, event: Event) -> None:
+        """A policy decision: a step of the open invocation, or (refused before it
+        opened) the only record the invocation leaves."""
+        if self._opened:
+            self._store(event)
+        elif not is_fenced_thread():
+            runner = self.runner
+            runner.sessions.add_event(runner.app_name, self.user_id, self.session_id, event)
+            self._stored.put(event)
+
+    def _store(self, event: Event) -> bool:
+        """Store one step, only while the invocation is open (never after its end)."""
+        if is_fenced_thread():
+            return False
+        runner = self.runner
+        try:
+            runner.sessions.add_event_if_state(
+                runner.app_name,
+                self.user_id,
+                self.session_id,
+                event,
+                continuations.is_open(self.invocation_id),
+            )
+        except AdkError as error:
+            if error.reason == "conflict":
+                return False  # ended already (cancelled, timed out): the step goes nowhere
+            raise
         self._stored.put(event)
+        return True
 
     def _observe(self, kind: str, value: Any, metadata: Any) -> None:
-        """Turn steps into stored events: deltas wait for their round's end."""
+        """Turn steps into stored events: deltas wait for their round's end, and the
+        final round's deltas wait for the final-output policy."""
         spec = self.spec
         if kind == "delta":
             frame = value if isinstance(value, Content) else _model_text(value)
@@ -177,67 +252,68 @@ class Invocation:
                 )
             self._partials.append(Event.new(spec.name, self.invocation_id, frame, partial=True))
             return
-        if kind == "model":
-            for partial in self._partials:
-                self._store(partial)
-            self._partials.clear()
-            self._streamed = 0
         if kind == "tool":
             self._store(Event.new(spec.name, self.invocation_id, value))
         elif kind == "model" and isinstance(value, Content) and value.function_calls():
+            self._flush_partials()
             self._store(Event.new(spec.name, self.invocation_id, value, provider_metadata=metadata))
         elif kind == "model":
-            self._final = (value, metadata)
+            self._final = (value, metadata)  # its deltas are stored with it, if it passes
+
+    def _flush_partials(self) -> None:
+        for partial in self._partials:
+            self._store(partial)
+        self._partials.clear()
+        self._streamed = 0
 
     # -- the end ---------------------------------------------------------------------------
 
-    def _finish(self, task: Task, opened: bool) -> tuple[Event | None, Outcome]:
-        """Store the final, pause or error event; ``temp:`` state is cleared unless paused."""
+    def _finish(self, task: Task) -> tuple[Event | None, Outcome]:
+        """Store the one terminal event (final, pause or error), if nobody ended the
+        invocation first; ``temp:`` state is cleared at a final or error end."""
         runner = self.runner
         try:
             result = task.wait(runner.run_timeout + 5)
         except TaskTimeout:
             result = ("error", "timeout")
-        except TaskFailed as failure:
-            result = ("error", ("invocation_worker_exit", str(failure.reason)[:200]))
-        paused = False
-        try:
-            if result[0] == "ok":
-                try:
-                    self.guard.final(self.spec.name, result[1])
-                except AdkError as error:
-                    return self._failed(error.reason)
-                return self._completed(result[1])
-            if result[0] == "paused":
-                _, continuation, call, message = result
-                event = continuations.pause_event(
-                    PAUSE_AUTHOR, self.invocation_id, continuation, call, message
-                )
-                self._add(event)
-                paused = True  # temp: state stays until the resumed invocation ends
-                return event, Paused(event)
-            if result[0] == "rejected" and not opened:
-                return None, Failed(result[1])  # nothing was stored: nothing to close
-            return self._failed(result[1])
-        finally:
-            if not paused and not is_fenced_thread():
-                runner.sessions.clear_temp_state(runner.app_name, self.user_id, self.session_id)
+        except TaskFailed as failure:  # the kind only: exception text stays out of sessions
+            kind = getattr(failure.reason, "kind", None) or str(failure.reason)
+            result = ("error", ("invocation_worker_exit", kind[:200]))
+        if result[0] == "rejected":  # nothing was stored, nothing to close
+            return None, Failed(result[1])
+        if result[0] == "paused":
+            _, continuation, call, message = result
+            event = continuations.pause_event(
+                PAUSE_AUTHOR, self.invocation_id, continuation, call, message
+            )
+            # temp: state stays until the resumed invocation ends
+            self._end(event, continuations.paused_delta(self.invocation_id, continuation), False)
+            return event, Paused(event)
+        if result[0] == "ok":
+            try:
+                self.guard.final(self.spec.name, result[1])
+            except AdkError as error:  # its deltas and text are never stored
+                return self._failed(error.reason)
+            self._flush_partials()
+            return self._completed(result[1])
+        return self._failed(result[1])
 
     def _completed(self, output: Any) -> tuple[Event, Outcome]:
         final_content, metadata = self._final
-        actions = EventActions()
+        delta: dict[str, Any] = {}
         if self.spec.output_key is not None:  # committed in the same final event
-            text = output.text_value() if isinstance(output, Content) else output
-            actions = EventActions(state_delta={self.spec.output_key: text})
+            delta[self.spec.output_key] = (
+                output.text_value() if isinstance(output, Content) else output
+            )
         event = Event.new(
             self.spec.name,
             self.invocation_id,
             final_content,
             is_final=True,
             provider_metadata=metadata,
-            actions=actions,
+            actions=EventActions(state_delta=delta),
         )
-        self._add(event)
+        self._end(event, continuations.closed_delta(self.invocation_id))
         return event, Completed(output)
 
     def _failed(self, reason: Any) -> tuple[Event, Outcome]:
@@ -246,14 +322,46 @@ class Invocation:
             self.invocation_id,
             error=EventError(reason=reason, message="the invocation failed"),
         )
-        self._add(event)
+        self._end(event, continuations.closed_delta(self.invocation_id))
         return event, Failed(reason)
 
-    def _add(self, event: Event) -> None:
+    def _end(self, event: Event, delta: Mapping[str, Any], clear_temp: bool = True) -> None:
+        """Store a terminal event (its delta closes the invocation) only if it is still
+        open: exactly one end per invocation, whoever writes it."""
         if is_fenced_thread():  # killed while finishing: whoever killed us records the end
             return
         runner = self.runner
-        runner.sessions.add_event(runner.app_name, self.user_id, self.session_id, event)
+        try:
+            runner.sessions.add_event_if_state(
+                runner.app_name,
+                self.user_id,
+                self.session_id,
+                event,
+                continuations.is_open(self.invocation_id),
+                runtime_delta=delta,
+            )
+        except AdkError as error:
+            if error.reason == "conflict":
+                return  # someone else ended it (a cancel): theirs is the end
+            raise
+        if clear_temp:
+            runner.sessions.clear_temp_state(runner.app_name, self.user_id, self.session_id)
+
+
+_pool: SyncPool | None = None
+_pool_lock = threading.Lock()
+
+
+def invocation_pool() -> SyncPool:
+    """Invocation workers' own threads (`ADK_INVOCATION_THREADS`, default 256): they
+    wait for admission and for their model, and must never starve the default pool
+    that parallel tool calls run on."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            threads = int(os.environ.get("ADK_INVOCATION_THREADS", "256"))
+            _pool = SyncPool(max_threads=threads, max_queue=10_000)
+        return _pool
 
 
 def _model_text(value: str) -> Content:

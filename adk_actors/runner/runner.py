@@ -28,10 +28,11 @@ from adk_actors.runner.invocation import Invocation
 from adk_actors.sessions.service import SessionService
 from providers.content import Content
 from providers.errors import AdkError
-from supervision import ProcessExit, aio, call
+from supervision import CallTimeout, ProcessExit, aio, call
 
 STREAMING_MODES = ("none", "text", "content")
 MAX_RUN_TIMEOUT = 86_400.0
+MAX_INVOCATION_ID_CHARS = 128
 DEFAULT_MAX_STREAM_OUTPUT_BYTES = 16 << 20
 MAX_STREAM_OUTPUT_BYTES = 64 << 20
 
@@ -109,25 +110,74 @@ class Runner:
         return EventStream(lambda: self.invocation(user_id, session_id, message))
 
     def invocation(
-        self, user_id: str, session_id: str, message: str | Content
+        self,
+        user_id: str,
+        session_id: str,
+        message: str | Content,
+        *,
+        invocation_id: str | None = None,
     ) -> Iterator[Event | Outcome]:
         """The invocation's stored events in order, then exactly one outcome
-        (`Completed`, `Paused` or `Failed`) as the last item. What `adk.runs` drives."""
-        yield from self._invocation(user_id, session_id, message)
+        (`Completed`, `Paused` or `Failed`) as the last item. What `adk.runs` drives;
+        it may choose the `invocation_id` (``inv-`` + hex by default)."""
+        yield from self._invocation(user_id, session_id, message, invocation_id)
 
-    def abandon(self, user_id: str, session_id: str, invocation_id: str, reason: Any) -> Event:
-        """Record that an invocation ended from outside (a cancelled run): an error event
-        with `reason`, and its ``temp:`` state cleared."""
+    def abandon(
+        self, user_id: str, session_id: str, invocation_id: str, reason: Any
+    ) -> Event | None:
+        """End an invocation from outside (a cancelled run): an error event with
+        `reason`, its continuation dropped if it was paused, ``temp:`` state cleared.
+        None, and nothing written, if it had ended already or never opened."""
         event = Event.new(
             self.agent_name,
             invocation_id,
             error=EventError(reason=reason, message="the invocation was cancelled"),
         )
         try:
-            self.sessions.add_event(self.app_name, user_id, session_id, event)
-        finally:
-            self.sessions.clear_temp_state(self.app_name, user_id, session_id)
+            self.sessions.add_event_if_state(
+                self.app_name,
+                user_id,
+                session_id,
+                event,
+                continuations.is_open(invocation_id),
+                runtime_delta=continuations.closed_delta(invocation_id),
+            )
+        except AdkError as error:
+            if error.reason != "conflict":
+                raise
+            event = self._abandon_pause(user_id, session_id, invocation_id, reason)
+            if event is None:
+                return None
+        self.sessions.clear_temp_state(self.app_name, user_id, session_id)
         return event
+
+    def _abandon_pause(
+        self, user_id: str, session_id: str, invocation_id: str, reason: Any
+    ) -> Event | None:
+        """Abandon a paused invocation: its continuation goes, so it cannot resume."""
+        try:
+            state = self.sessions.get_session(self.app_name, user_id, session_id).state
+        except AdkError:
+            return None
+        continuation = state.get(continuations.key_of(invocation_id))
+        if not isinstance(continuation, dict):
+            return None
+        event = Event.new(
+            self.agent_name,
+            invocation_id,
+            error=EventError(reason=reason, message="the paused invocation was cancelled"),
+        )
+        try:
+            return self._add_while_paused(
+                user_id,
+                session_id,
+                invocation_id,
+                continuation,
+                event,
+                continuations.dropped_delta(invocation_id),
+            )
+        except AdkError:
+            return None  # resumed meanwhile: that run ends it
 
     def resume(
         self,
@@ -150,19 +200,24 @@ class Runner:
         response: Any,
         invocation_id: str | None = None,
     ) -> Iterator[Event | Outcome]:
-        """Claim a paused invocation's continuation now (raising if it cannot be), then
-        iterate like `invocation`: the claim event, the resumed steps, one outcome.
+        """Resume a paused invocation; iterate like `invocation`: the claim event, the
+        resumed steps, one outcome. Everything that can refuse it is checked now,
+        before anything is consumed (``no_paused_invocation``, ``ambiguous_paused_
+        invocation``, ``paused_by_another_agent``, an invalid response, a context
+        budget); the continuation is then claimed by the worker once admitted, so an
+        invocation refused by admission stays resumable. Of racing resumes exactly one
+        claims it; the others end ``no_paused_invocation``.
 
         `response` is ``{"confirmed": bool}`` for a tool approval, the completion
         ``{"operation_id", "status", ...}`` for a long-running operation, or the human's
-        JSON object for ``request_human_approval``. An invalid response consumes nothing.
+        JSON object for ``request_human_approval``.
         """
         spec = self._spec()
         session = self._paused_session(user_id, session_id)
-        invocation_id, continuation = continuations.select(session.state, invocation_id)
+        invocation_id, continuation = continuations.select(
+            session.state, invocation_id, agent=spec.name
+        )
         how, payload = continuations.answer(continuation, response)
-        claim = continuations.claim_event(invocation_id, continuation["type"], how)
-        self._add_while_paused(user_id, session_id, invocation_id, continuation, claim)
         past, current = split_events(
             session.events, invocation_id, self.context_policy.include_partial
         )
@@ -170,6 +225,7 @@ class Runner:
             raise AdkError("invalid_continuation", "the paused invocation is not in the session")
         history = model_history(self.context_policy.select(past, current[0], spec.name)[:-1])
         contents = [event.content for event in current if event.content is not None]
+        claim = continuations.claim_event(invocation_id, continuation["type"], how)
         invocation = Invocation(self, spec, user_id, session_id, invocation_id, session.state)
         work = (
             spec,
@@ -180,7 +236,13 @@ class Runner:
             Scope(self.app_name, user_id, session_id),
             invocation_id,
         )
-        return invocation.events(resume_turn, work, opening=[], already_stored=[claim])
+        return invocation.events(
+            resume_turn,
+            work,
+            opening=claim,
+            opening_delta=continuations.claimed_delta(invocation_id),
+            expected={continuations.key_of(invocation_id): continuation},
+        )
 
     def update_long_running(
         self,
@@ -206,6 +268,7 @@ class Runner:
         invocation_id: str,
         continuation: Mapping[str, Any],
         event: Event,
+        runtime_delta: Mapping[str, Any] | None = None,
     ) -> Event:
         """Store `event` only if the continuation is still the one read (one atomic step);
         a resume that got there first makes this ``no_paused_invocation``."""
@@ -216,6 +279,7 @@ class Runner:
                 session_id,
                 event,
                 {continuations.key_of(invocation_id): continuation},
+                runtime_delta=runtime_delta,
             )
         except AdkError as error:
             if error.reason == "conflict":
@@ -242,11 +306,17 @@ class Runner:
 
     # -- one invocation ------------------------------------------------------------------
 
-    def _invocation(self, user_id: str, session_id: str, message: str | Content) -> Iterator[Any]:
+    def _invocation(
+        self,
+        user_id: str,
+        session_id: str,
+        message: str | Content,
+        invocation_id: str | None,
+    ) -> Iterator[Any]:
         spec = self._spec()
         content = as_content(message)
+        invocation_id = _invocation_id(invocation_id)
         session = self.sessions.create_session(self.app_name, user_id, session_id)
-        invocation_id = f"inv-{uuid.uuid4().hex}"
         user_event = Event.new("user", invocation_id, content)
         invocation = Invocation(self, spec, user_id, session_id, invocation_id, session.state)
         try:  # nothing is stored before these pass, except a policy's audit event
@@ -256,14 +326,31 @@ class Runner:
         past, _ = split_events(session.events, None, self.context_policy.include_partial)
         history = model_history(self.context_policy.select(past, user_event, spec.name)[:-1])
         work = (spec, history, content, Scope(self.app_name, user_id, session_id), invocation_id)
-        return invocation.events(run_turn, work, opening=[user_event], already_stored=[])
+        return invocation.events(
+            run_turn,
+            work,
+            opening=user_event,
+            opening_delta=continuations.opened_delta(invocation_id),
+        )
 
     def _spec(self) -> Any:
         try:
             _status, spec = call(registered_name(self.agent_name), ("spec",), 10.0)
         except ProcessExit:
             raise AdkError("noproc", "the agent is not running") from None
+        except CallTimeout:
+            raise AdkError("agent_unresponsive", "the agent did not answer in 10 s") from None
         return spec
+
+
+def _invocation_id(chosen: str | None) -> str:
+    if chosen is None:
+        return f"inv-{uuid.uuid4().hex}"
+    if not isinstance(chosen, str) or not 1 <= len(chosen) <= MAX_INVOCATION_ID_CHARS:
+        raise AdkError(
+            "invalid_invocation_id", f"an invocation id is 1..{MAX_INVOCATION_ID_CHARS} chars"
+        )
+    return chosen
 
 
 def _result(outcome: Outcome | None) -> Any:

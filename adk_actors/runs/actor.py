@@ -77,7 +77,7 @@ class _Run:
         self.parent_run_id = request.parent_run_id
         self.stream = stream
         self.worker: Task | None = None
-        self.invocation_id: str | None = None
+        self.invocation_id: str | None = request.invocation_id
         self.started_at = time.time()
         self.ended_at: float | None = None
         self.cancel_reason: Any = None

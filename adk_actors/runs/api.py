@@ -8,6 +8,7 @@ run's retention is over (or it was evicted), every call says ``not_found``.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import msgspec
@@ -73,6 +74,7 @@ def start(
         message=message,
         retention=check_retention(retention),
         max_buffered_events=check_max_buffered_events(max_buffered_events),
+        invocation_id=f"inv-{uuid.uuid4().hex}",
     )
     ensure_started()
     return _launch(request)
@@ -154,7 +156,11 @@ def cancel(run_id: str, reason: Any = "cancelled") -> None:
         size = MAX_CANCEL_REASON_BYTES + 1
     if size > MAX_CANCEL_REASON_BYTES:
         raise RunError("invalid_cancel_reason", "a reason is JSON-safe, at most 1 KiB")
-    actor, _ = _lookup(run_id)
+    try:
+        actor, _ = _lookup(run_id)
+    except RunError:
+        _lost(run_id)  # not_found, unless its actor died: then it has ended
+        raise RunError("already_terminal", "the run has ended") from None
     _answer(actor, ("cancel", reason))
 
 
@@ -198,6 +204,7 @@ def resume(
             ),
             parent_run_id=run_id,
             items=items,
+            invocation_id=parent["event"].invocation_id,
         )
         try:
             _launch(request)
@@ -238,7 +245,13 @@ def _launch(request: RunRequest) -> str:
     spec = ChildSpec(ref, lambda: RunServer.start_link(ref), restart="temporary")
     try:
         actor = DynamicSupervisor.start_child(RUN_SUPERVISOR, spec)
-        cast(RUN_REGISTRY, ("track", request.run_id, actor, request.retention))
+        closing = (
+            request.runner,
+            request.user_id,
+            request.session_id,
+            request.invocation_id,
+        )
+        cast(RUN_REGISTRY, ("track", request.run_id, actor, request.retention, closing))
     except MaxChildrenReached:
         raise RunError("too_many_runs", "the run supervisor is at max_children") from None
     except SupervisorError as error:

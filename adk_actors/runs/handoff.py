@@ -32,7 +32,9 @@ class RunRequest:
     max_buffered_events: int
     parent_run_id: str | None = None
     items: Any = None
-    """For a resumed run: the runner's already-claimed continuation iterator."""
+    """For a resumed run: the runner's resume iterator (it claims the continuation)."""
+    invocation_id: str | None = None
+    """Chosen before the start, so a cancel or a lost actor can always close it."""
 
 
 class Handoffs:

@@ -42,6 +42,7 @@ from supervision import (
     self_pid,
     send_after,
 )
+from supervision.tasks import Task
 
 RUN_REGISTRY = "adk.run_registry"
 _log = structlog.get_logger("adk_actors.runs")
@@ -74,6 +75,8 @@ class _Tracked(NamedTuple):
     actor: Pid
     ref: Ref
     retention: float
+    closing: tuple[Any, ...] | None
+    """(runner, user_id, session_id, invocation_id): how to close a lost run's session."""
 
 
 class _Expire(NamedTuple):
@@ -113,10 +116,10 @@ class RunRegistry(GenServer):
 
     def handle_cast(self, msg: tuple[Any, ...], state: _State) -> _State:
         if msg[0] == "track":
-            _, run_id, actor, retention = msg
+            _, run_id, actor, retention, closing = msg
             if run_id not in state.tracked and run_id not in state.retained:
                 ref = monitor(actor)
-                state.tracked[run_id] = _Tracked(actor, ref, retention)
+                state.tracked[run_id] = _Tracked(actor, ref, retention, closing)
                 state.by_ref[ref] = run_id
         elif msg[0] == "terminal":
             tracked = state.tracked.pop(msg[1], None)
@@ -149,7 +152,11 @@ class RunRegistry(GenServer):
         tracked = state.tracked.pop(run_id)
         state.by_ref.pop(tracked.ref, None)
         demonitor(tracked.ref, flush=True)
-        outcome = Failed(("run_actor_exit", str(reason)[:200]))
+        outcome = Failed(("run_actor_exit", str(getattr(reason, "kind", reason))[:200]))
+        if tracked.closing is not None and tracked.closing[3] is not None:
+            runner, user_id, session_id, invocation_id = tracked.closing
+            # the session gets its end too, off this process: a session write may wait
+            Task.start(_close_lost, runner, user_id, session_id, invocation_id, outcome.reason)
         ref = Ref()
         timer = send_after(self_pid(), _Expire(run_id, ref), tracked.retention)
         state.retained[run_id] = _Retained(run_id, None, ref, timer, outcome)
@@ -181,6 +188,15 @@ class RunRegistry(GenServer):
         if entry.actor is not None:
             exit(entry.actor, ("shutdown", why))
         _log.debug("adk.runs.released", run_id=entry.run_id, why=why)
+
+
+def _close_lost(
+    runner: Any, user_id: str, session_id: str, invocation_id: str, reason: Any
+) -> None:
+    try:
+        runner.abandon(user_id, session_id, invocation_id, reason)
+    except Exception as error:  # the session service may be gone too: the outcome stands
+        _log.warning("adk.runs.lost_not_closed", error=type(error).__name__)
 
 
 def start_registry(max_retained: int | None = None) -> Pid:

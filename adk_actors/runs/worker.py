@@ -64,7 +64,12 @@ def drive(request: RunRequest, stream: Pid, actor: Pid) -> Outcome:
     items = (
         request.items
         if request.items is not None
-        else request.runner.invocation(request.user_id, request.session_id, request.message)
+        else request.runner.invocation(
+            request.user_id,
+            request.session_id,
+            request.message,
+            invocation_id=request.invocation_id,
+        )
     )
     announced = False
     try:

@@ -199,11 +199,25 @@ def update_state(
     return view(storage, record, with_events=False)
 
 
-def add_event(storage: Storage, app: str, user: str, session_id: str, event: Event) -> Event:
+def add_event(
+    storage: Storage,
+    app: str,
+    user: str,
+    session_id: str,
+    event: Event,
+    runtime_delta: Mapping[str, Any] | None = None,
+) -> Event:
+    """Append `event` and apply its state delta; `runtime_delta` (``_adk:`` keys only)
+    is the runtime's own bookkeeping, applied in the same step but not part of the
+    event, so it is never replayed."""
     if not isinstance(event, Event):
         raise AdkError("invalid_event", "add_event takes an Event")
     record = _require(storage, app, user, session_id)
     _apply(storage, record, event.actions.state_delta)
+    if runtime_delta:
+        if not all(isinstance(k, str) and k.startswith(INTERNAL_PREFIX) for k in runtime_delta):
+            raise AdkError("invalid_state_delta", f"runtime keys start with {INTERNAL_PREFIX!r}")
+        _apply(storage, record, runtime_delta)
     record.event_count += 1
     record.last_update = max(time.time(), record.last_update)
     storage.append_event(record, record.event_count, event)
@@ -218,13 +232,14 @@ def add_event_if_state(
     session_id: str,
     event: Event,
     expected: Mapping[str, Any],
+    runtime_delta: Mapping[str, Any] | None = None,
 ) -> Event:
     record = _require(storage, app, user, session_id)
     current = _merged(storage, record)
     for key, value in expected.items():
         if current.get(key, _MISSING) != value:
             raise AdkError("conflict", "the session state changed since it was read")
-    return add_event(storage, app, user, session_id, event)
+    return add_event(storage, app, user, session_id, event, runtime_delta)
 
 
 def compact_events(

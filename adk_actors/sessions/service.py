@@ -110,9 +110,21 @@ class SessionService:
         """Apply a state delta by prefix (plain, ``user:``, ``app:``, ``temp:``)."""
         return self._locked(core.update_state, app_name, user_id, session_id, dict(delta))  # type: ignore[no-any-return]
 
-    def add_event(self, app_name: str, user_id: str, session_id: str, event: Event) -> Event:
-        """Append an event and apply its state delta, in one step."""
-        return self._locked(core.add_event, app_name, user_id, session_id, event)  # type: ignore[no-any-return]
+    def add_event(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        event: Event,
+        *,
+        runtime_delta: Mapping[str, Any] | None = None,
+    ) -> Event:
+        """Append an event and apply its state delta, in one step. `runtime_delta`
+        (``_adk:`` keys; None deletes one) is the runtime's bookkeeping, applied in the
+        same step without being part of the event."""
+        return self._locked(  # type: ignore[no-any-return]
+            core.add_event, app_name, user_id, session_id, event, _optional(runtime_delta)
+        )
 
     def add_event_if_state(
         self,
@@ -121,11 +133,19 @@ class SessionService:
         session_id: str,
         event: Event,
         expected: Mapping[str, Any],
+        *,
+        runtime_delta: Mapping[str, Any] | None = None,
     ) -> Event:
         """Append only if `expected` state values still hold; ``conflict`` otherwise."""
-        return self._locked(
-            core.add_event_if_state, app_name, user_id, session_id, event, dict(expected)
-        )  # type: ignore[no-any-return]
+        return self._locked(  # type: ignore[no-any-return]
+            core.add_event_if_state,
+            app_name,
+            user_id,
+            session_id,
+            event,
+            dict(expected),
+            _optional(runtime_delta),
+        )
 
     def query_sessions(
         self,
@@ -192,3 +212,7 @@ class SessionService:
     def clear_temp_state(self, app_name: str, user_id: str, session_id: str) -> None:
         """Remove ``temp:`` keys (at an invocation's final or error boundary)."""
         self._locked(core.clear_temp_state, app_name, user_id, session_id)
+
+
+def _optional(delta: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return None if delta is None else dict(delta)

@@ -550,10 +550,13 @@ def test_a_killed_run_actor_still_has_exactly_one_outcome(sessions):
 
     runner = runner_for(sessions, "Doomed", slow(delay=5.0))
     run_id = adk.runs.start(runner, "u", "doomed", "hi")
-    wait_until(lambda: adk.runs.status(run_id)["invocation_id"] is not None)
+    wait_until(lambda: len(sessions.get_session("app", "u", "doomed").events) == 1)  # opened
     sv.exit(sv.whereis(run_name(run_id)), "kill")
     outcome = adk.runs.wait(run_id, timeout=5)
     assert outcome == adk.Failed(("run_actor_exit", "killed"))
     assert adk.runs.wait(run_id, timeout=5) == outcome  # the same, every time
     assert adk.runs.status(run_id)["state"] == "failed"
-    assert refused(lambda: adk.runs.cancel(run_id)).reason == "not_found"
+    assert refused(lambda: adk.runs.cancel(run_id)).reason == "already_terminal"
+    wait_until(lambda: sessions.get_session("app", "u", "doomed").events[-1].error is not None)
+    last = sessions.get_session("app", "u", "doomed").events[-1]
+    assert last.error.reason == ("run_actor_exit", "killed")  # the session is closed too
