@@ -397,3 +397,49 @@ def test_an_lmdb_pause_survives_a_process_restart(tmp_path):
     assert len(tool.ran) == 1
     with pytest.raises(adk.AdkError, match="no_paused_invocation"):
         runner.resume("u", "s", {"confirmed": True})
+
+
+def test_a_resume_refused_by_admission_stays_resumable(sessions):
+    from adk_actors import admission
+
+    controller = admission.start_link({"global_limit": 1})
+    agent, _model, tool = publish_agent(name="Admitted")
+    runner = adk.Runner(agent, "app", sessions, admission_control={"server": controller})
+    sessions.create_session("app", "u", "s", {"temp:ticket": "T-9"})
+    assert isinstance(runner.run("u", "s", "Publish"), Paused)
+    blocker = admission.acquire("Admitted", server=controller)  # the only permit
+    with pytest.raises(adk.AdkError) as failure:
+        runner.resume("u", "s", {"confirmed": True})
+    assert failure.value.reason == ("admission_failed", "concurrency_limit_reached")
+    assert runner.paused_invocations("u", "s") != [] and tool.ran == []
+    assert sessions.get_session("app", "u", "s").state["temp:ticket"] == "T-9"
+    blocker.release()
+    assert runner.resume("u", "s", {"confirmed": True}) == "released"
+    assert len(tool.ran) == 1
+
+
+def test_only_the_agent_that_paused_may_resume(sessions):
+    agent, _model, tool = publish_agent(name="Owner")
+    other = adk.spawn_agent(
+        "Stranger", {"provider": adk.ScriptedProvider(["x"])}, tools=[Publish()]
+    )
+    adk.Runner(agent, "app", sessions).run("u", "s", "Publish")
+    with pytest.raises(adk.AdkError) as failure:
+        adk.Runner(other, "app", sessions).resume("u", "s", {"confirmed": True})
+    assert failure.value.reason == "paused_by_another_agent" and tool.ran == []
+
+
+def test_a_streamed_final_the_policy_denies_is_never_stored(sessions):
+    model = adk.ScriptedProvider([{"stream": ["a long ", "secret answer " * 10]}])
+    agent = adk.spawn_agent("Streamer", {"provider": model})
+    policy = {
+        "id": "p",
+        "agents": {"allow": "all"},
+        "tools": {"allow": "all"},
+        "max_content_bytes": 64,
+    }
+    runner = adk.Runner(agent, "app", sessions, streaming_mode="text", runtime_policy=policy)
+    with pytest.raises(adk.AdkError) as failure:
+        runner.run("u", "s", "hi")
+    assert failure.value.reason[0] == "runtime_policy_denied"
+    assert "secret answer" not in str(sessions.get_session("app", "u", "s").events)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 import adk_actors as adk
@@ -278,3 +280,60 @@ def test_leaving_run_async_early_cancels_the_invocation(sessions):
     assert [e.error.reason for e in session.events if e.error] == ["consumer_closed"]
     assert "temp:scratch" not in session.state
     assert not any(e.is_final for e in session.events)
+
+
+def test_leaving_after_the_worker_finished_still_records_the_end(sessions):
+    import threading
+
+    answered = threading.Event()
+
+    def model(history, tools):
+        answered.set()
+        return {"text": "done"}
+
+    agent = adk.spawn_agent("Finished", {"provider": adk.ScriptedProvider(fn=model)})
+    sessions.create_session("app", "u", "s", {"temp:scratch": 1})
+    runner = adk.Runner(agent, "app", sessions)
+    for _event in runner.run_async("u", "s", "hi"):
+        assert answered.wait(5)
+        time.sleep(0.5)  # the worker returns meanwhile: leaving now must still record its end
+        break
+    session = sessions.get_session("app", "u", "s")
+    assert [(e.author, e.is_final) for e in session.events] == [("user", False), ("Finished", True)]
+    assert "temp:scratch" not in session.state
+    assert not any(key.startswith("_adk:") for key in session.state)  # nothing left open
+
+
+def test_a_crash_stores_its_kind_never_its_message(sessions):
+    def model(history, tools):
+        raise RuntimeError("upstream 502: Authorization: Bearer sk-LEAKED-123")
+
+    agent = adk.spawn_agent("Crashy", {"provider": adk.ScriptedProvider(fn=model)})
+    runner = adk.Runner(agent, "app", sessions)
+    with pytest.raises(adk.AdkError) as failure:
+        runner.run("u", "s", "hi")
+    assert failure.value.reason == ("invocation_worker_exit", "RuntimeError")
+    assert "LEAKED" not in str(sessions.get_session("app", "u", "s").events)
+
+
+def test_no_step_is_stored_after_the_end(sessions):
+    import threading
+
+    release = threading.Event()
+
+    @adk.tool
+    def stall() -> str:
+        """Stall."""
+        release.wait(10)
+        return "late"
+
+    model = adk.ScriptedProvider([{"tool_calls": [{"name": "stall", "args": {}}]}, "never"])
+    agent = adk.spawn_agent("Stalled", {"provider": model}, tools=[stall])
+    runner = adk.Runner(agent, "app", sessions, run_timeout=0.3)
+    with pytest.raises(adk.AdkError, match="timeout"):
+        runner.run("u", "s", "go")
+    ended = sessions.get_session("app", "u", "s").events
+    release.set()  # the killed turn finishes its tool now; its step must go nowhere
+    time.sleep(0.3)
+    assert sessions.get_session("app", "u", "s").events == ended
+    assert ended[-1].error.reason == "timeout"

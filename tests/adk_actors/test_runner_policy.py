@@ -152,10 +152,12 @@ def test_admission_rejects_over_the_limit_and_a_kill_returns_the_permit(sessions
     )
     first = Task.start(runner.run, "u", "s1", "one")
     assert entered.wait(5)
+    sessions.create_session("app", "u", "s2", {"temp:draft": 1})
     with pytest.raises(adk.AdkError) as failure:
         runner.run("u", "s2", "two")
     assert failure.value.reason == ("admission_failed", "concurrency_limit_reached")
-    assert sessions.get_session("app", "u", "s2").events == ()  # nothing stored
+    refused = sessions.get_session("app", "u", "s2")
+    assert refused.events == () and refused.state == {"temp:draft": 1}  # nothing touched
     assert admission.status(controller)["active"] == 1
     first.kill()  # the worker owning the permit dies: the monitor gives it back
     wait_until(lambda: admission.status(controller)["active"] == 0)
