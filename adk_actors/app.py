@@ -11,6 +11,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
+
 from providers.errors import AdkError
 from supervision import ChildSpec, DynamicSupervisor, Pid, Supervisor, whereis
 from supervision import stop as stop_server
@@ -96,6 +98,11 @@ def start(*, admission_control: Mapping[str, Any] | None = None) -> Pid:
     with _lock:
         pid = whereis(APP_NAME)
         if pid is not None:
+            if admission_control is not None and not _admission_matches(admission_config):
+                raise AdkError(
+                    ("application_already_started", "admission_control"),
+                    "the application runs with another admission_control; stop() it first",
+                )
             return pid
         return Supervisor.start(
             _children(admission_config),
@@ -104,6 +111,17 @@ def start(*, admission_control: Mapping[str, Any] | None = None) -> Pid:
             period=5.0,
             name=APP_NAME,
         )
+
+
+def _admission_matches(config: Any) -> bool:
+    from adk_actors import admission
+
+    try:
+        running = admission.status()
+    except AdkError:
+        return False
+    wanted = msgspec.structs.asdict(config) if isinstance(config, msgspec.Struct) else dict(config)
+    return all(running.get(key, value) == value for key, value in wanted.items())
 
 
 ensure_started = start

@@ -47,6 +47,8 @@ class SessionRecord(msgspec.Struct, kw_only=True):
     """The session's own (plain) keys at creation: where a rewind replays from."""
     compactions: int = 0
     """How many times events were compacted: part of every event cursor's snapshot."""
+    revision: int = 0
+    """Bumped by every appended event and every compaction: never repeats."""
 
 
 class Session(msgspec.Struct, frozen=True, kw_only=True):
@@ -58,6 +60,8 @@ class Session(msgspec.Struct, frozen=True, kw_only=True):
     state: dict[str, Any]
     events: tuple[Event, ...] = ()
     last_update_time: float = 0.0
+    revision: int = 0
+    """Changes with every event and compaction; what a rewind plan can be bound to."""
 
 
 class Storage(Protocol):
@@ -145,6 +149,7 @@ def view(storage: Storage, record: SessionRecord, with_events: bool = True) -> S
         state=_merged(storage, record),
         events=tuple(storage.events(record)) if with_events else (),
         last_update_time=record.last_update,
+        revision=record.revision,
     )
 
 
@@ -219,6 +224,7 @@ def add_event(
             raise AdkError("invalid_state_delta", f"runtime keys start with {INTERNAL_PREFIX!r}")
         _apply(storage, record, runtime_delta)
     record.event_count += 1
+    record.revision += 1
     record.last_update = max(time.time(), record.last_update)
     storage.append_event(record, record.event_count, event)
     storage.put_session(record)
@@ -269,6 +275,7 @@ def compact_events(
     storage.replace_events(record, compacted)
     record.event_count = len(compacted)
     record.compactions += 1
+    record.revision += 1
     record.last_update = max(time.time(), record.last_update)
     storage.put_session(record)
     return view(storage, record)
@@ -298,6 +305,7 @@ def rewind(
     target_id: str,
     expected_event_count: int | None,
     destructive: bool,
+    expected_revision: int | None = None,
 ) -> Session:
     """Branch: a new session holding the source's first `keep_events` events, its state
     replayed from them; the source is never changed."""
@@ -307,7 +315,11 @@ def rewind(
     if target_id == source_id:
         raise AdkError("invalid_rewind_target", "the target must differ from the source")
     source = _require(storage, app, user, source_id)
-    if expected_event_count is not None and source.event_count != expected_event_count:
+    if expected_revision is not None and source.revision != expected_revision:
+        raise AdkError("stale_branch_plan", "the source changed since the branch was planned")
+    if expected_event_count is not None and (
+        source.event_count != expected_event_count or source.compactions
+    ):  # after a compaction a count can come back: only expected_revision is safe then
         raise AdkError("stale_branch_plan", "the source changed since the branch was planned")
     if (
         isinstance(keep_events, bool)
@@ -341,7 +353,7 @@ def rewind(
     )
     for seq, event in enumerate(kept, start=1):
         storage.append_event(record, seq, event)
-    record.event_count = len(kept)
+    record.event_count = record.revision = len(kept)
     storage.put_session(record)
     return view(storage, record)
 

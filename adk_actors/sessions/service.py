@@ -181,9 +181,12 @@ class SessionService:
         *,
         expected_event_count: int | None = None,
         destructive: bool = False,
+        expected_revision: int | None = None,
     ) -> Session:
         """Branch the first `keep_events` events into a new session (the source is never
-        changed). `expected_event_count` guards against a source that moved on."""
+        changed). `expected_revision` (a `Session.revision` you read) guards against a
+        source that moved on; `expected_event_count` too, but it always fails on a
+        compacted source, whose count can repeat."""
         return self._locked(  # type: ignore[no-any-return]
             core.rewind,
             app_name,
@@ -193,6 +196,7 @@ class SessionService:
             target_session_id,
             expected_event_count,
             destructive,
+            expected_revision,
         )
 
     def compact_events(

@@ -210,6 +210,10 @@ def test_the_application_runs_one_admission_controller(sessions):
         adk.start(admission_control={"global_limit": 0})
     assert failure.value.reason[:2] == ("invalid_application_env", "admission_control")
     adk.start(admission_control={"global_limit": 1, "default_agent_limit": 1})
+    adk.start(admission_control={"global_limit": 1, "default_agent_limit": 1})  # the same: fine
+    with pytest.raises(adk.AdkError) as failure:
+        adk.start(admission_control={"global_limit": 2})
+    assert failure.value.reason == ("application_already_started", "admission_control")
     fresh = adk.sessions.InMemorySessionService()
     agent = adk.spawn_agent("AppLimited", {"provider": adk.ScriptedProvider(["ok", "ok"])})
     runner = adk.Runner(agent, "app", fresh, admission_control={})

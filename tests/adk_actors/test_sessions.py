@@ -344,3 +344,20 @@ def test_a_held_session_lock_never_blocks_another_session(sessions):
     holder.join(5)
     writer.join(5)
     assert done == ["a"] and sessions.get_session("app", "u", "a").state["k"] == 2
+
+
+def test_a_compaction_makes_an_older_rewind_plan_stale(sessions):
+    sessions.create_session("app", "u", "src")
+    ids = [sessions.add_event("app", "u", "src", event(f"m{n}")).id for n in range(3)]
+    planned = sessions.get_session("app", "u", "src")
+    summary = Event.new("Agent", "c", content.from_text("m0+m1", role="model"))
+    sessions.compact_events("app", "u", "src", ids[:2], summary)
+    sessions.add_event("app", "u", "src", event("m3"))  # the count is 3 again
+    assert len(sessions.get_session("app", "u", "src").events) == len(planned.events)
+    for plan in ({"expected_event_count": 3}, {"expected_revision": planned.revision}):
+        assert reason(lambda plan=plan: sessions.rewind("app", "u", "src", 2, "b", **plan)) == (
+            "stale_branch_plan"
+        )
+    now = sessions.get_session("app", "u", "src")
+    branch = sessions.rewind("app", "u", "src", 2, "b", expected_revision=now.revision)
+    assert [e.text() for e in branch.events] == ["m0+m1", "m2"]
