@@ -241,7 +241,8 @@ def add_event_if_state(
     runtime_delta: Mapping[str, Any] | None = None,
 ) -> Event:
     record = _require(storage, app, user, session_id)
-    current = _merged(storage, record)
+    shared = any(key.startswith(("user:", "app:")) for key in expected)
+    current = _merged(storage, record) if shared else record.state  # the common case: cheap
     for key, value in expected.items():
         if current.get(key, _MISSING) != value:
             raise AdkError("conflict", "the session state changed since it was read")
