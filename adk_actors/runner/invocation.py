@@ -59,6 +59,9 @@ class Invocation:
         self.session_id = session_id
         self.invocation_id = invocation_id
         self.state = state
+        # worker -> caller; bounded by the invocation's own budgets (model calls, tool
+        # rounds, streamed bytes): a blocking bound here could stall the worker forever
+        # behind a consumer that went away
         self._stored: queue.Queue[Any] = queue.Queue()
         self._partials: list[Event] = []  # this model round's deltas, stored when it ends
         self._streamed = 0
