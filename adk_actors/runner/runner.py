@@ -143,6 +143,8 @@ class Runner:
                 runtime_delta=continuations.closed_delta(invocation_id),
             )
         except AdkError as error:
+            if error.reason == "not_found":
+                return None  # the session itself is gone: nothing left to close
             if error.reason != "conflict":
                 raise
             event = self._abandon_pause(user_id, session_id, invocation_id, reason)
