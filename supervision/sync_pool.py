@@ -95,17 +95,25 @@ class SyncPool:
                 bind_thread(None)
 
 
-_default: SyncPool | None = None
-_default_lock = threading.Lock()
+_shared: dict[str, SyncPool] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_pool(
+    name: str, threads_env: str, default_threads: int, max_queue: int = 4096
+) -> SyncPool:
+    """One process-wide pool per `name`, made on first use; the environment variable
+    `threads_env` overrides its thread bound. Work that waits on other work (a run
+    waiting on its invocation, an invocation on its tools) takes its own pool, so a
+    pool never fills with waiters whose work queues behind them."""
+    with _shared_lock:
+        pool = _shared.get(name)
+        if pool is None:
+            threads = int(os.environ.get(threads_env, str(default_threads)))
+            pool = _shared[name] = SyncPool(max_threads=threads, max_queue=max_queue)
+        return pool
 
 
 def default_sync_pool() -> SyncPool:
     """The process-wide pool (`SUPERVISION_TASK_THREADS` sets its thread bound)."""
-    global _default
-    if _default is None:
-        with _default_lock:
-            if _default is None:
-                _default = SyncPool(
-                    max_threads=int(os.environ.get("SUPERVISION_TASK_THREADS", "32"))
-                )
-    return _default
+    return shared_pool("default", "SUPERVISION_TASK_THREADS", 32)

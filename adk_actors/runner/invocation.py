@@ -12,9 +12,7 @@ nothing lands after that, whoever wrote it.
 
 from __future__ import annotations
 
-import os
 import queue
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -30,7 +28,7 @@ from providers import content as content_codec
 from providers.content import Content
 from providers.errors import AdkError
 from supervision.process import is_fenced_thread
-from supervision.sync_pool import SyncPool, TaskBusy
+from supervision.sync_pool import SyncPool, TaskBusy, shared_pool
 from supervision.tasks import Task, TaskFailed, TaskTimeout
 
 if TYPE_CHECKING:
@@ -217,8 +215,14 @@ class Invocation:
             runner.sessions.add_event(runner.app_name, self.user_id, self.session_id, event)
             self._stored.put(event)
 
-    def _store(self, event: Event) -> bool:
+    def _store(self, event: Event) -> None:
         """Store one step, only while the invocation is open (never after its end)."""
+        if self._add_if_open(event):
+            self._stored.put(event)
+
+    def _add_if_open(self, event: Event, delta: Mapping[str, Any] | None = None) -> bool:
+        """One atomic step: store `event` (and apply `delta`) if the invocation is still
+        open. False when a killed thread tries, or when it ended (a cancel, a timeout)."""
         if is_fenced_thread():
             return False
         runner = self.runner
@@ -229,12 +233,12 @@ class Invocation:
                 self.session_id,
                 event,
                 continuations.is_open(self.invocation_id),
+                runtime_delta=delta,
             )
         except AdkError as error:
             if error.reason == "conflict":
-                return False  # ended already (cancelled, timed out): the step goes nowhere
+                return False
             raise
-        self._stored.put(event)
         return True
 
     def _observe(self, kind: str, value: Any, metadata: Any) -> None:
@@ -331,40 +335,18 @@ class Invocation:
     def _end(self, event: Event, delta: Mapping[str, Any], clear_temp: bool = True) -> None:
         """Store a terminal event (its delta closes the invocation) only if it is still
         open: exactly one end per invocation, whoever writes it."""
-        if is_fenced_thread():  # killed while finishing: whoever killed us records the end
+        if not self._add_if_open(event, delta):  # killed, or someone else ended it first
             return
         runner = self.runner
-        try:
-            runner.sessions.add_event_if_state(
-                runner.app_name,
-                self.user_id,
-                self.session_id,
-                event,
-                continuations.is_open(self.invocation_id),
-                runtime_delta=delta,
-            )
-        except AdkError as error:
-            if error.reason == "conflict":
-                return  # someone else ended it (a cancel): theirs is the end
-            raise
         if clear_temp:
             runner.sessions.clear_temp_state(runner.app_name, self.user_id, self.session_id)
-
-
-_pool: SyncPool | None = None
-_pool_lock = threading.Lock()
 
 
 def invocation_pool() -> SyncPool:
     """Invocation workers' own threads (`ADK_INVOCATION_THREADS`, default 256): they
     wait for admission and for their model, and must never starve the default pool
     that parallel tool calls run on."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            threads = int(os.environ.get("ADK_INVOCATION_THREADS", "256"))
-            _pool = SyncPool(max_threads=threads, max_queue=10_000)
-        return _pool
+    return shared_pool("adk.invocations", "ADK_INVOCATION_THREADS", 256, 10_000)
 
 
 def _model_text(value: str) -> Content:

@@ -19,8 +19,6 @@ enough waiting workers take every thread their turns need.
 
 from __future__ import annotations
 
-import os
-import threading
 from typing import NamedTuple
 
 import structlog
@@ -31,9 +29,8 @@ from providers.errors import AdkError
 from supervision import Pid, send
 from supervision.credit_stream import CreditStream
 from supervision.process import is_fenced_thread
-from supervision.sync_pool import SyncPool
+from supervision.sync_pool import SyncPool, shared_pool
 
-WORKER_THREADS = int(os.environ.get("ADK_RUN_WORKER_THREADS", "256"))
 WORKER_QUEUE = 10_000
 PUBLISH_TIMEOUT = 30.0
 _log = structlog.get_logger("adk_actors.runs")
@@ -45,18 +42,9 @@ class InvocationStarted(NamedTuple):
     invocation_id: str
 
 
-_pool: SyncPool | None = None
-_pool_lock = threading.Lock()
-
-
 def worker_pool() -> SyncPool:
     """The run workers' own pool (`ADK_RUN_WORKER_THREADS` threads, default 256)."""
-    global _pool
-    if _pool is None:
-        with _pool_lock:
-            if _pool is None:
-                _pool = SyncPool(max_threads=WORKER_THREADS, max_queue=WORKER_QUEUE)
-    return _pool
+    return shared_pool("adk.run_workers", "ADK_RUN_WORKER_THREADS", 256, WORKER_QUEUE)
 
 
 def drive(request: RunRequest, stream: Pid, actor: Pid) -> Outcome:

@@ -549,6 +549,7 @@ def test_a_killed_run_actor_still_has_exactly_one_outcome(sessions):
     from adk_actors.runs.registry import run_name
 
     runner = runner_for(sessions, "Doomed", slow(delay=5.0))
+    sessions.create_session("app", "u", "doomed")
     run_id = adk.runs.start(runner, "u", "doomed", "hi")
     wait_until(lambda: len(sessions.get_session("app", "u", "doomed").events) == 1)  # opened
     sv.exit(sv.whereis(run_name(run_id)), "kill")
