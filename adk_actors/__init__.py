@@ -8,7 +8,7 @@ text = adk.prompt(agent, "What is the weather in Tokyo?")
 adk.stop_agent(agent)
 """
 
-from adk_actors import events, runs, sessions
+from adk_actors import aio, events, runs, sessions
 from adk_actors.agents import (
     AgentRef,
     AgentResponse,
@@ -53,6 +53,7 @@ __all__ = [
     "ToolContext",
     "Toolset",
     "agent_info",
+    "aio",
     "content",
     "delegate",
     "events",

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import threading
-from collections.abc import AsyncIterator, Hashable, Iterator
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator
 from typing import Any
 
 from supervision.errors import CallTimeout, ProcessExit
@@ -104,3 +105,9 @@ async def iterate(iterator: Iterator[Any]) -> AsyncIterator[Any]:
             step.add_done_callback(lambda _: _close(iterator))
         else:
             _steps().submit(_close, iterator)
+
+
+async def run_blocking(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Await a blocking call made on the same small thread pool as `iterate` (never on
+    the loop). Cancelling the awaiting coroutine does not stop the call itself."""
+    return await asyncio.wrap_future(_steps().submit(functools.partial(fn, *args, **kwargs)))

@@ -304,3 +304,43 @@ def test_a_thousand_concurrent_prompts_across_fifty_agents_are_exactly_correlate
         agent, text = expected[response.ref]
         assert response.agent == agent and response.value == text
     assert in_thread(lambda: adk.prompt(agents[0], "after")) == "echo:after"
+
+
+def test_the_asyncio_facade_never_blocks_the_loop():
+    import asyncio
+    import threading
+
+    gate = threading.Event()
+
+    def slow(history, tools):
+        gate.wait(5)
+        return {"text": f"hello {history[-1].text_value()}"}
+
+    agent = adk.spawn_agent("AsyncFacade", {"provider": adk.ScriptedProvider(fn=slow)})
+    sessions = adk.sessions.InMemorySessionService()
+    runner = adk.Runner(agent, "app", sessions)
+
+    async def main():
+        ticks = 0
+
+        async def tick():
+            nonlocal ticks
+            while not gate.is_set():
+                ticks += 1
+                await asyncio.sleep(0.005)
+            gate.set()
+
+        ticker = asyncio.create_task(tick())
+        asyncio.get_running_loop().call_later(0.2, gate.set)
+        prompted, ran = await asyncio.gather(
+            adk.aio.prompt(agent, "Ada"), adk.aio.run(runner, "u", "s", "Grace")
+        )
+        await ticker
+        run_id = adk.runs.start(runner, "u", "s2", "Alan")
+        waited = await adk.aio.wait(run_id, timeout=5)
+        return prompted, ran, waited, ticks
+
+    prompted, ran, waited, ticks = asyncio.run(main())
+    assert (prompted, ran, waited) == ("hello Ada", "hello Grace", adk.Completed("hello Alan"))
+    assert ticks > 5  # the loop ran while both calls waited on the model
+    sessions.close()
