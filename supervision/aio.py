@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import os
 import threading
 from collections.abc import AsyncIterator, Callable, Hashable, Iterator
 from typing import Any
@@ -62,19 +63,32 @@ async def call(dest: Pid | Hashable, request: Any, timeout: float | None = 5.0) 
 
 
 _END = object()
-_STEP_THREADS = 32
-_executor: concurrent.futures.ThreadPoolExecutor | None = None
+_executors: dict[str, concurrent.futures.ThreadPoolExecutor] = {}
 _executor_lock = threading.Lock()
 
 
-def _steps() -> concurrent.futures.ThreadPoolExecutor:
-    global _executor
+def _pool(
+    name: str, threads_env: str, default_threads: int
+) -> concurrent.futures.ThreadPoolExecutor:
+    """A lazily made, process-wide executor; `threads_env` overrides its size."""
     with _executor_lock:
-        if _executor is None:
-            _executor = concurrent.futures.ThreadPoolExecutor(
-                _STEP_THREADS, thread_name_prefix="aio-iterate"
+        executor = _executors.get(name)
+        if executor is None:
+            threads = int(os.environ.get(threads_env, str(default_threads)))
+            executor = _executors[name] = concurrent.futures.ThreadPoolExecutor(
+                threads, thread_name_prefix=f"aio-{name}"
             )
-        return _executor
+        return executor
+
+
+def _steps() -> concurrent.futures.ThreadPoolExecutor:
+    """Iteration steps: short, so a small pool serves many streams."""
+    return _pool("iterate", "SUPERVISION_AIO_STEP_THREADS", 32)
+
+
+def _blocking() -> concurrent.futures.ThreadPoolExecutor:
+    """Whole blocking calls (a prompt, a run): each holds its thread throughout."""
+    return _pool("blocking", "SUPERVISION_AIO_BLOCKING_THREADS", 256)
 
 
 def _next(iterator: Iterator[Any]) -> Any:
@@ -89,8 +103,9 @@ def _close(iterator: Iterator[Any]) -> None:
 
 async def iterate(iterator: Iterator[Any]) -> AsyncIterator[Any]:
     """``async for`` over a blocking iterator: each step runs on a small thread pool
-    (at most 32 steps at once), never on the loop. Leaving early (break, cancellation)
-    closes the iterator once its current step is over, so its ``finally`` blocks run."""
+    (32 steps at once by default, `SUPERVISION_AIO_STEP_THREADS`), never on the loop.
+    Leaving early (break, cancellation) closes the iterator once its current step is
+    over, so its ``finally`` blocks run."""
     step: concurrent.futures.Future[Any] | None = None
     try:
         while True:
@@ -108,6 +123,7 @@ async def iterate(iterator: Iterator[Any]) -> AsyncIterator[Any]:
 
 
 async def run_blocking(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Await a blocking call made on the same small thread pool as `iterate` (never on
-    the loop). Cancelling the awaiting coroutine does not stop the call itself."""
-    return await asyncio.wrap_future(_steps().submit(functools.partial(fn, *args, **kwargs)))
+    """Await a blocking call made on a thread pool of its own (256 threads by default,
+    `SUPERVISION_AIO_BLOCKING_THREADS`), never on the loop, and never in the way of
+    `iterate`'s steps. Cancelling the awaiting coroutine does not stop the call."""
+    return await asyncio.wrap_future(_blocking().submit(functools.partial(fn, *args, **kwargs)))

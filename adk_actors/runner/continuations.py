@@ -2,10 +2,11 @@
 
 Two runtime keys carry it, each written in the same atomic step as an event:
 
-* ``_adk:open:<invocation id>`` is set by the opening event (the user's message, or
-  the claim of a resume) and deleted by the one terminal event (final, error, pause
-  or abandonment). Every step of the invocation is stored only while it is set, so
-  nothing lands after the end, whoever wrote the end (a killed worker, a cancel).
+* ``_adk:open:<invocation id>`` holds the token of whoever opened the invocation (the
+  user's message, or the claim of a resume); the one terminal event (final, error,
+  pause or abandonment) deletes it. Every step is stored only while that token is
+  there, and only by a live worker (checked inside the same atomic step), so nothing
+  lands after the end, whoever wrote it; an abandonment closes only its own opening.
 * ``_adk:paused:<invocation id>`` holds a pause's continuation, stored by the pause
   event, so a durable session keeps it across a restart. A resume claims it with
   `add_event_if_state` (expecting the exact continuation, deleting it, reopening the
@@ -15,6 +16,7 @@ Two runtime keys carry it, each written in the same atomic step as an event:
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -48,14 +50,19 @@ def open_key(invocation_id: str) -> str:
     return OPEN_PREFIX + invocation_id
 
 
-def is_open(invocation_id: str) -> dict[str, Any]:
+def new_token() -> str:
+    """What an opening writes: only its holder may write steps and end it."""
+    return uuid.uuid4().hex
+
+
+def is_open(invocation_id: str, token: str) -> dict[str, Any]:
     """The `add_event_if_state` condition for writing a step of an open invocation."""
-    return {open_key(invocation_id): True}
+    return {open_key(invocation_id): token}
 
 
-def opened_delta(invocation_id: str) -> dict[str, Any]:
-    """Runtime delta of an opening event: the invocation is open."""
-    return {open_key(invocation_id): True}
+def opened_delta(invocation_id: str, token: str) -> dict[str, Any]:
+    """Runtime delta of an opening event: the invocation is open, for `token`."""
+    return {open_key(invocation_id): token}
 
 
 def closed_delta(invocation_id: str) -> dict[str, Any]:
@@ -68,9 +75,9 @@ def paused_delta(invocation_id: str, continuation: dict[str, Any]) -> dict[str, 
     return {open_key(invocation_id): None, key_of(invocation_id): continuation}
 
 
-def claimed_delta(invocation_id: str) -> dict[str, Any]:
-    """Runtime delta of a resume's claim: the continuation consumed, open again."""
-    return {key_of(invocation_id): None, open_key(invocation_id): True}
+def claimed_delta(invocation_id: str, token: str) -> dict[str, Any]:
+    """Runtime delta of a resume's claim: the continuation consumed, open for `token`."""
+    return {key_of(invocation_id): None, open_key(invocation_id): token}
 
 
 def dropped_delta(invocation_id: str) -> dict[str, Any]:

@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from adk_actors import admission as admission_api
 from adk_actors.agents.turn import TurnOptions
 from adk_actors.events import Event, EventActions, EventError
@@ -50,8 +52,10 @@ class Invocation:
         session_id: str,
         invocation_id: str,
         state: Mapping[str, Any],
+        token: str | None = None,
     ) -> None:
         self.runner = runner
+        self.token = token or continuations.new_token()
         self.spec = spec
         self.user_id = user_id
         self.session_id = session_id
@@ -120,7 +124,13 @@ class Invocation:
         except GeneratorExit:  # the consumer stopped listening: so does the work
             if not task.done():
                 task.kill()
-                runner.abandon(self.user_id, self.session_id, self.invocation_id, "consumer_closed")
+                runner.abandon(
+                    self.user_id,
+                    self.session_id,
+                    self.invocation_id,
+                    "consumer_closed",
+                    token=self.token,
+                )
             elif not is_fenced_thread():
                 self._finish(task)  # it ended meanwhile: record how
             raise
@@ -183,20 +193,16 @@ class Invocation:
         runner = self.runner
         if is_fenced_thread():
             return False
-        try:
-            if expected is None:
-                runner.sessions.add_event(
-                    runner.app_name, self.user_id, self.session_id, opening, runtime_delta=delta
-                )
-            else:
-                runner.sessions.add_event_if_state(
-                    runner.app_name,
-                    self.user_id,
-                    self.session_id,
-                    opening,
-                    expected,
-                    runtime_delta=delta,
-                )
+        try:  # absent: nobody opened it; a killed worker opens nothing (checked in the step)
+            runner.sessions.add_event_if_state(
+                runner.app_name,
+                self.user_id,
+                self.session_id,
+                opening,
+                {**(expected or {}), continuations.open_key(self.invocation_id): None},
+                runtime_delta=delta,
+                precondition=_alive,
+            )
         except AdkError as error:
             if error.reason == "conflict":  # another resume claimed it first
                 return False
@@ -232,8 +238,9 @@ class Invocation:
                 self.user_id,
                 self.session_id,
                 event,
-                continuations.is_open(self.invocation_id),
+                continuations.is_open(self.invocation_id, self.token),
                 runtime_delta=delta,
+                precondition=_alive,
             )
         except AdkError as error:
             if error.reason == "conflict":
@@ -289,13 +296,7 @@ class Invocation:
         if result[0] == "rejected":  # nothing was stored, nothing to close
             return None, Failed(result[1])
         if result[0] == "paused":
-            _, continuation, call, message = result
-            event = continuations.pause_event(
-                PAUSE_AUTHOR, self.invocation_id, continuation, call, message
-            )
-            # temp: state stays until the resumed invocation ends
-            self._end(event, continuations.paused_delta(self.invocation_id, continuation), False)
-            return event, Paused(event)
+            return self._paused(*result[1:])
         if result[0] == "ok":
             try:
                 self.guard.final(self.spec.name, result[1])
@@ -305,7 +306,24 @@ class Invocation:
             return self._completed(result[1])
         return self._failed(result[1])
 
-    def _completed(self, output: Any) -> tuple[Event, Outcome]:
+    def _paused(self, continuation: dict[str, Any], call: Any, message: str) -> Any:
+        # JSON-normalised (a NaN becomes null), so what is stored compares equal to
+        # what is read back from any backend; the token says whose pause it is
+        continuation = msgspec.json.decode(
+            msgspec.json.encode({**continuation, "token": self.token})
+        )
+        event = continuations.pause_event(
+            PAUSE_AUTHOR, self.invocation_id, continuation, call, message
+        )
+        try:  # temp: state stays until the resumed invocation ends
+            stored = self._end(
+                event, continuations.paused_delta(self.invocation_id, continuation), False
+            )
+        except AdkError as error:  # e.g. a continuation over the state limit
+            return self._failed(("pause_not_stored", error.reason))
+        return (event, Paused(event)) if stored else self._ended_elsewhere()
+
+    def _completed(self, output: Any) -> tuple[Event | None, Outcome]:
         final_content, metadata = self._final
         delta: dict[str, Any] = {}
         if self.spec.output_key is not None:  # committed in the same final event
@@ -320,26 +338,39 @@ class Invocation:
             provider_metadata=metadata,
             actions=EventActions(state_delta=delta),
         )
-        self._end(event, continuations.closed_delta(self.invocation_id))
-        return event, Completed(output)
+        try:
+            stored = self._end(event, continuations.closed_delta(self.invocation_id))
+        except AdkError as error:  # e.g. an output_key value over the state limit
+            return self._failed(("final_not_stored", error.reason))
+        return (event, Completed(output)) if stored else self._ended_elsewhere()
 
-    def _failed(self, reason: Any) -> tuple[Event, Outcome]:
+    def _failed(self, reason: Any) -> tuple[Event | None, Outcome]:
         event = Event.new(
             self.spec.name,
             self.invocation_id,
             error=EventError(reason=reason, message="the invocation failed"),
         )
-        self._end(event, continuations.closed_delta(self.invocation_id))
-        return event, Failed(reason)
+        stored = self._end(event, continuations.closed_delta(self.invocation_id))
+        return (event, Failed(reason)) if stored else self._ended_elsewhere()
 
-    def _end(self, event: Event, delta: Mapping[str, Any], clear_temp: bool = True) -> None:
+    def _ended_elsewhere(self) -> tuple[None, Outcome]:
+        """Someone else wrote the end (a cancel, a consumer that left): theirs stands."""
+        return None, Failed("invocation_ended_elsewhere")
+
+    def _end(self, event: Event, delta: Mapping[str, Any], clear_temp: bool = True) -> bool:
         """Store a terminal event (its delta closes the invocation) only if it is still
-        open: exactly one end per invocation, whoever writes it."""
+        open for us: exactly one end per invocation, whoever writes it."""
         if not self._add_if_open(event, delta):  # killed, or someone else ended it first
-            return
+            return False
         runner = self.runner
         if clear_temp:
             runner.sessions.clear_temp_state(runner.app_name, self.user_id, self.session_id)
+        return True
+
+
+def _alive() -> bool:
+    """Checked inside each write's atomic step: a killed worker writes nothing."""
+    return not is_fenced_thread()
 
 
 def invocation_pool() -> SyncPool:

@@ -116,18 +116,44 @@ class Runner:
         message: str | Content,
         *,
         invocation_id: str | None = None,
+        token: str | None = None,
     ) -> Iterator[Event | Outcome]:
         """The invocation's stored events in order, then exactly one outcome
         (`Completed`, `Paused` or `Failed`) as the last item. What `adk.runs` drives;
-        it may choose the `invocation_id` (``inv-`` + hex by default)."""
-        yield from self._invocation(user_id, session_id, message, invocation_id)
+        it may choose the `invocation_id` (``inv-`` + hex by default) and the `token` it
+        would `abandon` it with."""
+        yield from self._invocation(user_id, session_id, message, invocation_id, token)
 
     def abandon(
-        self, user_id: str, session_id: str, invocation_id: str, reason: Any
+        self,
+        user_id: str,
+        session_id: str,
+        invocation_id: str,
+        reason: Any,
+        *,
+        token: str | None = None,
     ) -> Event | None:
         """End an invocation from outside (a cancelled run): an error event with
-        `reason`, its continuation dropped if it was paused, ``temp:`` state cleared.
-        None, and nothing written, if it had ended already or never opened."""
+        `reason`, its continuation dropped if it paused, ``temp:`` state cleared. With
+        `token` (what the caller opened it with) only that opening is closed, so an
+        abandonment never ends another resume's work. None, and nothing written, if
+        there is nothing of it to end."""
+        try:
+            state = self.sessions.get_session(self.app_name, user_id, session_id).state
+        except AdkError as error:
+            if error.reason == "not_found":
+                return None  # the session itself is gone: nothing left to close
+            raise
+        holder = state.get(continuations.open_key(invocation_id))
+        continuation = state.get(continuations.key_of(invocation_id))
+        if holder is not None and token in (None, holder):
+            expected = continuations.is_open(invocation_id, holder)
+            delta = continuations.closed_delta(invocation_id)
+        elif isinstance(continuation, dict) and token in (None, continuation.get("token")):
+            expected = {continuations.key_of(invocation_id): continuation}
+            delta = continuations.dropped_delta(invocation_id)  # it cannot resume after this
+        else:
+            return None
         event = Event.new(
             self.agent_name,
             invocation_id,
@@ -135,51 +161,14 @@ class Runner:
         )
         try:
             self.sessions.add_event_if_state(
-                self.app_name,
-                user_id,
-                session_id,
-                event,
-                continuations.is_open(invocation_id),
-                runtime_delta=continuations.closed_delta(invocation_id),
+                self.app_name, user_id, session_id, event, expected, runtime_delta=delta
             )
         except AdkError as error:
-            if error.reason == "not_found":
-                return None  # the session itself is gone: nothing left to close
-            if error.reason != "conflict":
-                raise
-            event = self._abandon_pause(user_id, session_id, invocation_id, reason)
-            if event is None:
-                return None
+            if error.reason == "conflict":  # it moved on meanwhile: look again
+                return self.abandon(user_id, session_id, invocation_id, reason, token=token)
+            raise
         self.sessions.clear_temp_state(self.app_name, user_id, session_id)
         return event
-
-    def _abandon_pause(
-        self, user_id: str, session_id: str, invocation_id: str, reason: Any
-    ) -> Event | None:
-        """Abandon a paused invocation: its continuation goes, so it cannot resume."""
-        try:
-            state = self.sessions.get_session(self.app_name, user_id, session_id).state
-        except AdkError:
-            return None
-        continuation = state.get(continuations.key_of(invocation_id))
-        if not isinstance(continuation, dict):
-            return None
-        event = Event.new(
-            self.agent_name,
-            invocation_id,
-            error=EventError(reason=reason, message="the paused invocation was cancelled"),
-        )
-        try:
-            return self._add_while_paused(
-                user_id,
-                session_id,
-                invocation_id,
-                continuation,
-                event,
-                continuations.dropped_delta(invocation_id),
-            )
-        except AdkError:
-            return None  # resumed meanwhile: that run ends it
 
     def resume(
         self,
@@ -201,6 +190,8 @@ class Runner:
         session_id: str,
         response: Any,
         invocation_id: str | None = None,
+        *,
+        token: str | None = None,
     ) -> Iterator[Event | Outcome]:
         """Resume a paused invocation; iterate like `invocation`: the claim event, the
         resumed steps, one outcome. Everything that can refuse it is checked now,
@@ -228,7 +219,9 @@ class Runner:
         history = model_history(self.context_policy.select(past, current[0], spec.name)[:-1])
         contents = [event.content for event in current if event.content is not None]
         claim = continuations.claim_event(invocation_id, continuation["type"], how)
-        invocation = Invocation(self, spec, user_id, session_id, invocation_id, session.state)
+        invocation = Invocation(
+            self, spec, user_id, session_id, invocation_id, session.state, token
+        )
         work = (
             spec,
             history,
@@ -242,7 +235,7 @@ class Runner:
             resume_turn,
             work,
             opening=claim,
-            opening_delta=continuations.claimed_delta(invocation_id),
+            opening_delta=continuations.claimed_delta(invocation_id, invocation.token),
             expected={continuations.key_of(invocation_id): continuation},
         )
 
@@ -257,7 +250,9 @@ class Runner:
         """Record a non-terminal progress update of a paused long-running operation,
         atomically against its resume (a consumed pause gives ``no_paused_invocation``)."""
         session = self._paused_session(user_id, session_id)
-        invocation_id, continuation = continuations.select(session.state, invocation_id)
+        invocation_id, continuation = continuations.select(
+            session.state, invocation_id, agent=self.agent_name
+        )
         if continuation.get("operation_id") != operation_id:
             raise AdkError("long_running_operation_mismatch", "another operation is paused there")
         event = continuations.progress_event(self.agent_name, invocation_id, continuation, update)
@@ -270,7 +265,6 @@ class Runner:
         invocation_id: str,
         continuation: Mapping[str, Any],
         event: Event,
-        runtime_delta: Mapping[str, Any] | None = None,
     ) -> Event:
         """Store `event` only if the continuation is still the one read (one atomic step);
         a resume that got there first makes this ``no_paused_invocation``."""
@@ -281,7 +275,6 @@ class Runner:
                 session_id,
                 event,
                 {continuations.key_of(invocation_id): continuation},
-                runtime_delta=runtime_delta,
             )
         except AdkError as error:
             if error.reason == "conflict":
@@ -314,13 +307,16 @@ class Runner:
         session_id: str,
         message: str | Content,
         invocation_id: str | None,
+        token: str | None,
     ) -> Iterator[Any]:
         spec = self._spec()
         content = as_content(message)
         invocation_id = _invocation_id(invocation_id)
         session = self.sessions.create_session(self.app_name, user_id, session_id)
         user_event = Event.new("user", invocation_id, content)
-        invocation = Invocation(self, spec, user_id, session_id, invocation_id, session.state)
+        invocation = Invocation(
+            self, spec, user_id, session_id, invocation_id, session.state, token
+        )
         try:  # nothing is stored before these pass, except a policy's audit event
             invocation.guard.admit(spec.name, content)
         except AdkError as error:
@@ -332,7 +328,7 @@ class Runner:
             run_turn,
             work,
             opening=user_event,
-            opening_delta=continuations.opened_delta(invocation_id),
+            opening_delta=continuations.opened_delta(invocation_id, invocation.token),
         )
 
     def _spec(self) -> Any:

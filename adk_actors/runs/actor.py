@@ -78,6 +78,7 @@ class _Run:
         self.stream = stream
         self.worker: Task | None = None
         self.invocation_id: str | None = request.invocation_id
+        self.token: str | None = request.token
         self.started_at = time.time()
         self.ended_at: float | None = None
         self.cancel_reason: Any = None
@@ -140,6 +141,10 @@ class RunServer(GenServer):
             return Reply(self._cancel(run, request[1]), run)
         if op == "begin_resume":
             return Reply(self._begin_resume(run, request[1]), run)
+        if op == "forget_resume":  # that resume failed: if the pause is still in the
+            if run.resumed_to == request[1] and _still_paused(run):  # session, resumable
+                run.resumed_to = None
+            return Reply(("ok", None), run)
         if op == "end_resume":
             _, new_run_id, committed = request
             if run.resume_pending == new_run_id:
@@ -212,7 +217,14 @@ class RunServer(GenServer):
         record = None
         if abandon and run.invocation_id is not None:
             reason = getattr(outcome, "reason", None)
-            record = (run.runner, run.user_id, run.session_id, run.invocation_id, reason)
+            record = (
+                run.runner,
+                run.user_id,
+                run.session_id,
+                run.invocation_id,
+                reason,
+                run.token,
+            )
         try:
             run.settler = Task.start(
                 _settle, run.stream, outcome, record, notify=True, supervisor=TASK_SUPERVISOR
@@ -268,9 +280,9 @@ class RunServer(GenServer):
 def _settle(stream: Pid, outcome: Outcome, record: tuple[Any, ...] | None) -> int:
     """Record an abandonment in the session (if any), then end the stream with `outcome`."""
     if record is not None:
-        runner, user_id, session_id, invocation_id, reason = record
+        runner, user_id, session_id, invocation_id, reason, token = record
         try:
-            runner.abandon(user_id, session_id, invocation_id, reason)
+            runner.abandon(user_id, session_id, invocation_id, reason, token=token)
         except Exception as error:  # the terminal must still be published
             _log.warning("adk.runs.abandon_failed", reason=str(getattr(error, "reason", ""))[:200])
     return CreditStream.finish(stream, outcome)
@@ -280,6 +292,17 @@ def _kind(reason: Any) -> str:
     """A bounded name for a worker's exit reason (a `Crash`'s kind, or the reason)."""
     kind = getattr(reason, "kind", None)
     return str(kind if kind is not None else reason)[:200]
+
+
+def _still_paused(run: _Run) -> bool:
+    """Is this run's continuation still unclaimed in its session (a short read)?"""
+    if not isinstance(run.outcome, Paused) or run.resume_pending is not None:
+        return False
+    try:
+        paused = run.runner.paused_invocations(run.user_id, run.session_id)
+    except Exception:
+        return False
+    return run.outcome.event.invocation_id in paused
 
 
 def _status(run: _Run) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import msgspec
 import structlog
 
 from adk_actors.app import RUN_SUPERVISOR, ensure_started
-from adk_actors.outcomes import Outcome
+from adk_actors.outcomes import Failed, Outcome
 from adk_actors.runs.actor import RunServer
 from adk_actors.runs.handoff import RunRequest, handoffs
 from adk_actors.runs.registry import RUN_REGISTRY, run_name, stream_name
@@ -75,6 +75,7 @@ def start(
         retention=check_retention(retention),
         max_buffered_events=check_max_buffered_events(max_buffered_events),
         invocation_id=f"inv-{uuid.uuid4().hex}",
+        token=uuid.uuid4().hex,
     )
     ensure_started()
     return _launch(request)
@@ -174,14 +175,22 @@ def resume(
     """Resume a paused run with the human's `response`; returns the new run's id.
 
     The paused run is left as it was except its ``resumed_to``. The Runner checks the
-    response and claims the paused continuation before anything is started, so a
-    refused response changes nothing. ``run_not_paused``; ``already_resumed`` (its
-    `run_id` is the run that resumed it).
+    response before anything is started, so a refused response changes nothing. The
+    new run claims the continuation once admitted: if it ended without claiming it
+    (admission refused it), the paused run can be resumed again. ``run_not_paused``;
+    ``already_resumed`` (its `run_id` is the run that resumed it).
     """
     actor, _ = _lookup(run_id)
     child_id = new_run_id()
-    parent = _answer(actor, ("begin_resume", child_id))
+    try:
+        parent = _answer(actor, ("begin_resume", child_id))
+    except RunError as error:
+        if not _unclaimed(error):
+            raise
+        _answer(actor, ("forget_resume", error.run_id))
+        parent = _answer(actor, ("begin_resume", child_id))
     committed = False
+    token = uuid.uuid4().hex
     try:
         runner = parent["runner"]
         items = runner.resume_invocation(
@@ -189,6 +198,7 @@ def resume(
             parent["session_id"],
             response,
             invocation_id=parent["event"].invocation_id,
+            token=token,
         )
         request = RunRequest(
             run_id=child_id,
@@ -205,6 +215,7 @@ def resume(
             parent_run_id=run_id,
             items=items,
             invocation_id=parent["event"].invocation_id,
+            token=token,
         )
         try:
             _launch(request)
@@ -250,6 +261,7 @@ def _launch(request: RunRequest) -> str:
             request.user_id,
             request.session_id,
             request.invocation_id,
+            request.token,
         )
         cast(RUN_REGISTRY, ("track", request.run_id, actor, request.retention, closing))
     except MaxChildrenReached:
@@ -266,6 +278,17 @@ def _launch(request: RunRequest) -> str:
     finally:
         handoffs.discard(ref)  # taken by the actor, or withdrawn: never left behind
     return request.run_id
+
+
+def _unclaimed(error: RunError) -> bool:
+    """Did the resume that made this run `already_resumed` fail (it may not have
+    claimed the continuation; the paused run's actor checks the session)?"""
+    if error.reason != "already_resumed" or error.run_id is None:
+        return False
+    try:
+        return isinstance(wait(error.run_id, timeout=1.0), Failed)
+    except RunError:
+        return False  # still running, or gone
 
 
 def _lost(run_id: str) -> Outcome:

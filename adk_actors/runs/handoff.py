@@ -35,6 +35,8 @@ class RunRequest:
     """For a resumed run: the runner's resume iterator (it claims the continuation)."""
     invocation_id: str | None = None
     """Chosen before the start, so a cancel or a lost actor can always close it."""
+    token: str | None = None
+    """The opening's token: an abandonment by this run closes only what this run opened."""
 
 
 class Handoffs:

@@ -76,7 +76,8 @@ class _Tracked(NamedTuple):
     ref: Ref
     retention: float
     closing: tuple[Any, ...] | None
-    """(runner, user_id, session_id, invocation_id): how to close a lost run's session."""
+    """(runner, user_id, session_id, invocation_id, token): how to close a lost run's
+    session (only what that run opened)."""
 
 
 class _Expire(NamedTuple):
@@ -154,9 +155,8 @@ class RunRegistry(GenServer):
         demonitor(tracked.ref, flush=True)
         outcome = Failed(("run_actor_exit", str(getattr(reason, "kind", reason))[:200]))
         if tracked.closing is not None and tracked.closing[3] is not None:
-            runner, user_id, session_id, invocation_id = tracked.closing
             # the session gets its end too, off this process: a session write may wait
-            Task.start(_close_lost, runner, user_id, session_id, invocation_id, outcome.reason)
+            Task.start(_close_lost, *tracked.closing, outcome.reason)
         ref = Ref()
         timer = send_after(self_pid(), _Expire(run_id, ref), tracked.retention)
         state.retained[run_id] = _Retained(run_id, None, ref, timer, outcome)
@@ -191,10 +191,10 @@ class RunRegistry(GenServer):
 
 
 def _close_lost(
-    runner: Any, user_id: str, session_id: str, invocation_id: str, reason: Any
+    runner: Any, user_id: str, session_id: str, invocation_id: str, token: Any, reason: Any
 ) -> None:
     try:
-        runner.abandon(user_id, session_id, invocation_id, reason)
+        runner.abandon(user_id, session_id, invocation_id, reason, token=token)
     except Exception as error:  # the session service may be gone too: the outcome stands
         _log.warning("adk.runs.lost_not_closed", error=type(error).__name__)
 

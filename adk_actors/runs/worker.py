@@ -57,6 +57,7 @@ def drive(request: RunRequest, stream: Pid, actor: Pid) -> Outcome:
             request.session_id,
             request.message,
             invocation_id=request.invocation_id,
+            token=request.token,
         )
     )
     announced = False

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import msgspec
@@ -48,7 +48,8 @@ class SessionRecord(msgspec.Struct, kw_only=True):
     compactions: int = 0
     """How many times events were compacted: part of every event cursor's snapshot."""
     revision: int = 0
-    """Bumped by every appended event and every compaction: never repeats."""
+    """Starts at the creation time in microseconds; bumped by every appended event and
+    every compaction, so it never repeats, even across a delete and re-create."""
 
 
 class Session(msgspec.Struct, frozen=True, kw_only=True):
@@ -167,7 +168,13 @@ def create(
         return view(storage, existing)  # idempotent: never overwrites
     now = time.time()
     record = SessionRecord(
-        id=session_id, app_name=app, user_id=user, state={}, created=now, last_update=now
+        id=session_id,
+        app_name=app,
+        user_id=user,
+        state={},
+        created=now,
+        last_update=now,
+        revision=_revision_base(),
     )
     _apply(storage, record, state or {})
     record.initial_state = {key: value for key, value in record.state.items() if _replayable(key)}
@@ -211,17 +218,25 @@ def add_event(
     session_id: str,
     event: Event,
     runtime_delta: Mapping[str, Any] | None = None,
+    precondition: Callable[[], bool] | None = None,
 ) -> Event:
     """Append `event` and apply its state delta; `runtime_delta` (``_adk:`` keys only)
     is the runtime's own bookkeeping, applied in the same step but not part of the
-    event, so it is never replayed."""
+    event, so it is never replayed. `precondition` runs inside the step; False makes
+    it a ``conflict`` (the runtime's "is this worker still alive", checked atomically)."""
     if not isinstance(event, Event):
         raise AdkError("invalid_event", "add_event takes an Event")
+    if runtime_delta and not all(
+        isinstance(key, str) and key.startswith(INTERNAL_PREFIX) for key in runtime_delta
+    ):
+        raise AdkError("invalid_state_delta", f"runtime keys start with {INTERNAL_PREFIX!r}")
     record = _require(storage, app, user, session_id)
+    if precondition is not None and not precondition():
+        raise AdkError("conflict", "the writer may no longer write")
+    _split(event.actions.state_delta)  # every check before anything is applied
+    _split(runtime_delta or {})
     _apply(storage, record, event.actions.state_delta)
     if runtime_delta:
-        if not all(isinstance(k, str) and k.startswith(INTERNAL_PREFIX) for k in runtime_delta):
-            raise AdkError("invalid_state_delta", f"runtime keys start with {INTERNAL_PREFIX!r}")
         _apply(storage, record, runtime_delta)
     record.event_count += 1
     record.revision += 1
@@ -239,14 +254,16 @@ def add_event_if_state(
     event: Event,
     expected: Mapping[str, Any],
     runtime_delta: Mapping[str, Any] | None = None,
+    precondition: Callable[[], bool] | None = None,
 ) -> Event:
+    """`add_event` only if every `expected` value holds (None: the key is absent)."""
     record = _require(storage, app, user, session_id)
     shared = any(key.startswith(("user:", "app:")) for key in expected)
     current = _merged(storage, record) if shared else record.state  # the common case: cheap
     for key, value in expected.items():
-        if current.get(key, _MISSING) != value:
+        if current.get(key) != value:
             raise AdkError("conflict", "the session state changed since it was read")
-    return add_event(storage, app, user, session_id, event, runtime_delta)
+    return add_event(storage, app, user, session_id, event, runtime_delta, precondition)
 
 
 def compact_events(
@@ -354,18 +371,18 @@ def rewind(
     )
     for seq, event in enumerate(kept, start=1):
         storage.append_event(record, seq, event)
-    record.event_count = record.revision = len(kept)
+    record.event_count = len(kept)
+    record.revision = _revision_base() + len(kept)
     storage.put_session(record)
     return view(storage, record)
+
+
+def _revision_base() -> int:
+    """A new session's first revision: microseconds since the epoch, so a session
+    deleted and created again never repeats an old revision."""
+    return time.time_ns() // 1_000
 
 
 def redacted_state(state: Mapping[str, Any]) -> dict[str, Any]:
     """State without credential-named keys (what queries and models may see)."""
     return {key: value for key, value in state.items() if not is_secret_key(key.split(":", 1)[-1])}
-
-
-class _Missing:
-    pass
-
-
-_MISSING = _Missing()

@@ -118,12 +118,20 @@ class SessionService:
         event: Event,
         *,
         runtime_delta: Mapping[str, Any] | None = None,
+        precondition: Callable[[], bool] | None = None,
     ) -> Event:
         """Append an event and apply its state delta, in one step. `runtime_delta`
         (``_adk:`` keys; None deletes one) is the runtime's bookkeeping, applied in the
-        same step without being part of the event."""
+        same step without being part of the event; `precondition` runs inside the step
+        (False: ``conflict``)."""
         return self._locked(  # type: ignore[no-any-return]
-            core.add_event, app_name, user_id, session_id, event, _optional(runtime_delta)
+            core.add_event,
+            app_name,
+            user_id,
+            session_id,
+            event,
+            _optional(runtime_delta),
+            precondition,
         )
 
     def add_event_if_state(
@@ -135,8 +143,10 @@ class SessionService:
         expected: Mapping[str, Any],
         *,
         runtime_delta: Mapping[str, Any] | None = None,
+        precondition: Callable[[], bool] | None = None,
     ) -> Event:
-        """Append only if `expected` state values still hold; ``conflict`` otherwise."""
+        """Append only if `expected` state values still hold (None: the key is absent);
+        ``conflict`` otherwise."""
         return self._locked(  # type: ignore[no-any-return]
             core.add_event_if_state,
             app_name,
@@ -145,6 +155,7 @@ class SessionService:
             event,
             dict(expected),
             _optional(runtime_delta),
+            precondition,
         )
 
     def query_sessions(

@@ -14,6 +14,7 @@ import adk_actors as adk
 from adk_actors import events as event_codec
 from adk_actors.outcomes import Paused
 from adk_actors.tools.suspension import long_running, request_human_approval
+from tests.helpers import wait_until
 
 SECRET_ARG = "prod-7f3a-secret-target"
 
@@ -443,3 +444,73 @@ def test_a_streamed_final_the_policy_denies_is_never_stored(sessions):
         runner.run("u", "s", "hi")
     assert failure.value.reason[0] == "runtime_policy_denied"
     assert "secret answer" not in str(sessions.get_session("app", "u", "s").events)
+
+
+def test_an_abandon_closes_only_its_own_opening(sessions):
+    import threading
+
+    gate = threading.Event()
+
+    class SlowPublish(Publish):
+        def execute(self, args, ctx):
+            gate.wait(10)
+            return super().execute(args, ctx)
+
+    agent, _model, tool = publish_agent(name="Careful", tool=SlowPublish())
+    runner = adk.Runner(agent, "app", sessions)
+    invocation = runner.run("u", "s", "Publish").event.invocation_id
+    from supervision.tasks import Task
+
+    resuming = Task.start(runner.resume, "u", "s", {"confirmed": True})
+    wait_until(lambda: any(k.startswith("_adk:open:") for k in state_of(sessions)))
+    assert runner.abandon("u", "s", invocation, "not_mine", token="another-run") is None
+    gate.set()
+    assert resuming.wait(10) == "released" and len(tool.ran) == 1
+    events = sessions.get_session("app", "u", "s").events
+    assert events[-1].is_final and not any(e.error for e in events)
+
+
+def state_of(sessions):
+    return sessions.get_session("app", "u", "s").state
+
+
+def test_a_killed_worker_never_opens_after_its_abandonment(sessions):
+    agent = adk.spawn_agent("Opener", {"provider": adk.ScriptedProvider(["late"])})
+    runner = adk.Runner(agent, "app", sessions)
+    sessions.create_session("app", "u", "locked")
+    import time
+
+    with sessions.lock("app", "u", "locked"):  # the worker's opening waits here
+        run_id = adk.runs.start(runner, "u", "locked", "hi")
+        time.sleep(0.1)
+        adk.runs.cancel(run_id, "user_cancel")  # grace, kill; the abandonment waits too
+        time.sleep(0.5)  # past the grace: the worker is killed while it waits
+    assert adk.runs.wait(run_id, timeout=5) == adk.Cancelled("user_cancel")
+    time.sleep(0.3)  # the killed worker has had the lock by now
+    session = sessions.get_session("app", "u", "locked")
+    assert session.events == () and session.state == {}
+
+
+def test_an_lmdb_continuation_with_a_nan_still_resumes(tmp_path):
+    @adk.tool
+    def score() -> dict:
+        """Score."""
+        return {"score": float("nan")}
+
+    model = adk.ScriptedProvider(
+        [
+            {
+                "tool_calls": [
+                    {"name": "score", "args": {}},
+                    {"name": "publish", "args": {"dry_run": False}},
+                ]
+            },
+            "scored",
+        ]
+    )
+    agent = adk.spawn_agent("Nan", {"provider": model}, tools=[score, Publish()])
+    lmdb_sessions = adk.sessions.LmdbSessionService(tmp_path / "s")
+    runner = adk.Runner(agent, "app", lmdb_sessions)
+    assert isinstance(runner.run("u", "s", "go"), Paused)
+    assert runner.resume("u", "s", {"confirmed": True}) == "scored"
+    lmdb_sessions.close()

@@ -561,3 +561,30 @@ def test_a_killed_run_actor_still_has_exactly_one_outcome(sessions):
     wait_until(lambda: sessions.get_session("app", "u", "doomed").events[-1].error is not None)
     last = sessions.get_session("app", "u", "doomed").events[-1]
     assert last.error.reason == ("run_actor_exit", "killed")  # the session is closed too
+
+
+def test_a_resume_refused_by_admission_can_be_resumed_again(sessions):
+    from adk_actors import admission
+
+    controller = admission.start_link({"global_limit": 1})
+    script = [{"tool_calls": [{"name": "publish", "args": {}}]}, {"text": "published"}]
+    runner = runner_for(
+        sessions,
+        "Gated",
+        adk.ScriptedProvider(script),
+        tools=[Publish()],
+        admission_control={"server": controller},
+    )
+    parent = adk.runs.start(runner, "u", "gated", "Publish it.")
+    assert isinstance(adk.runs.wait(parent, timeout=10), adk.Paused)
+    held = admission.acquire("Gated", server=controller)
+    refused_child = adk.runs.resume(parent, {"confirmed": True})
+    outcome = adk.runs.wait(refused_child, timeout=10)
+    assert outcome == adk.Failed(("admission_failed", "concurrency_limit_reached"))
+    held.release()
+    child = adk.runs.resume(parent, {"confirmed": True})  # the pause was never claimed
+    assert adk.runs.wait(child, timeout=10) == adk.Completed("published")
+    assert adk.runs.status(parent)["resumed_to"] == child
+    assert refused(lambda: adk.runs.resume(parent, {"confirmed": True})).reason == (
+        "already_resumed"
+    )
