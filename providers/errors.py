@@ -9,7 +9,7 @@ it; `adk_actors` re-exports it.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 MAX_DETAIL_CHARS = 512
@@ -77,4 +77,15 @@ def redact(value: Any, *, depth: int = 0) -> Any:
     if isinstance(value, list | tuple):
         cleaned = [redact(item, depth=depth + 1) for item in value]
         return cleaned if isinstance(value, list) else tuple(cleaned)
+    return value
+
+
+def check_options(value: Any, allowed: Iterable[str], reason: str, what: str) -> Mapping[str, Any]:
+    """`value` as a mapping of known option keys; unknown keys are named in the error,
+    as ``(reason, ("unknown_keys", [...]))`` (values are never echoed)."""
+    if not isinstance(value, Mapping):
+        raise AdkError(reason, f"{what} is a mapping")
+    unknown = sorted((key for key in value if key not in set(allowed)), key=str)
+    if unknown:
+        raise AdkError((reason, ("unknown_keys", unknown)), f"unknown {what} keys: {unknown}")
     return value

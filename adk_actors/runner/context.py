@@ -28,7 +28,7 @@ import structlog
 from adk_actors.events import Event
 from providers import content as content_codec
 from providers.content import Content, FunctionCallPart, FunctionResponsePart, canonical
-from providers.errors import AdkError, is_secret_key
+from providers.errors import AdkError, check_options, is_secret_key
 from supervision.tasks import Task, TaskFailed, TaskTimeout
 
 _log = structlog.get_logger("adk.context")
@@ -96,14 +96,7 @@ class ContextPolicy:
             return cls()
         if isinstance(config, ContextPolicy):
             return config
-        if not isinstance(config, Mapping):
-            raise AdkError("invalid_context_policy", "context_policy is a mapping")
-        unknown = sorted(set(config) - _KEYS, key=str)
-        if unknown:
-            raise AdkError(
-                ("invalid_context_policy", ("unknown_keys", unknown)),
-                f"unknown context_policy keys: {unknown}",
-            )
+        config = check_options(config, _KEYS, "invalid_context_policy", "context_policy")
         fields: dict[str, Any] = {}
         for key in ("authors", "invocations", "content_types"):
             if config.get(key) is not None:

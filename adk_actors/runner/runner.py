@@ -27,7 +27,7 @@ from adk_actors.runner.history import model_history, split_events
 from adk_actors.runner.invocation import Invocation
 from adk_actors.sessions.service import SessionService
 from providers.content import Content
-from providers.errors import AdkError
+from providers.errors import AdkError, check_options
 from supervision import CallTimeout, ProcessExit, aio, call
 
 STREAMING_MODES = ("none", "text", "content")
@@ -368,14 +368,9 @@ def _admission_options(options: Mapping[str, Any] | None) -> dict[str, Any] | No
     """A Runner's admission settings: overflow mode, queue timeout, controller name."""
     if options is None:
         return None
-    if not isinstance(options, Mapping):
-        raise AdkError("invalid_admission_control", "admission_control is a mapping")
-    unknown = sorted(set(options) - _ADMISSION_KEYS, key=str)
-    if unknown:
-        raise AdkError(
-            ("invalid_admission_control", ("unknown_keys", unknown)),
-            f"admission_control keys are {sorted(_ADMISSION_KEYS)}",
-        )
+    options = check_options(
+        options, _ADMISSION_KEYS, "invalid_admission_control", "admission_control"
+    )
     if options.get("overflow", "reject") not in ("reject", "queue"):
         raise AdkError(("invalid_admission_control", "overflow"), "overflow: reject or queue")
     timeout = options.get("queue_timeout", 30.0)
