@@ -85,7 +85,8 @@ def start(*, admission_control: Mapping[str, Any] | None = None) -> Pid:
 
     `admission_control` configures the application's admission controller (see
     `adk_actors.admission`); it is validated before anything starts and raises
-    ``invalid_application_env`` naming the setting. A running tree is returned as is.
+    ``invalid_application_env`` naming the setting. A running tree is returned as is;
+    asking it for another admission config is ``application_already_started``.
     """
     from adk_actors import admission
 

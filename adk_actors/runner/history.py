@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from adk_actors.events import Event
+from adk_actors.sessions.core import INTERNAL_PREFIX
 from providers.content import Content, canonical
 
-INTERNAL_STATE_PREFIX = "_adk:"
 _NOT_CONVERSATION = ("runner", "system")
 
 
@@ -51,4 +51,4 @@ def model_history(events: Sequence[Event]) -> list[Content]:
 
 def visible_state(state: Mapping[str, Any]) -> dict[str, Any]:
     """Session state as templates and tools see it: without the runtime's own keys."""
-    return {k: v for k, v in state.items() if not k.startswith(INTERNAL_STATE_PREFIX)}
+    return {k: v for k, v in state.items() if not k.startswith(INTERNAL_PREFIX)}
