@@ -183,7 +183,8 @@ class ContextPolicy:
             else:
                 selected = self._compress(tuple(selected), current)
                 action = "compressed"
-        measured = self._measure(selected)
+        # sizes cost a JSON encoding per event: measured only when a budget needs them
+        measured = self._measure(selected) if self.budgeted else {}
         _log.info(
             "adk.context.build",
             agent=agent,
@@ -192,8 +193,8 @@ class ContextPolicy:
             dropped_events=max(0, len(candidates) - len(selected)),
             filtered_events=dropped_by_filter,
             overflow_action=action,
-            selected_bytes=measured["bytes"],
-            estimated_tokens=measured["tokens"],
+            selected_bytes=measured.get("bytes"),
+            estimated_tokens=measured.get("tokens"),
             fingerprint=_fingerprint(event.id for event in selected),
         )
         return selected

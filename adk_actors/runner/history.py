@@ -1,9 +1,9 @@
 """What the model sees of a session: canonical, secret-pruned history.
 
 Only conversation events count: partial deltas, pauses, progress updates, claims,
-errors and system audit events never reach the model. Contents pass through
-`providers.content.canonical` (credential-named keys pruned, adjacent text merged);
-the turn applies it again to everything it sends, this invocation's steps included.
+errors and system audit events never reach the model. The turn passes everything it
+sends through `providers.content.canonical` (credential-named keys pruned, adjacent
+text merged), this invocation's own steps included.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from adk_actors.events import Event
 from adk_actors.sessions.core import INTERNAL_PREFIX
-from providers.content import Content, canonical
+from providers.content import Content
 
 _NOT_CONVERSATION = ("runner", "system")
 
@@ -45,8 +45,9 @@ def split_events(
 
 
 def model_history(events: Sequence[Event]) -> list[Content]:
-    """Canonical, secret-pruned contents of conversation events."""
-    return [canonical(event.content) for event in events if event.content is not None]
+    """The contents of conversation events, as stored: the turn makes every request
+    canonical and secret-pruned at the model boundary, once."""
+    return [event.content for event in events if event.content is not None]
 
 
 def visible_state(state: Mapping[str, Any]) -> dict[str, Any]:
