@@ -33,6 +33,7 @@ from supervision.pid import Pid
 from supervision.primitives import demonitor, exit, link, monitor, send, trap_exit, unlink
 from supervision.process import receive, self_pid
 from supervision.registry import register, registered, unregister, whereis
+from supervision.requests import Response, cancel_request, send_request
 from supervision.signals import Crash, Down, ExitSignal, Ref, is_normal_exit
 from supervision.supervisor import Supervisor
 from supervision.timers import TimerRef, cancel_timer, send_after
@@ -57,6 +58,7 @@ __all__ = [
     "ProcessExit",
     "Ref",
     "Reply",
+    "Response",
     "StartError",
     "Stop",
     "Supervisor",
@@ -65,6 +67,7 @@ __all__ = [
     "aio",
     "call",
     "cancel_timer",
+    "cancel_request",
     "cast",
     "demonitor",
     "exit",
@@ -78,6 +81,7 @@ __all__ = [
     "reply",
     "self_pid",
     "send",
+    "send_request",
     "send_after",
     "stop",
     "trap_exit",
