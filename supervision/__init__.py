@@ -1,10 +1,21 @@
-"""The OTP kernel on pykka: processes, links, monitors, GenServer, supervisors, timers.
+"""The OTP kernel on pykka: processes, links, monitors, GenServer, supervisors, timers,
+tasks, credit streams, inboxes and fenced leases.
 
-Everything a user or a test needs is importable from here; see `docs/supervision.md`.
+Everything a user, a test or an upper layer needs is importable from here; the
+modules behind it are the kernel's own. See `docs/supervision.md`.
 """
 
 from supervision import aio
 from supervision.child_spec import ChildInfo, ChildSpec
+from supervision.credit_stream import (
+    MAX_BUFFERED_CEILING,
+    CreditStream,
+    StreamDetached,
+    StreamError,
+    StreamItem,
+    StreamTerminal,
+    next_message,
+)
 from supervision.dynamic_supervisor import DynamicSupervisor
 from supervision.errors import (
     AlreadyStarted,
@@ -28,53 +39,110 @@ from supervision.gen_server import (
     reply,
     stop,
 )
+from supervision.inbox import Inbox
 from supervision.introspection import kernel_stats
+from supervision.leases import (
+    Clock,
+    Lease,
+    LeaseError,
+    LeaseStore,
+    LmdbLeases,
+    MemoryLeases,
+    system_clock,
+)
 from supervision.pid import Pid
 from supervision.primitives import demonitor, exit, link, monitor, send, trap_exit, unlink
-from supervision.process import receive, self_pid
+from supervision.process import is_fenced_thread, receive, self_pid
 from supervision.registry import register, registered, unregister, whereis
 from supervision.requests import Response, cancel_request, send_request
-from supervision.signals import Crash, Down, ExitSignal, Ref, is_normal_exit
+from supervision.runtime import default_task_supervisor, reactor_loop
+from supervision.signals import (
+    MAX_CRASH_MESSAGE_CHARS,
+    Crash,
+    Down,
+    ExitSignal,
+    Reason,
+    Ref,
+    is_normal_exit,
+)
 from supervision.supervisor import Supervisor
-from supervision.timers import TimerRef, cancel_timer, send_after
+from supervision.sync_pool import SyncPool, TaskBusy, default_sync_pool, shared_pool
+from supervision.task_supervisor import start_task_supervisor
+from supervision.tasks import (
+    DEADLINE_REASON,
+    Task,
+    TaskFailed,
+    TaskResult,
+    TaskTimeout,
+    wait_all,
+)
+from supervision.timer_service import TimerRef
+from supervision.timers import cancel_timer, send_after
 
 __all__ = [
+    "DEADLINE_REASON",
+    "MAX_BUFFERED_CEILING",
+    "MAX_CRASH_MESSAGE_CHARS",
     "NO_REPLY",
     "AlreadyStarted",
     "CallTimeout",
     "ChildInfo",
     "ChildSpec",
+    "Clock",
     "Crash",
+    "CreditStream",
     "Down",
     "DynamicSupervisor",
     "ExitSignal",
     "From",
     "GenServer",
+    "Inbox",
     "KernelError",
+    "Lease",
+    "LeaseError",
+    "LeaseStore",
+    "LmdbLeases",
     "MaxChildrenReached",
+    "MemoryLeases",
     "NameTaken",
     "NoReply",
     "Pid",
     "ProcessExit",
+    "Reason",
     "Ref",
     "Reply",
     "Response",
     "StartError",
     "Stop",
+    "StreamDetached",
+    "StreamError",
+    "StreamItem",
+    "StreamTerminal",
     "Supervisor",
     "SupervisorError",
+    "SyncPool",
+    "Task",
+    "TaskBusy",
+    "TaskFailed",
+    "TaskResult",
+    "TaskTimeout",
     "TimerRef",
     "aio",
     "call",
     "cancel_request",
     "cancel_timer",
     "cast",
+    "default_sync_pool",
+    "default_task_supervisor",
     "demonitor",
     "exit",
+    "is_fenced_thread",
     "is_normal_exit",
     "kernel_stats",
     "link",
     "monitor",
+    "next_message",
+    "reactor_loop",
     "receive",
     "register",
     "registered",
@@ -83,9 +151,13 @@ __all__ = [
     "send",
     "send_after",
     "send_request",
+    "shared_pool",
+    "start_task_supervisor",
     "stop",
+    "system_clock",
     "trap_exit",
     "unlink",
     "unregister",
+    "wait_all",
     "whereis",
 ]

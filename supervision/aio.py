@@ -12,13 +12,15 @@ import concurrent.futures
 import functools
 import os
 import threading
-from collections.abc import AsyncIterator, Callable, Hashable, Iterator
+import time
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Sequence
 from typing import Any
 
 from supervision.errors import CallTimeout, ProcessExit
 from supervision.gen_server import _server
 from supervision.pid import Pid
 from supervision.server_process import CALL, From
+from supervision.tasks import Task, TaskFailed, TaskTimeout
 
 
 class _LoopFrom(From):
@@ -30,6 +32,11 @@ class _LoopFrom(From):
         super().__init__()
         self._loop = loop
         self._future: asyncio.Future[None] = loop.create_future()
+
+    @property
+    def future(self) -> asyncio.Future[None]:
+        """Done (on the slot's loop) once the slot is settled."""
+        return self._future
 
     def _wake(self) -> None:
         try:
@@ -52,11 +59,11 @@ async def call(dest: Pid | Hashable, request: Any, timeout: float | None = 5.0) 
         raise ProcessExit("noproc", f"{dest!r} is not alive")
     process.tell((CALL, request, slot))
     try:
-        await asyncio.wait_for(asyncio.shield(slot._future), timeout)
+        await asyncio.wait_for(asyncio.shield(slot.future), timeout)
     except TimeoutError:
         if slot.claim_for_timeout():
             raise CallTimeout(timeout) from None
-        await slot._future  # settled right at the deadline
+        await slot.future  # settled right at the deadline
     finally:
         process.remove_watcher(slot)
     return slot.result()
@@ -127,3 +134,55 @@ async def run_blocking(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any
     `SUPERVISION_AIO_BLOCKING_THREADS`), never on the loop, and never in the way of
     `iterate`'s steps. Cancelling the awaiting coroutine does not stop the call."""
     return await asyncio.wrap_future(_blocking().submit(functools.partial(fn, *args, **kwargs)))
+
+
+class _TaskWatch:
+    """Resolves an asyncio future on its loop when a task's process exits."""
+
+    __slots__ = ("_future", "_loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._future: asyncio.Future[None] = loop.create_future()
+
+    def notify_down(self, ref: Hashable, pid: Pid, reason: Any) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._resolve)
+        except RuntimeError:
+            pass  # the loop is closed: nobody is waiting any more
+
+    def _resolve(self) -> None:
+        if not self._future.done():
+            self._future.set_result(None)
+
+
+async def wait_task(task: Task, timeout: float | None = None) -> Any:
+    """`task.wait(timeout)` for a coroutine: the result, or `TaskFailed`/`TaskTimeout`,
+    awaited without parking a thread (a monitor resolves a future on this loop)."""
+    process = task._process
+    watch = _TaskWatch(asyncio.get_running_loop())
+    if process.add_watcher(watch, watch):
+        try:
+            await asyncio.wait_for(asyncio.shield(watch._future), timeout)
+        except TimeoutError:
+            raise TaskTimeout(
+                "wait_timeout", f"the task did not finish within {timeout} s"
+            ) from None
+        finally:
+            process.remove_watcher(watch)
+    return task.result()
+
+
+async def wait_tasks(tasks: Sequence[Task], deadline: float, grace: float = 0.0) -> list[Any]:
+    """`wait_all` for a coroutine: each task's result in order, or the `TaskFailed` /
+    `TaskTimeout` it ended with; one absolute `deadline` (plus `grace`) covers them all,
+    and a task still running then is killed."""
+    results: list[Any] = []
+    for task in tasks:
+        try:
+            remaining = max(0.0, deadline + grace - time.monotonic())
+            results.append(await wait_task(task, remaining))
+        except (TaskFailed, TaskTimeout) as error:
+            task.kill()
+            results.append(error)
+    return results

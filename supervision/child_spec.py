@@ -1,18 +1,21 @@
-"""What supervisors share: `ChildSpec`, `ChildInfo`, starting and stopping a child,
-the restart decision and the restart-intensity window.
+"""What supervisors share: `ChildSpec`, `ChildInfo`, the requests both supervisors
+answer, starting and stopping a child, the restart decision and the restart-intensity
+window.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
-from typing import Any, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
 from supervision import crash_report
 from supervision.errors import KernelError, SupervisorError
 from supervision.pid import Pid
 from supervision.primitives import exit, link, unlink
+from supervision.protocol import Refused, describe, is_hashable
 from supervision.signals import Crash, Reason, is_normal_exit
 
 Restart = Literal["permanent", "transient", "temporary"]
@@ -40,6 +43,10 @@ class ChildSpec(NamedTuple):
 
     def checked(self) -> ChildSpec:
         """This spec with defaults filled in; raises `SupervisorError` if it is malformed."""
+        if not is_hashable(self.id):
+            raise SupervisorError(
+                ("invalid_child_spec", "id"), f"child id must be hashable, not {describe(self.id)}"
+            )
         if not callable(self.start):
             raise SupervisorError(
                 ("invalid_child_spec", "start"), f"child {self.id!r}: start must be callable"
@@ -69,12 +76,70 @@ class ChildSpec(NamedTuple):
         return self._replace(shutdown=shutdown)
 
 
+def check_spec(spec: object) -> ChildSpec:
+    """`spec` with defaults filled in; `SupervisorError` with reason
+    ``("invalid_child_spec", what)`` if it is not a well-formed `ChildSpec`."""
+    if not isinstance(spec, ChildSpec):
+        raise SupervisorError(
+            ("invalid_child_spec", "spec"), f"expected a ChildSpec, not {describe(spec)}"
+        )
+    return spec.checked()
+
+
 class ChildInfo(NamedTuple):
     """One row of `which_children`: the child's id, its pid (None if not running), its type."""
 
     id: Hashable
     pid: Pid | None
     type: ChildType
+
+
+# -- the requests a supervisor answers, each with `Ok(value)` or `Refused(error)` ------------
+
+
+class WhichChildren(NamedTuple):
+    """Every child as a `ChildInfo`, in start order."""
+
+
+class CountChildren(NamedTuple):
+    """``{"specs", "active", "supervisors", "workers"}``, as OTP counts them."""
+
+
+class StartChild(NamedTuple):
+    """Add and start a child; the answer is its pid (None if `start` ignored it)."""
+
+    spec: ChildSpec
+
+
+class TerminateChild(NamedTuple):
+    """Stop a child: by id for a `Supervisor`, by pid for a `DynamicSupervisor`."""
+
+    child: Hashable
+
+
+class RestartChild(NamedTuple):
+    """Start a terminated child of a `Supervisor` again (by id)."""
+
+    child_id: Hashable
+
+
+class DeleteChild(NamedTuple):
+    """Forget a terminated child's spec (`Supervisor` only)."""
+
+    child_id: Hashable
+
+
+def refuse(reason: Reason) -> Refused:
+    """The answer for a request the supervisor refuses with an OTP reason."""
+    return Refused(
+        SupervisorError(reason, f"supervisor refused: {crash_report.format_reason(reason)}")
+    )
+
+
+def invalid_request(request: object, why: str | None = None) -> Refused:
+    """The answer for a request a supervisor does not take (unknown, or badly typed)."""
+    detail = f"{describe(request)}: {why}" if why else f"not a request: {describe(request)}"
+    return Refused(SupervisorError("invalid_request", detail))
 
 
 class ChildStartFailed(Exception):
@@ -148,8 +213,12 @@ class RestartIntensity:
     def __init__(self, intensity: int, period: float) -> None:
         if not isinstance(intensity, int) or isinstance(intensity, bool) or intensity < 0:
             raise SupervisorError(("invalid_intensity", intensity), "intensity must be an int >= 0")
-        if not isinstance(period, int | float) or isinstance(period, bool) or period <= 0:
-            raise SupervisorError(("invalid_period", period), "period must be > 0 seconds")
+        if (
+            not isinstance(period, int | float)
+            or isinstance(period, bool)
+            or not 0 < period < math.inf
+        ):
+            raise SupervisorError(("invalid_period", period), "period must be finite and > 0 s")
         self.intensity = intensity
         self.period = float(period)
         self._restarts: deque[float] = deque()
@@ -175,13 +244,3 @@ def report_exit(
         decision=decision,
         abnormal=not is_normal_exit(reason),
     )
-
-
-def unwrap(result: tuple[str, Any]) -> Any:
-    """Turn a supervisor's ("ok", value) / ("error", reason) reply into a value or an error."""
-    status, value = result
-    if status == "ok":
-        return value
-    if isinstance(value, SupervisorError):
-        raise value
-    raise SupervisorError(value, f"supervisor refused: {crash_report.format_reason(value)}")

@@ -24,10 +24,11 @@ from collections.abc import Hashable
 from typing import Any, Literal, NamedTuple
 
 from supervision.errors import KernelError
-from supervision.gen_server import From, GenServer, Reply, call
+from supervision.gen_server import From, GenServer, Reply, Stop, call, cast
 from supervision.pid import Pid
 from supervision.primitives import demonitor, monitor
-from supervision.process import Process, current_process, resolve
+from supervision.process import Process, current_process, receive, resolve
+from supervision.protocol import Answer, Ok, Refused, describe, log_unexpected, unwrap
 from supervision.signals import Down, Ref
 
 DEFAULT_MAX_BUFFERED = 256
@@ -67,6 +68,67 @@ class StreamError(KernelError):
     def __init__(self, reason: str, detail: str, gap: dict[str, Any] | None = None) -> None:
         super().__init__(reason, detail)
         self.gap = gap
+
+
+# -- the requests a stream answers, each with `Ok(value)` or `Refused(StreamError)` ----------
+
+
+class Publish(NamedTuple):
+    """Append `item`; the answer is its sequence number."""
+
+    item: Any
+
+
+class Finish(NamedTuple):
+    """End the stream with `outcome`; the answer is the terminal's sequence number."""
+
+    outcome: Any
+
+
+class Subscribe(NamedTuple):
+    """Subscribe `subscriber` to the items after `after`; the answer is the window."""
+
+    subscriber: Pid
+    mode: Mode
+    after: int
+    credit: int
+
+
+class Ack(NamedTuple):
+    """A credit subscriber acknowledges the items up to `seq`."""
+
+    subscriber: Pid
+    seq: int
+
+
+class Unsubscribe(NamedTuple):
+    """Remove `subscriber`; the answer says whether it was subscribed."""
+
+    subscriber: Pid
+
+
+class Status(NamedTuple):
+    """The window and the subscriber count."""
+
+
+class Close(NamedTuple):
+    """Cast: stop once everything sent before this is handled (see `close_async`)."""
+
+
+MAX_SEQUENCE = 2**62
+"""A cursor or an ack beyond this is malformed (no stream gets that far)."""
+
+
+def _check_subscribe(request: Subscribe) -> StreamError | None:
+    """Why a `Subscribe` is malformed, or None: checked by the stream itself, so a
+    request built by hand cannot put a bad subscriber into its state."""
+    if type(request.subscriber) is not Pid:
+        return StreamError("invalid_stream_option", "the subscriber must be a Pid")
+    if request.mode not in ("push", "credit"):
+        return StreamError("invalid_stream_option", "mode must be 'push' or 'credit'")
+    return _out_of_bounds("credit", request.credit, 1, MAX_CREDIT) or _out_of_bounds(
+        "after", request.after, 0, MAX_SEQUENCE
+    )
 
 
 class _Subscriber:
@@ -111,26 +173,46 @@ class _StreamServer(GenServer):
     def init(self, args: tuple[int, int, int]) -> _State:
         return _State(*args)
 
-    def handle_call(self, request: tuple[Any, ...], from_: From, state: _State) -> Any:
-        op = request[0]
-        if op == "publish":
-            return Reply(self._publish(state, request[1]), state)
-        if op == "finish":
-            return Reply(self._finish(state, request[1]), state)
-        if op == "subscribe":
-            return Reply(self._subscribe(state, *request[1:]), state)
-        if op == "ack":
-            return Reply(self._ack(state, request[1], request[2]), state)
-        if op == "unsubscribe":
-            subscriber = state.subscribers.pop(request[1], None)
-            if subscriber is not None:
-                demonitor(subscriber.ref, flush=True)
-            return Reply(("ok", subscriber is not None), state)
-        if op == "status":
-            return Reply(("ok", {**state.gap(0), "subscribers": len(state.subscribers)}), state)
-        return Reply(
-            ("error", StreamError("invalid_stream_option", f"unknown request {op!r}")), state
-        )
+    def handle_call(self, request: object, from_: From, state: _State) -> Reply:
+        match request:
+            case Publish(item):
+                return Reply(self._publish(state, item), state)
+            case Finish(outcome):
+                return Reply(self._finish(state, outcome), state)
+            case Subscribe(pid, mode, after, credit):
+                error = _check_subscribe(request)
+                if error is not None:
+                    return Reply(Refused(error), state)
+                return Reply(self._subscribe(state, pid._process, mode, after, credit), state)
+            case Ack(Pid() as pid, seq):
+                error = _out_of_bounds("seq", seq, 0, MAX_SEQUENCE)
+                if error is not None:
+                    return Reply(Refused(error), state)
+                return Reply(self._ack(state, pid._process, seq), state)
+            case Unsubscribe(Pid() as pid):
+                subscriber = state.subscribers.pop(pid._process, None)
+                if subscriber is not None:
+                    demonitor(subscriber.ref, flush=True)
+                return Reply(Ok(subscriber is not None), state)
+            case Status():
+                return Reply(Ok({**state.gap(0), "subscribers": len(state.subscribers)}), state)
+            case Ack() | Unsubscribe():
+                why = f"{describe(request)}: the subscriber must be a Pid"
+                return Reply(Refused(StreamError("invalid_stream_option", why)), state)
+        error = StreamError("invalid_stream_option", f"not a stream request: {describe(request)}")
+        return Reply(Refused(error), state)
+
+    def handle_cast(self, msg: Any, state: _State) -> Any:
+        match msg:
+            case Publish(item):  # `publish_async`: a refusal (already ended) is dropped
+                self._publish(state, item)
+            case Finish(outcome):
+                self._finish(state, outcome)
+            case Close():
+                return Stop("normal", state)
+            case _:
+                log_unexpected("CreditStream", "cast", msg)
+        return state
 
     def handle_info(self, msg: Any, state: _State) -> Any:
         if type(msg) is Down:
@@ -142,79 +224,73 @@ class _StreamServer(GenServer):
 
     # -- publishing ----------------------------------------------------------------------
 
-    def _publish(self, state: _State, item: Any) -> tuple[str, Any]:
+    def _publish(self, state: _State, item: Any) -> Answer:
         if state.terminal is not None:
-            return ("error", StreamError("already_terminal", "the stream has ended"))
+            return Refused(StreamError("already_terminal", "the stream has ended"))
         state.latest += 1
         state.items.append((state.latest, item))
         if len(state.items) > state.max_buffered:
             state.items.popleft()
         self._pump_all(state)
-        return ("ok", state.latest)
+        return Ok(state.latest)
 
-    def _finish(self, state: _State, outcome: Any) -> tuple[str, Any]:
+    def _finish(self, state: _State, outcome: Any) -> Answer:
         if state.terminal is not None:
-            return ("error", StreamError("already_terminal", "the stream has ended"))
+            return Refused(StreamError("already_terminal", "the stream has ended"))
         state.terminal = (state.latest + 1, outcome)
         self._pump_all(state)
-        return ("ok", state.terminal[0])
+        return Ok(state.terminal[0])
 
     # -- subscribing ---------------------------------------------------------------------
 
     def _subscribe(
         self, state: _State, who: Process, mode: Mode, after: int, credit: int
-    ) -> tuple[str, Any]:
+    ) -> Answer:
         if who in state.subscribers:
-            return (
-                "error",
-                StreamError("invalid_stream_option", "this process is already subscribed"),
+            return Refused(
+                StreamError("invalid_stream_option", "this process is already subscribed")
             )
         if len(state.subscribers) >= state.max_subscribers:
-            return (
-                "error",
-                StreamError("too_many_subscribers", f"at most {state.max_subscribers} subscribers"),
+            return Refused(
+                StreamError("too_many_subscribers", f"at most {state.max_subscribers} subscribers")
             )
         end = state.terminal[0] if state.terminal is not None else state.latest
         if after > end:
-            return (
-                "error",
-                StreamError("cursor_ahead", f"cursor {after} is beyond the latest sequence {end}"),
+            return Refused(
+                StreamError("cursor_ahead", f"cursor {after} is beyond the latest sequence {end}")
             )
         if after + 1 < state.oldest and after < state.latest:
-            return (
-                "error",
-                StreamError("replay_gap", "items after the cursor were evicted", state.gap(after)),
+            return Refused(
+                StreamError("replay_gap", "items after the cursor were evicted", state.gap(after))
             )
         subscriber = _Subscriber(who, mode, after, credit, monitor(who.pid))
         state.subscribers[who] = subscriber
         self._pump(state, subscriber)
-        return ("ok", state.gap(after))
+        return Ok(state.gap(after))
 
-    def _ack(self, state: _State, who: Process, seq: int) -> tuple[str, Any]:
+    def _ack(self, state: _State, who: Process, seq: int) -> Answer:
         subscriber = state.subscribers.get(who)
         if subscriber is None:
-            return ("error", StreamError("not_subscribed", "this process is not subscribed"))
+            return Refused(StreamError("not_subscribed", "this process is not subscribed"))
         if subscriber.mode != "credit":
-            return ("error", StreamError("not_credit_subscriber", "push subscribers do not ack"))
+            return Refused(StreamError("not_credit_subscriber", "push subscribers do not ack"))
         if seq == subscriber.acked:
-            return ("ok", seq)  # repeating the last ack is harmless
+            return Ok(seq)  # repeating the last ack is harmless
         if not subscriber.acked < seq <= subscriber.delivered:
-            return (
-                "error",
-                StreamError("invalid_credit_ack", f"{seq} was not delivered or is already acked"),
+            return Refused(
+                StreamError("invalid_credit_ack", f"{seq} was not delivered or is already acked")
             )
         subscriber.acked = seq
         gap = self._pump(state, subscriber)
         if gap is not None:
-            return (
-                "error",
+            return Refused(
                 StreamError(
                     "replay_gap",
                     "the next item was evicted: unsubscribe and subscribe again from a cursor in the window",
                     gap,
-                ),
+                )
             )
-        return ("ok", seq)
+        return Ok(seq)
 
     # -- delivery ------------------------------------------------------------------------
 
@@ -269,17 +345,18 @@ def _mailbox_size(process: Process) -> int:
     return int(pending()) if pending is not None else 0
 
 
-def _bounded(name: str, value: int, low: int, high: int) -> int:
+def _out_of_bounds(name: str, value: object, low: int, high: int) -> StreamError | None:
+    """An ``invalid_stream_option`` error unless `value` is an int in `low`..`high`."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise StreamError("invalid_stream_option", f"{name} must be an int in {low}..{high}")
+        return StreamError("invalid_stream_option", f"{name} must be an int in {low}..{high}")
+    return None
+
+
+def _bounded(name: str, value: int, low: int, high: int) -> int:
+    error = _out_of_bounds(name, value, low, high)
+    if error is not None:
+        raise error
     return value
-
-
-def _unwrap(result: tuple[str, Any]) -> Any:
-    status, value = result
-    if status == "ok":
-        return value
-    raise value
 
 
 class CreditStream:
@@ -303,12 +380,30 @@ class CreditStream:
     @staticmethod
     def publish(stream: Pid | Hashable, item: Any, timeout: float | None = 5.0) -> int:
         """Append `item`; returns its sequence number."""
-        return _unwrap(call(stream, ("publish", item), timeout))  # type: ignore[no-any-return]
+        return unwrap(call(stream, Publish(item), timeout))  # type: ignore[no-any-return]
+
+    @staticmethod
+    def publish_async(stream: Pid | Hashable, item: Any) -> None:
+        """Append `item` without waiting (a cast): for a publisher that must never block,
+        such as a server in the pooled dispatcher. Items from one publisher keep their
+        order, and it can count their sequence numbers itself (1, 2, ...)."""
+        cast(stream, Publish(item))
+
+    @staticmethod
+    def finish_async(stream: Pid | Hashable, outcome: Any) -> None:
+        """End the stream with `outcome` without waiting (a cast; see `publish_async`)."""
+        cast(stream, Finish(outcome))
+
+    @staticmethod
+    def close_async(stream: Pid | Hashable) -> None:
+        """Stop the stream once what its publisher sent before is handled (a cast, so
+        an asynchronous publisher never loses its last items to its own exit)."""
+        cast(stream, Close())
 
     @staticmethod
     def finish(stream: Pid | Hashable, outcome: Any, timeout: float | None = 5.0) -> int:
         """End the stream with `outcome`; returns the terminal's sequence number."""
-        return _unwrap(call(stream, ("finish", outcome), timeout))  # type: ignore[no-any-return]
+        return unwrap(call(stream, Finish(outcome), timeout))  # type: ignore[no-any-return]
 
     @staticmethod
     def subscribe(
@@ -321,12 +416,8 @@ class CreditStream:
         timeout: float | None = 5.0,
     ) -> dict[str, Any]:
         """Subscribe `subscriber` (default: the caller) to items after sequence `after`."""
-        if mode not in ("push", "credit"):
-            raise StreamError("invalid_stream_option", "mode must be 'push' or 'credit'")
-        _bounded("credit", credit, 1, MAX_CREDIT)
-        _bounded("after", after, 0, 2**62)
-        who = _subscriber(subscriber)
-        return _unwrap(call(stream, ("subscribe", who, mode, after, credit), timeout))  # type: ignore[no-any-return]
+        request = Subscribe(_subscriber(subscriber), mode, after, credit)
+        return unwrap(call(stream, request, timeout))  # type: ignore[no-any-return]
 
     @staticmethod
     def ack(
@@ -337,18 +428,18 @@ class CreditStream:
         timeout: float | None = 5.0,
     ) -> None:
         """Acknowledge items up to `seq` (credit subscribers); releases more items."""
-        _unwrap(call(stream, ("ack", _subscriber(subscriber), seq), timeout))
+        unwrap(call(stream, Ack(_subscriber(subscriber), seq), timeout))
 
     @staticmethod
     def unsubscribe(
         stream: Pid | Hashable, *, subscriber: Pid | None = None, timeout: float | None = 5.0
     ) -> bool:
-        return _unwrap(call(stream, ("unsubscribe", _subscriber(subscriber)), timeout))  # type: ignore[no-any-return]
+        return unwrap(call(stream, Unsubscribe(_subscriber(subscriber)), timeout))  # type: ignore[no-any-return]
 
     @staticmethod
     def status(stream: Pid | Hashable, timeout: float | None = 5.0) -> dict[str, Any]:
         """``latest_sequence``, ``oldest_available_sequence``, ``terminal``, ``subscribers``."""
-        status = _unwrap(call(stream, ("status",), timeout))
+        status = unwrap(call(stream, Status(), timeout))
         status.pop("after_sequence", None)
         return status  # type: ignore[no-any-return]
 
@@ -360,15 +451,14 @@ def next_message(
 
     Raises `TimeoutError` when nothing is deliverable in time.
     """
-    from supervision.process import receive
-
     kinds = (StreamItem, StreamTerminal, StreamDetached)
     message = receive(timeout, match=lambda m: type(m) in kinds and m.stream == stream)
     return message  # type: ignore[no-any-return]
 
 
-def _subscriber(pid: Pid | None) -> Process:
-    process = current_process() if pid is None else resolve(pid)
+def _subscriber(who: Pid | Hashable | None) -> Pid:
+    """The subscriber's pid: the caller's by default, or a pid or registered name."""
+    process = current_process() if who is None else resolve(who)
     if process is None:
-        raise StreamError("not_subscribed", f"{pid!r} is not alive")
-    return process
+        raise StreamError("not_subscribed", f"{who!r} is not alive")
+    return process.pid

@@ -16,14 +16,20 @@ from supervision.child_spec import (
     ChildInfo,
     ChildSpec,
     ChildStartFailed,
+    CountChildren,
     RestartIntensity,
+    StartChild,
+    TerminateChild,
+    WhichChildren,
     begin_shutdown,
+    check_spec,
     finish_shutdown,
+    invalid_request,
+    refuse,
     report_exit,
     shutdown_child,
     shutdown_deadline,
     start_child_process,
-    unwrap,
     wants_restart,
 )
 from supervision.errors import MaxChildrenReached, SupervisorError
@@ -31,6 +37,7 @@ from supervision.gen_server import From, GenServer, Reply, Stop, call
 from supervision.pid import Pid
 from supervision.primitives import send, trap_exit
 from supervision.process import self_pid
+from supervision.protocol import Answer, Ok, Refused, log_unexpected, unwrap
 from supervision.signals import ExitSignal, Reason
 
 
@@ -54,30 +61,32 @@ class _DynamicSupervisorServer(GenServer):
         trap_exit(True)
         return _State(*args)
 
-    def handle_call(self, request: tuple[Any, ...], from_: From, state: _State) -> Any:
-        op = request[0]
-        if op == "start_child":
-            return Reply(self._start(state, request[1]), state)
-        if op == "terminate_child":
-            pid = request[1]
-            spec = state.children.pop(pid, None)
-            if spec is None:
-                return Reply(("error", "not_found"), state)
-            shutdown_child(pid, spec.shutdown)  # type: ignore[arg-type]
-            return Reply(("ok", None), state)
-        if op == "which_children":
-            rows = [ChildInfo(spec.id, pid, spec.type) for pid, spec in state.children.items()]
-            return Reply(("ok", rows), state)
-        if op == "count_children":
-            specs = list(state.children.values())
-            counts = {
-                "specs": len(specs),
-                "active": sum(1 for pid in state.children if pid.is_alive()),
-                "supervisors": sum(1 for s in specs if s.type == "supervisor"),
-                "workers": sum(1 for s in specs if s.type == "worker"),
-            }
-            return Reply(("ok", counts), state)
-        return Reply(("error", ("unknown_request", op)), state)
+    def handle_call(self, request: object, from_: From, state: _State) -> Reply:
+        match request:
+            case StartChild(spec):
+                return Reply(self._start(state, spec), state)
+            case TerminateChild(Pid() as pid):
+                return Reply(self._terminate(state, pid), state)
+            case TerminateChild():
+                why = "a dynamic supervisor's children are named by pid"
+                return Reply(invalid_request(request, why), state)
+            case WhichChildren():
+                rows = [ChildInfo(spec.id, pid, spec.type) for pid, spec in state.children.items()]
+                return Reply(Ok(rows), state)
+            case CountChildren():
+                specs = list(state.children.values())
+                counts = {
+                    "specs": len(specs),
+                    "active": sum(1 for pid in state.children if pid.is_alive()),
+                    "supervisors": sum(1 for s in specs if s.type == "supervisor"),
+                    "workers": sum(1 for s in specs if s.type == "worker"),
+                }
+                return Reply(Ok(counts), state)
+        return Reply(invalid_request(request), state)
+
+    def handle_cast(self, msg: Any, state: _State) -> _State:
+        log_unexpected("DynamicSupervisor", "cast", msg)
+        return state
 
     def handle_info(self, msg: Any, state: _State) -> Any:
         if type(msg) is ExitSignal:
@@ -133,20 +142,28 @@ class _DynamicSupervisorServer(GenServer):
         return state
 
     @staticmethod
-    def _start(state: _State, spec: ChildSpec) -> tuple[str, Any]:
+    def _start(state: _State, spec: object) -> Answer:
         try:
-            spec = spec.checked()
+            checked = check_spec(spec)
         except SupervisorError as error:
-            return ("error", error)
+            return Refused(error)
         if state.max_children is not None and len(state.children) >= state.max_children:
-            return ("error", MaxChildrenReached(state.max_children))
+            return Refused(MaxChildrenReached(state.max_children))
         try:
-            pid = start_child_process(spec)
+            pid = start_child_process(checked)
         except ChildStartFailed as failed:
-            return ("error", failed.reason)
+            return refuse(failed.reason)
         if pid is not None:
-            state.children[pid] = spec
-        return ("ok", pid)
+            state.children[pid] = checked
+        return Ok(pid)
+
+    @staticmethod
+    def _terminate(state: _State, pid: Pid) -> Answer:
+        spec = state.children.pop(pid, None)
+        if spec is None:
+            return refuse("not_found")
+        shutdown_child(pid, spec.shutdown)  # type: ignore[arg-type]
+        return Ok(None)
 
 
 class DynamicSupervisor:
@@ -181,20 +198,20 @@ class DynamicSupervisor:
         sup: Pid | Hashable, spec: ChildSpec, timeout: float | None = None
     ) -> Pid | None:
         """Start a child; raises `MaxChildrenReached` when `max_children` already run."""
-        return unwrap(call(sup, ("start_child", spec), timeout))  # type: ignore[no-any-return]
+        return unwrap(call(sup, StartChild(spec), timeout))  # type: ignore[no-any-return]
 
     @staticmethod
     def terminate_child(sup: Pid | Hashable, pid: Pid, timeout: float | None = None) -> None:
         """Stop the child `pid`; ``not_found`` if it is not a child of this supervisor."""
-        unwrap(call(sup, ("terminate_child", pid), timeout))
+        unwrap(call(sup, TerminateChild(pid), timeout))
 
     @staticmethod
     def which_children(sup: Pid | Hashable, timeout: float | None = None) -> list[ChildInfo]:
-        return unwrap(call(sup, ("which_children",), timeout))  # type: ignore[no-any-return]
+        return unwrap(call(sup, WhichChildren(), timeout))  # type: ignore[no-any-return]
 
     @staticmethod
     def count_children(sup: Pid | Hashable, timeout: float | None = None) -> dict[str, int]:
-        return unwrap(call(sup, ("count_children",), timeout))  # type: ignore[no-any-return]
+        return unwrap(call(sup, CountChildren(), timeout))  # type: ignore[no-any-return]
 
 
 def _check_args(

@@ -153,8 +153,8 @@ def _spawn(
         caller.unlink(process)  # the caller hears of it through the exception only
         process.exit("killed")
         raise StartError("timeout", f"init did not return within {timeout} s")
-    if started._failed:
-        reason = started._value
+    if started.failed:
+        reason = started.value
         if isinstance(reason, tuple) and reason[:1] == ("already_started",):
             raise AlreadyStarted(name, reason[1])
         raise StartError(reason, f"init failed: {crash_report.format_reason(reason)}")
@@ -238,7 +238,7 @@ def stop(dest: Pid | Hashable, reason: Reason = "normal", timeout: float | None 
         process.remove_watcher(slot)
     if not settled:
         raise CallTimeout(timeout)
-    if slot._value != reason:
+    if slot.value != reason:
         raise ProcessExit(
-            slot._value, f"the server exited with {crash_report.format_reason(slot._value)}"
+            slot.value, f"the server exited with {crash_report.format_reason(slot.value)}"
         )

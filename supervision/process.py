@@ -17,8 +17,10 @@ from contextvars import ContextVar
 from typing import Any, Protocol
 
 from supervision.errors import KernelError, ProcessExit
+from supervision.names import lookup, release
 from supervision.pid import Pid
 from supervision.signals import Down, ExitSignal, Reason, Ref
+from supervision.timer_service import cancel_for_exit
 
 _table: dict[int, Process] = {}
 """Every live process by pid number (dict operations are atomic under the GIL)."""
@@ -205,10 +207,10 @@ class Process:
             timers, self._timers = self._timers, None
         _table.pop(self.pid.number, None)
         if self.name is not None:
-            _hooks.unregister_process(self)
+            release(self)
         if timers:
             for timer in timers:
-                _hooks.cancel_timer(timer)
+                cancel_for_exit(timer)
         if monitoring:
             for ref, target in monitoring.items():
                 target.remove_watcher(ref)
@@ -281,16 +283,6 @@ def _propagate(
         event = dead._dead
     if event is not None:
         event.set()
-
-
-class _Hooks:
-    """Late-bound calls into the registry and timer modules (they import this one)."""
-
-    unregister_process: Callable[[Process], None] = staticmethod(lambda process: None)
-    cancel_timer: Callable[[Any], None] = staticmethod(lambda timer: None)
-
-
-_hooks = _Hooks()
 
 
 # -- plain threads: pseudo-processes ---------------------------------------------------------
@@ -449,8 +441,6 @@ def resolve(dest: Pid | Hashable) -> Process | None:
     """The process behind a pid or a registered name, or None."""
     if type(dest) is Pid:
         return dest._process
-    from supervision.registry import lookup
-
     return lookup(dest)
 
 

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, NamedTuple
 
-from supervision.gen_server import From, GenServer, Reply, Stop, call
+from supervision.errors import KernelError
+from supervision.gen_server import From, GenServer, Reply, Stop
 from supervision.primitives import send, trap_exit
 from supervision.process import LoopProcess, bind_thread, current_process, self_pid
+from supervision.protocol import Ok, Refused, describe, log_unexpected
 from supervision.signals import Ref
 
 REACTOR_NAME = "supervision.reactor"
@@ -26,8 +27,19 @@ _SHUTDOWN_SECONDS = 5.0
 _current_loop: asyncio.AbstractEventLoop | None = None
 
 
-class _LoopExited(Exception):
-    pass
+class GetLoop(NamedTuple):
+    """Request: the reactor's event loop (the answer is `Ok(loop)`)."""
+
+
+class _LoopThreadExited(NamedTuple):
+    """Sent by the loop thread to its reactor when `run_forever` has returned."""
+
+
+class _Reactor(NamedTuple):
+    """A reactor's state: its loop and the thread running it."""
+
+    loop: asyncio.AbstractEventLoop
+    thread: threading.Thread
 
 
 class _LoopOwner:
@@ -58,7 +70,7 @@ def _begin_shutdown(loop: asyncio.AbstractEventLoop) -> None:
 class _ReactorServer(GenServer):
     dispatcher = "thread"
 
-    def init(self, args: Any) -> dict[str, Any]:
+    def init(self, args: Any) -> _Reactor:
         global _current_loop
         trap_exit(True)  # so a shutdown from the runtime supervisor runs terminate
         loop = asyncio.new_event_loop()
@@ -78,7 +90,7 @@ class _ReactorServer(GenServer):
                     leftover.abandon_all()  # submitted but never started
                 loop.close()
                 thread_process.exit("normal")
-                send(owner, ("reactor_loop_exited",))
+                send(owner, _LoopThreadExited())
 
         thread = threading.Thread(target=run, name="supervision-reactor", daemon=True)
         thread.start()
@@ -87,30 +99,37 @@ class _ReactorServer(GenServer):
         assert me is not None
         me.add_watcher(Ref(), _LoopOwner(loop))
         _current_loop = loop
-        return {"loop": loop, "thread": thread}
+        return _Reactor(loop, thread)
 
-    def handle_call(self, request: Any, from_: From, state: dict[str, Any]) -> Any:
-        if request == "loop":
-            return Reply(state["loop"], state)
-        return Reply(None, state)
+    def handle_call(self, request: object, from_: From, state: _Reactor) -> Reply:
+        match request:
+            case GetLoop():
+                return Reply(Ok(state.loop), state)
+        error = KernelError("invalid_request", f"not a reactor request: {describe(request)}")
+        return Reply(Refused(error), state)
 
-    def handle_info(self, msg: Any, state: dict[str, Any]) -> Any:
-        if msg == ("reactor_loop_exited",):
-            return Stop("loop_exited", state)
+    def handle_cast(self, msg: Any, state: _Reactor) -> _Reactor:
+        log_unexpected("reactor", "cast", msg)
+        return state
+
+    def handle_info(self, msg: Any, state: _Reactor) -> _Reactor | Stop:
+        match msg:
+            case _LoopThreadExited():
+                return Stop("loop_exited", state)
         return state
 
     def terminate(self, reason: Any, state: Any) -> None:
         global _current_loop
-        if not isinstance(state, dict):
+        if not isinstance(state, _Reactor):
             return
-        loop: asyncio.AbstractEventLoop = state["loop"]
+        loop = state.loop
         if _current_loop is loop:
             _current_loop = None
         try:
             loop.call_soon_threadsafe(_begin_shutdown, loop)
         except RuntimeError:
             return  # the loop is already closed
-        state["thread"].join(_SHUTDOWN_SECONDS)
+        state.thread.join(_SHUTDOWN_SECONDS)
 
 
 async def _cancel_everything() -> None:
@@ -121,27 +140,11 @@ async def _cancel_everything() -> None:
     await asyncio.gather(*pending, return_exceptions=True)
 
 
-def reactor_loop() -> asyncio.AbstractEventLoop:
-    """The running reactor's event loop, starting the kernel runtime if needed (and
-    waiting out a reactor restart, up to 5 s)."""
+def running_loop() -> asyncio.AbstractEventLoop | None:
+    """The reactor's event loop if a reactor is running now, else None (no waiting).
+    `runtime.reactor_loop()` starts the runtime when there is none."""
     loop = _current_loop
-    if loop is not None and loop.is_running():
-        return loop
-    from supervision.errors import ProcessExit
-    from supervision.runtime import ensure_runtime
-
-    deadline = time.monotonic() + 5.0
-    while True:
-        ensure_runtime()
-        try:
-            found = call(REACTOR_NAME, "loop", timeout=10.0)
-        except ProcessExit:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.001)  # the runtime supervisor is restarting the reactor
-            continue
-        assert isinstance(found, asyncio.AbstractEventLoop)
-        return found
+    return loop if loop is not None and loop.is_running() else None
 
 
 class Submitter:
@@ -198,9 +201,8 @@ class Submitter:
 _submitters: dict[asyncio.AbstractEventLoop, Submitter] = {}
 
 
-def submitter() -> Submitter:
-    """The batching submitter of the running reactor's loop."""
-    loop = reactor_loop()
+def submitter_for(loop: asyncio.AbstractEventLoop) -> Submitter:
+    """The batching submitter of `loop` (the running reactor's; see `runtime.submitter`)."""
     found = _submitters.get(loop)
     if found is None:
         for stale in [key for key in _submitters if key.is_closed()]:

@@ -55,7 +55,7 @@ class _MessageFrom(From):
     def _wake(self) -> None:
         _pending.pop(self._request_id, None)
         self._callee.remove_watcher(self)  # a no-op when the callee is exiting
-        self._requester.deliver(Response(self._request_id, not self._failed, self._value))
+        self._requester.deliver(Response(self._request_id, not self.failed, self.value))
 
     def notify_down(self, ref: Hashable, pid: Pid, reason: Reason) -> None:
         self.settle(reason, True)

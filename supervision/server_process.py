@@ -9,21 +9,43 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Hashable
+from enum import IntEnum
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from supervision import crash_report
 from supervision.errors import KernelError, NameTaken, ProcessExit
+from supervision.names import lookup, register_process
 from supervision.pid import Pid
 from supervision.process import Process
-from supervision.registry import lookup, register_process
 from supervision.signals import Crash, Down, ExitSignal, Reason, Ref, is_normal_exit
 
 if TYPE_CHECKING:
     from supervision.gen_server import GenServer
 
-# Envelope tags in a server's mailbox.
-CALL, CAST, INFO, INIT, STOP = range(5)
-TAG_NAMES = ("call", "cast", "info", "init", "stop")
+
+class Tag(IntEnum):
+    """What an envelope in a server's mailbox is; its first item.
+
+    Envelopes are plain tuples, ``(tag, *fields)``, because they are the kernel's hot
+    path: ``(CALL, request, from_)``, ``(CAST, msg)``, ``(INFO, msg)``,
+    ``(INIT, args, name, started)``, ``(STOP, reason)``.
+    """
+
+    CALL = 0
+    CAST = 1
+    INFO = 2
+    INIT = 3
+    STOP = 4
+
+    @property
+    def callback(self) -> str:
+        """The name crash reports give the callback this envelope runs (``"call"``, ...)."""
+        return self.name.lower()
+
+
+# Module-level aliases: the loop compares with `is`, and a global lookup is cheaper
+# than an attribute lookup on the enum class.
+CALL, CAST, INFO, INIT, STOP = Tag.CALL, Tag.CAST, Tag.INFO, Tag.INIT, Tag.STOP
 
 
 class _NoReplyValue:
@@ -75,7 +97,20 @@ class From:
     def __repr__(self) -> str:
         return f"<From {id(self):#x}>"
 
+    @property
+    def failed(self) -> bool:
+        """True when the callee's exit (not a reply) settled the slot; `value` is then
+        its exit reason. Meaningful once `wait` returned True."""
+        return self._failed
+
+    @property
+    def value(self) -> Any:
+        """The reply, or the callee's exit reason when `failed`."""
+        return self._value
+
     def settle(self, value: Any, failed: bool) -> bool:
+        """Settle the slot with a reply (or, `failed`, an exit reason); False if it
+        already was settled or timed out."""
         try:
             self._claim.pop()
         except IndexError:
@@ -86,6 +121,8 @@ class From:
         return True
 
     def claim_for_timeout(self) -> bool:
+        """Close the slot unsettled (a timeout, a cancelled request); False if it
+        was settled first."""
         try:
             self._claim.pop()
         except IndexError:
@@ -108,6 +145,7 @@ class From:
         return True
 
     def result(self) -> Any:
+        """The reply; raises `ProcessExit` with the exit reason when `failed`."""
         if self._failed:
             raise ProcessExit(
                 self._value, f"the server exited: {crash_report.format_reason(self._value)}"
@@ -159,13 +197,13 @@ class ServerProcess(Process):
     # -- the receive loop body ---------------------------------------------------------
 
     def handle(self, message: tuple[Any, ...]) -> None:
-        """Run one mailbox message through the server's callbacks."""
+        """Run one mailbox envelope through the server's callbacks."""
         if not self.alive:
             return  # dead: the rest of the mailbox is dropped
         tag = message[0]
         server = self.server
         try:
-            if tag == CALL:
+            if tag is CALL:
                 result = server.handle_call(message[1], message[2], self.state)
                 if not self.alive:
                     return  # killed while the handler ran: fenced, result discarded
@@ -180,9 +218,9 @@ class ServerProcess(Process):
                 else:
                     self._bad_return("handle_call", result)
                 return
-            if tag == CAST:
+            if tag is CAST:
                 result = server.handle_cast(message[1], self.state)
-            elif tag == INFO:
+            elif tag is INFO:
                 info = message[1]
                 parent = self.parent
                 if type(info) is ExitSignal and parent is not None and info.pid == parent.pid:
@@ -191,20 +229,23 @@ class ServerProcess(Process):
                 if type(info) is Down and self._forget_down(info.ref):
                     return  # flushed by demonitor
                 result = server.handle_info(info, self.state)
-            elif tag == INIT:
+            elif tag is INIT:
                 self._init(message[1], message[2], message[3])
                 return
-            else:  # STOP
+            elif tag is STOP:
                 self._stop(Stop(message[1], self.state), None, "stop")
                 return
+            else:
+                raise KernelError("invalid_envelope", f"unknown mailbox tag {tag!r}")
             if not self.alive:
                 return
             if type(result) is Stop:
-                self._stop(result, None, TAG_NAMES[tag])
+                self._stop(result, None, tag.callback)
             else:
                 self.state = result
         except BaseException as exc:  # OTP semantics: any exception crashes the process
-            self._crash(Crash.from_exception(exc), TAG_NAMES[tag])
+            during = tag.callback if isinstance(tag, Tag) else "envelope"
+            self._crash(Crash.from_exception(exc), during)
 
     def _forget_down(self, ref: Hashable) -> bool:
         """A queued Down reaches the handler: True if demonitor(flush) dropped it."""

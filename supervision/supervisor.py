@@ -16,11 +16,19 @@ from supervision.child_spec import (
     ChildInfo,
     ChildSpec,
     ChildStartFailed,
+    CountChildren,
+    DeleteChild,
+    RestartChild,
     RestartIntensity,
+    StartChild,
+    TerminateChild,
+    WhichChildren,
+    check_spec,
+    invalid_request,
+    refuse,
     report_exit,
     shutdown_child,
     start_child_process,
-    unwrap,
     wants_restart,
 )
 from supervision.errors import SupervisorError
@@ -28,6 +36,15 @@ from supervision.gen_server import From, GenServer, Reply, Stop, call
 from supervision.pid import Pid
 from supervision.primitives import send, trap_exit
 from supervision.process import self_pid
+from supervision.protocol import (
+    Answer,
+    Ok,
+    Refused,
+    describe,
+    is_hashable,
+    log_unexpected,
+    unwrap,
+)
 from supervision.signals import ExitSignal, Reason
 
 Strategy = Literal["one_for_one", "one_for_all", "rest_for_one"]
@@ -92,35 +109,28 @@ class _SupervisorServer(GenServer):
                 state.children.append(_Child(spec, pid))
         return state
 
-    def handle_call(self, request: tuple[Any, ...], from_: From, state: _State) -> Any:
-        op = request[0]
-        if op == "which_children":
-            rows = [ChildInfo(c.spec.id, c.pid, c.spec.type) for c in state.children]
-            return Reply(("ok", rows), state)
-        if op == "count_children":
-            return Reply(("ok", _count(state)), state)
-        if op == "start_child":
-            return Reply(self._start_new(state, request[1]), state)
-        child = state.find(request[1])
-        if child is None:
-            return Reply(("error", "not_found"), state)
-        if op == "terminate_child":
-            if child.pid is not None:
-                shutdown_child(child.pid, child.spec.shutdown)  # type: ignore[arg-type]
-                child.pid = None
-            if child.spec.restart == "temporary":
-                state.children.remove(child)
-            return Reply(("ok", None), state)
-        if child.pid is not None:
-            return Reply(("error", "running"), state)
-        if op == "restart_child":
-            try:
-                child.pid = start_child_process(child.spec)
-            except ChildStartFailed as failed:
-                return Reply(("error", failed.reason), state)
-            return Reply(("ok", child.pid), state)
-        state.children.remove(child)  # delete_child
-        return Reply(("ok", None), state)
+    def handle_call(self, request: object, from_: From, state: _State) -> Reply:
+        match request:
+            case WhichChildren():
+                rows = [ChildInfo(c.spec.id, c.pid, c.spec.type) for c in state.children]
+                return Reply(Ok(rows), state)
+            case CountChildren():
+                return Reply(Ok(_count(state)), state)
+            case StartChild(spec):
+                return Reply(self._start_new(state, spec), state)
+            case TerminateChild(child_id) if is_hashable(child_id):
+                return Reply(self._terminate(state, child_id), state)
+            case RestartChild(child_id) if is_hashable(child_id):
+                return Reply(self._restart(state, child_id), state)
+            case DeleteChild(child_id) if is_hashable(child_id):
+                return Reply(self._delete(state, child_id), state)
+            case TerminateChild() | RestartChild() | DeleteChild():
+                return Reply(invalid_request(request, "a child id must be hashable"), state)
+        return Reply(invalid_request(request), state)
+
+    def handle_cast(self, msg: Any, state: _State) -> _State:
+        log_unexpected("Supervisor", "cast", msg)
+        return state
 
     def handle_info(self, msg: Any, state: _State) -> Any:
         if type(msg) is ExitSignal:
@@ -203,23 +213,60 @@ class _SupervisorServer(GenServer):
         )
         return Stop("shutdown", state)
 
-    def _start_new(self, state: _State, spec: ChildSpec) -> tuple[str, Any]:
+    # -- requests ----------------------------------------------------------------------
+
+    def _start_new(self, state: _State, spec: object) -> Answer:
         try:
-            spec = spec.checked()
+            checked = check_spec(spec)
         except SupervisorError as error:
-            return ("error", error)
-        existing = state.find(spec.id)
+            return Refused(error)
+        existing = state.find(checked.id)
         if existing is not None:
             if existing.pid is not None:
-                return ("error", ("already_started", existing.pid))
-            return ("error", "already_present")
+                return refuse(("already_started", existing.pid))
+            return refuse("already_present")
         try:
-            pid = start_child_process(spec)
+            pid = start_child_process(checked)
         except ChildStartFailed as failed:
-            return ("error", failed.reason)
-        if pid is not None or spec.restart != "temporary":
-            state.children.append(_Child(spec, pid))
-        return ("ok", pid)
+            return refuse(failed.reason)
+        if pid is not None or checked.restart != "temporary":
+            state.children.append(_Child(checked, pid))
+        return Ok(pid)
+
+    @staticmethod
+    def _terminate(state: _State, child_id: Hashable) -> Answer:
+        child = state.find(child_id)
+        if child is None:
+            return refuse("not_found")
+        if child.pid is not None:
+            shutdown_child(child.pid, child.spec.shutdown)  # type: ignore[arg-type]
+            child.pid = None
+        if child.spec.restart == "temporary":
+            state.children.remove(child)
+        return Ok(None)
+
+    @staticmethod
+    def _restart(state: _State, child_id: Hashable) -> Answer:
+        child = state.find(child_id)
+        if child is None:
+            return refuse("not_found")
+        if child.pid is not None:
+            return refuse("running")
+        try:
+            child.pid = start_child_process(child.spec)
+        except ChildStartFailed as failed:
+            return refuse(failed.reason)
+        return Ok(child.pid)
+
+    @staticmethod
+    def _delete(state: _State, child_id: Hashable) -> Answer:
+        child = state.find(child_id)
+        if child is None:
+            return refuse("not_found")
+        if child.pid is not None:
+            return refuse("running")
+        state.children.remove(child)
+        return Ok(None)
 
     @staticmethod
     def _stop_all(state: _State) -> None:
@@ -274,13 +321,20 @@ class Supervisor:
         )
 
     @staticmethod
+    def check_childspecs(children: Sequence[ChildSpec]) -> None:
+        """Raise `SupervisorError` if `start_link` would refuse these specs (OTP's
+        ``check_childspecs``): ``("invalid_child_spec", what)`` or
+        ``("duplicate_child_id", id)``."""
+        _check_specs(children)
+
+    @staticmethod
     def which_children(sup: Pid | Hashable, timeout: float | None = None) -> list[ChildInfo]:
-        return unwrap(call(sup, ("which_children",), timeout))  # type: ignore[no-any-return]
+        return unwrap(call(sup, WhichChildren(), timeout))  # type: ignore[no-any-return]
 
     @staticmethod
     def count_children(sup: Pid | Hashable, timeout: float | None = None) -> dict[str, int]:
         """``{"specs", "active", "supervisors", "workers"}`` as OTP counts them."""
-        return unwrap(call(sup, ("count_children",), timeout))  # type: ignore[no-any-return]
+        return unwrap(call(sup, CountChildren(), timeout))  # type: ignore[no-any-return]
 
     @staticmethod
     def start_child(
@@ -288,36 +342,35 @@ class Supervisor:
     ) -> Pid | None:
         """Add and start a child; `SupervisorError` with ``already_present`` or
         ``("already_started", pid)`` if the id is in use, or the start failure's reason."""
-        return unwrap(call(sup, ("start_child", spec), timeout))  # type: ignore[no-any-return]
+        return unwrap(call(sup, StartChild(spec), timeout))  # type: ignore[no-any-return]
 
     @staticmethod
     def terminate_child(
         sup: Pid | Hashable, child_id: Hashable, timeout: float | None = None
     ) -> None:
         """Stop a child and keep its spec (a temporary child's spec is dropped)."""
-        unwrap(call(sup, ("terminate_child", child_id), timeout))
+        unwrap(call(sup, TerminateChild(child_id), timeout))
 
     @staticmethod
     def restart_child(
         sup: Pid | Hashable, child_id: Hashable, timeout: float | None = None
     ) -> Pid | None:
         """Start a terminated child again; ``running`` or ``not_found`` otherwise."""
-        return unwrap(call(sup, ("restart_child", child_id), timeout))  # type: ignore[no-any-return]
+        return unwrap(call(sup, RestartChild(child_id), timeout))  # type: ignore[no-any-return]
 
     @staticmethod
     def delete_child(sup: Pid | Hashable, child_id: Hashable, timeout: float | None = None) -> None:
         """Forget a terminated child's spec; ``running`` or ``not_found`` otherwise."""
-        unwrap(call(sup, ("delete_child", child_id), timeout))
+        unwrap(call(sup, DeleteChild(child_id), timeout))
 
 
-def _check_args(
-    children: Sequence[ChildSpec], strategy: str, intensity: int, period: float
-) -> tuple[list[ChildSpec], Strategy, RestartIntensity]:
-    if strategy not in _STRATEGIES:
+def _check_specs(children: object) -> list[ChildSpec]:
+    if not isinstance(children, Sequence) or isinstance(children, str | bytes | ChildSpec):
         raise SupervisorError(
-            ("invalid_strategy", strategy), f"strategy must be one of {_STRATEGIES}"
+            ("invalid_child_spec", "children"),
+            f"children must be a sequence of ChildSpec, not {describe(children)}",
         )
-    specs = [spec.checked() for spec in children]
+    specs = [check_spec(spec) for spec in children]
     seen: set[Hashable] = set()
     for spec in specs:
         if spec.id in seen:
@@ -325,4 +378,15 @@ def _check_args(
                 ("duplicate_child_id", spec.id), f"two children share the id {spec.id!r}"
             )
         seen.add(spec.id)
+    return specs
+
+
+def _check_args(
+    children: Sequence[ChildSpec], strategy: str, intensity: int, period: float
+) -> tuple[list[ChildSpec], Strategy, RestartIntensity]:
+    if not isinstance(strategy, str) or strategy not in _STRATEGIES:
+        raise SupervisorError(
+            ("invalid_strategy", strategy), f"strategy must be one of {_STRATEGIES}"
+        )
+    specs = _check_specs(children)
     return specs, strategy, RestartIntensity(intensity, period)  # type: ignore[return-value]

@@ -12,11 +12,10 @@ that tests compare with a baseline.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 from supervision.errors import MaxChildrenReached
-from supervision.process import Process
+from supervision.process import Process, current_process
 from supervision.signals import Reason
 
 DEFAULT_MAX_TASKS = 100_000
@@ -73,36 +72,9 @@ def start_task_supervisor(
     max_children: int | None = DEFAULT_MAX_TASKS, *, link: bool = True
 ) -> Any:
     """Start a task supervisor (linked to the caller) and return its pid."""
-    from supervision.process import current_process
-
     parent = current_process()
     assert parent is not None
     process = TaskSupervisorProcess(parent if link else None, max_children)
     if link:
         parent.link(process)
     return process.pid
-
-
-_default: TaskSupervisorProcess | None = None
-
-
-def default_task_supervisor() -> TaskSupervisorProcess:
-    """The runtime's task supervisor, starting the kernel runtime if needed."""
-    global _default
-    found = _default
-    if found is not None and found.alive:
-        return found
-    from supervision.errors import KernelError
-    from supervision.registry import lookup
-    from supervision.runtime import ensure_runtime
-
-    deadline = time.monotonic() + 5.0
-    while True:
-        process = lookup(TASK_SUPERVISOR_NAME)
-        if isinstance(process, TaskSupervisorProcess):
-            _default = process
-            return process
-        if time.monotonic() > deadline:
-            raise KernelError("noproc", "the task supervisor is not running")
-        ensure_runtime()
-        time.sleep(0.001)  # the runtime supervisor is restarting it

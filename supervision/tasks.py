@@ -24,10 +24,11 @@ from typing import Any, NamedTuple
 from supervision.errors import KernelError, ProcessExit
 from supervision.pid import Pid
 from supervision.process import Process, bind_context, current_process, resolve
-from supervision.reactor import Submitter, submitter
+from supervision.reactor import Submitter
+from supervision.runtime import default_task_supervisor, submitter
 from supervision.signals import Crash, Reason
 from supervision.sync_pool import SyncPool, default_sync_pool
-from supervision.task_supervisor import TaskSupervisorProcess, default_task_supervisor
+from supervision.task_supervisor import TaskSupervisorProcess
 from supervision.timers import send_after
 
 DEADLINE_REASON = "deadline_exceeded"
@@ -245,8 +246,13 @@ class Task:
         `TaskTimeout` at its deadline or when `timeout` runs out first."""
         if not self._process.wait_dead(timeout):
             raise TaskTimeout("wait_timeout", f"the task did not finish within {timeout} s")
+        return self.result()
+
+    def result(self) -> Any:
+        """The result of a task that has ended (see `wait`); a running one is an error."""
         outcome = self._process.outcome
-        assert outcome is not None
+        if outcome is None:
+            raise TaskTimeout("wait_timeout", "the task is still running")
         ok, value = outcome
         if ok:
             return value

@@ -205,3 +205,63 @@ def test_bounds_are_checked():
     )
     with pytest.raises(StreamError):
         CreditStream.subscribe(stream, mode="credit", credit=0)
+
+
+def test_malformed_requests_are_refused_and_change_nothing():
+    """Typed requests: anything else (the old tuple protocol, a subscriber that is not
+    a pid, a seq that is not an int) is `invalid_stream_option`; the stream keeps its
+    items and subscribers and never crashes."""
+    from supervision.credit_stream import Ack, Publish, Subscribe, Unsubscribe
+    from supervision.protocol import Ok, Refused
+
+    stream = CreditStream.start_link()
+    CreditStream.subscribe(stream, mode="credit", credit=1)
+    CreditStream.publish(stream, "a")
+    before = CreditStream.status(stream)
+    me = sv.self_pid()
+    for request in (
+        ("publish", "x"),
+        ("ack", me, 1),
+        "status",
+        Subscribe("not a pid", "push", 0, 1),
+        Subscribe(me, "pull", 0, 1),
+        Subscribe(me, "credit", -1, 1),
+        Subscribe(me, "credit", 0, 0),
+        Subscribe(me, "credit", 0, True),
+        Ack(me, "1"),
+        Ack(me, 1.0),
+        Ack("not a pid", 1),
+        Unsubscribe(None),
+    ):
+        answer = sv.call(stream, request)
+        assert type(answer) is Refused, request
+        assert answer.error.reason == "invalid_stream_option", request
+    assert reason(lambda: CreditStream.ack(stream, "1")).reason == "invalid_stream_option"
+    assert reason(lambda: CreditStream.subscribe(stream, mode="pull")).reason == (
+        "invalid_stream_option"
+    )
+    sv.cast(stream, ("publish", "an old-style tuple"))
+    sv.send(stream, Publish("sent, not called"))
+    assert CreditStream.status(stream) == before
+    assert next_message(stream, 1.0) == StreamItem(stream, 1, "a")
+    assert sv.call(stream, Ack(me, 1)) == Ok(1)  # the subscription survived it all
+    sv.stop(stream)
+
+
+def test_async_publishing_keeps_order_and_close_waits_for_it():
+    """`publish_async`/`finish_async` are casts: one publisher's items keep their order
+    and numbers, and `close_async` stops the stream only after them."""
+    stream = CreditStream.start_link(max_buffered=8)
+    CreditStream.subscribe(stream)
+    for item in ("a", "b", "c"):
+        CreditStream.publish_async(stream, item)
+    CreditStream.finish_async(stream, "done")
+    CreditStream.close_async(stream)
+    received = [next_message(stream, 2.0) for _ in range(4)]
+    assert [(m.seq, getattr(m, "item", None)) for m in received[:3]] == [
+        (1, "a"),
+        (2, "b"),
+        (3, "c"),
+    ]
+    assert received[3] == StreamTerminal(stream, 4, "done")
+    wait_until(lambda: not stream.is_alive())

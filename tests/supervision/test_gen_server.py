@@ -397,3 +397,18 @@ def test_crash_messages_lose_bearer_tokens_behind_an_authorization_header():
     ).message
     assert "sk-LEAKED-123" not in message and "abc" not in message
     assert message.startswith("upstream 502: Authorization: [redacted]")
+
+
+def test_a_reply_slot_exposes_its_outcome_read_only():
+    """`From.failed` / `From.value`: what settled the slot, for code that waits on one."""
+    replied = sv.From()
+    assert replied.settle(42, False) and not replied.settle(0, False)  # first one wins
+    assert replied.wait(0) and (replied.failed, replied.value) == (False, 42)
+    assert replied.result() == 42
+    died = sv.From()
+    died.settle("killed", True)
+    assert (died.failed, died.value) == (True, "killed")
+    with pytest.raises(sv.ProcessExit):
+        died.result()
+    with pytest.raises(AttributeError):
+        replied.value = 1  # read-only

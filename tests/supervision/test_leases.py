@@ -152,17 +152,20 @@ def test_racing_threads_take_over_an_expired_lease_exactly_once(kind, tmp_path):
     assert len(winners) == 1 and winners[0].revision == 2
 
 
-def _contend_in_process(path: str, owner: str, attempts: int, results) -> None:
+def _contend_in_process(path: str, owner: str, attempts: int, results, start) -> None:
     store = LmdbLeases(path)
+    start.wait(60)  # both processes contend from the same moment, however slow they start
     wins = []
     for _ in range(attempts):
         try:
             lease = store.acquire("shared", owner, 0.002)
         except LeaseError:
+            time.sleep(0.0005)  # paced, so 300 attempts span many leases, not one
             continue
         wins.append((lease.revision, time.monotonic(), lease.lease_until_mono))
         while time.monotonic() < lease.lease_until_mono:
             pass
+        time.sleep(0.001)  # give the other process a turn at the expired lease
     store.close()
     results.put(wins)
 
@@ -172,8 +175,9 @@ def test_two_os_processes_share_one_environment(tmp_path):
     LmdbLeases(path).close()
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
+    start = context.Barrier(2)
     workers = [
-        context.Process(target=_contend_in_process, args=(path, f"proc-{n}", 300, results))
+        context.Process(target=_contend_in_process, args=(path, f"proc-{n}", 300, results, start))
         for n in range(2)
     ]
     for worker in workers:

@@ -10,9 +10,11 @@ import pytest
 
 import supervision as sv
 from supervision.leases import LeaseError, MemoryLeases
-from supervision.reactor import REACTOR_NAME, reactor_loop
+from supervision.protocol import Ok
+from supervision.reactor import REACTOR_NAME, GetLoop
+from supervision.runtime import default_task_supervisor, reactor_loop
 from supervision.sync_pool import SyncPool, TaskBusy
-from supervision.task_supervisor import default_task_supervisor, start_task_supervisor
+from supervision.task_supervisor import start_task_supervisor
 from supervision.tasks import Task, TaskFailed, TaskResult, TaskTimeout
 from tests.helpers import Recorder, in_thread, wait_dead, wait_until
 
@@ -256,7 +258,7 @@ def test_reactor_is_supervised_and_its_restart_cancels_old_coroutines():
     task = Task.start(forever)
     old = sv.whereis(REACTOR_NAME)
     sv.exit(old, "boom")  # from a stranger: the reactor traps exits and ignores it
-    assert sv.call(REACTOR_NAME, "loop") is old_loop
+    assert sv.call(REACTOR_NAME, GetLoop()) == Ok(old_loop)
     sv.exit(old, "kill")  # terminate cannot run, yet its loop still shuts down
     assert wait_dead(old) == "killed"
     with pytest.raises(TaskFailed) as info:
@@ -311,8 +313,6 @@ def test_coroutine_tasks_run_as_their_own_process():
 
 
 def test_a_coroutine_task_that_fails_to_start_leaves_nothing():
-    from supervision.task_supervisor import default_task_supervisor
-
     async def needs_one(x):
         return x
 
@@ -367,3 +367,17 @@ def test_wait_all_keeps_order_reports_failures_and_kills_stragglers():
     assert isinstance(failed, TaskFailed) and failed.reason.kind == "ValueError"
     assert isinstance(late, TaskTimeout) and tasks[2].done()  # killed at the deadline
     release.set()
+
+
+def test_the_reactor_refuses_requests_it_does_not_take():
+    """Typed requests: the old ``"loop"`` string and a stray cast are refused or
+    dropped, and the reactor keeps serving its loop."""
+    from supervision.protocol import Refused
+
+    loop = reactor_loop()
+    for request in ("loop", ("reactor_loop_exited",), None):
+        answer = sv.call(REACTOR_NAME, request)
+        assert type(answer) is Refused and answer.error.reason == "invalid_request"
+    sv.cast(REACTOR_NAME, "loop")
+    sv.send(REACTOR_NAME, ("reactor_loop_exited",))  # the old exit message: ignored
+    assert sv.call(REACTOR_NAME, GetLoop()) == Ok(loop)
