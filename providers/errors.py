@@ -9,10 +9,15 @@ it; `adk_actors` re-exports it.
 from __future__ import annotations
 
 import re
+import types
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
+
+import msgspec
 
 MAX_DETAIL_CHARS = 512
+MAX_KEYS_NAMED = 16
+"""At most this many unknown option keys are named in an error."""
 
 _SECRET_WORDS = frozenset(
     {
@@ -82,10 +87,158 @@ def redact(value: Any, *, depth: int = 0) -> Any:
 
 def check_options(value: Any, allowed: Iterable[str], reason: str, what: str) -> Mapping[str, Any]:
     """`value` as a mapping of known option keys; unknown keys are named in the error,
-    as ``(reason, ("unknown_keys", [...]))`` (values are never echoed)."""
+    as ``(reason, ("unknown_keys", [...]))`` (values are never echoed).
+
+    Kept for option parsers not yet moved to `decode_options`, which reports unknown
+    keys in the same shape.
+    """
     if not isinstance(value, Mapping):
         raise AdkError(reason, f"{what} is a mapping")
     unknown = sorted((key for key in value if key not in set(allowed)), key=str)
     if unknown:
         raise AdkError((reason, ("unknown_keys", unknown)), f"unknown {what} keys: {unknown}")
     return value
+
+
+# -- decoding options into msgspec structs ------------------------------------------------
+
+OptionsT = TypeVar("OptionsT", bound=msgspec.Struct)
+
+_AT = re.compile(r"^(?P<body>.*?)(?: - at (?P<in_key>`key` in )?`\$(?P<path>[^`]*)`)?$", re.S)
+_FIELD = re.compile(r"^Object (?P<kind>contains unknown|missing required) field `(?P<name>[^`]*)`$")
+_SEGMENT = re.compile(r"\.([^.\[]+)|\[([^\]]*)\]")
+
+
+def decode_options(
+    struct_type: type[OptionsT],
+    options: Mapping[str, Any] | OptionsT | None,
+    reason: str,
+    *,
+    keyed: bool = True,
+    what: str = "options",
+    field_reasons: Mapping[str, Any] | None = None,
+) -> OptionsT:
+    """Decode an options mapping into `struct_type`, or raise `AdkError` naming the key.
+
+    `struct_type` is a msgspec `Struct` (``forbid_unknown_fields``, ``kw_only``, frozen)
+    whose constraints (``Annotated[int, msgspec.Meta(ge=1)]``, `Literal` choices) are
+    the rules; decoding is strict, so a bool is never a number and a string never a
+    list. None means every default; an instance of `struct_type` is checked again.
+
+    With `keyed` (the default) a bad value fails as ``AdkError((reason, key), ...)``,
+    `key` being the top-level option, and unknown keys as
+    ``AdkError((reason, ("unknown_keys", [names...])), ...)`` naming all of them
+    (sorted, at most `MAX_KEYS_NAMED`). Without it, every failure is
+    ``AdkError(reason, ...)`` and only the message names the key path. A key listed in
+    `field_reasons` fails with its own reason instead (``{"run_timeout":
+    "invalid_run_timeout"}``). Something that is not a mapping fails as
+    ``AdkError(reason)``. Messages name keys and the rule broken, never the value.
+    """
+    if options is None:
+        options = {}
+    elif isinstance(options, struct_type):
+        options = _struct_mapping(options)
+    if not isinstance(options, Mapping):
+        raise AdkError(reason, f"{what} must be a mapping")
+    fields = {field.encode_name for field in msgspec.structs.fields(struct_type)}
+    unknown = sorted({_key_name(key) for key in options if key not in fields})
+    if unknown:
+        named = unknown[:MAX_KEYS_NAMED]
+        more = f" (+{len(unknown) - len(named)} more)" if len(unknown) > len(named) else ""
+        shown = ", ".join(repr(name) for name in named)
+        raise AdkError(
+            (reason, ("unknown_keys", named)) if keyed else reason,
+            f"unknown {what} keys: {shown}{more}; known: {', '.join(sorted(fields))}",
+        )
+    try:
+        return msgspec.convert(options, struct_type, strict=True)
+    except msgspec.ValidationError as error:
+        key, detail = _explain(struct_type, str(error))
+        if key is not None and field_reasons is not None and key in field_reasons:
+            failure = field_reasons[key]
+        else:
+            failure = (reason, key) if keyed and key else reason
+        raise AdkError(failure, f"{what} {detail}") from None
+
+
+def _struct_mapping(value: msgspec.Struct) -> dict[str, Any]:
+    """A struct's fields as a mapping, nested structs too, so `convert` checks them again."""
+    return {
+        field.encode_name: (
+            _struct_mapping(item)
+            if isinstance(item := getattr(value, field.name), msgspec.Struct)
+            else item
+        )
+        for field in msgspec.structs.fields(value)
+    }
+
+
+def _key_name(key: object) -> str:
+    """A key as it may appear in an error: strings (shortened), or the type of anything else."""
+    return key[:64] if isinstance(key, str) else f"<{type(key).__name__}>"
+
+
+def _explain(struct_type: type[msgspec.Struct], message: str) -> tuple[str | None, str]:
+    """The top-level key and a value-free description of one msgspec validation error.
+
+    msgspec says ``<problem> - at `$.key[0].inner``` (or ``- at `key` in `$.key```);
+    only ``Invalid enum value '<value>'`` quotes the value, so it is rewritten.
+    """
+    found = _AT.match(message)
+    body = found["body"] if found else message
+    segments = _SEGMENT.findall(found["path"] or "") if found else []
+    field = _FIELD.match(body)
+    if field:
+        segments.append((field["name"], ""))
+    names = [name for name, _ in segments if name]
+    shown = "".join(f".{name}" if name else f"[{index}]" for name, index in segments).lstrip(".")
+    if field:
+        problem = "is required" if field["kind"].startswith("missing") else "is not a known key"
+    elif body.startswith("Invalid enum value"):
+        choices = ", ".join(repr(choice) for choice in _choices(struct_type, names))
+        problem = f"is not an allowed value{f' (allowed: {choices})' if choices else ''}"
+    else:
+        problem = body.replace("`", "")
+        if problem.startswith("Expected "):
+            problem = "must be " + problem[len("Expected ") :]
+    key = names[0] if names else None
+    if not shown:
+        return None, problem
+    if found and found["in_key"]:
+        return key, f"'{shown}' has a key that {problem}"
+    return key, f"'{shown}' {problem}"
+
+
+def _choices(struct_type: type[msgspec.Struct], names: list[str]) -> tuple[Any, ...]:
+    """The `Literal` values allowed at a field path of `struct_type` (empty if unknown)."""
+    hint: Any = struct_type
+    for name in names:
+        struct = _struct_in(hint)
+        if struct is None:
+            return ()
+        by_name = {field.encode_name: field.type for field in msgspec.structs.fields(struct)}
+        if name not in by_name:
+            return ()
+        hint = by_name[name]
+    return tuple(dict.fromkeys(_literals(hint)))
+
+
+def _struct_in(hint: Any) -> type[msgspec.Struct] | None:
+    """The struct type inside a type hint (through `Annotated`, `Optional`, unions)."""
+    if isinstance(hint, type) and issubclass(hint, msgspec.Struct):
+        return hint
+    if get_origin(hint) in (Annotated, Union, types.UnionType):
+        for arg in get_args(hint):
+            struct = _struct_in(arg)
+            if struct is not None:
+                return struct
+    return None
+
+
+def _literals(hint: Any) -> list[Any]:
+    """Every `Literal` value in a type hint, through containers and unions."""
+    if get_origin(hint) is Literal:
+        return list(get_args(hint))
+    if isinstance(hint, type):
+        return []
+    return [value for arg in get_args(hint) for value in _literals(arg)]

@@ -11,77 +11,71 @@ A provider turns a history of `Content` plus tool declarations into one of:
 `stream` delivers visible UTF-8 text deltas to a callback and returns the same kind
 of value as `generate`; `stream_content` delivers one `Content` per decoded frame.
 `capabilities` and `validate_config` are optional for custom providers.
+
+`agenerate`, `astream` and `astream_content` are the same calls as coroutines, for
+code on an event loop (the kernel's reactor): same results, same `AdkError`
+reasons. A provider that has the matching ``async def`` method runs on the loop;
+one that has only the sync method (a custom provider) runs it on a worker thread
+(`supervision.aio.run_blocking`), so the loop never blocks, and its `on_delta` is
+then called from that thread.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
-import msgspec
-
-from providers.content import Content, FunctionCallPart, TextPart
+from providers.content import Content
 from providers.errors import AdkError
+from providers.outputs import (
+    PROVIDER_METADATA_SCHEMA_VERSION,
+    ModelOutput,
+    ProviderResult,
+    ToolCalls,
+    ToolDeclaration,
+    unwrap,
+    visible_text_deltas,
+)
+from providers.scripted import ScriptedProvider
+from supervision.aio import run_blocking
 
-ToolDeclaration = Mapping[str, Any]
-"""``{"name", "description", "parameters": JSON Schema}``."""
+__all__ = [
+    "PROVIDER_METADATA_SCHEMA_VERSION",
+    "ModelOutput",
+    "Provider",
+    "ProviderResult",
+    "ToolCalls",
+    "ToolDeclaration",
+    "agenerate",
+    "astream",
+    "astream_content",
+    "capabilities",
+    "generate",
+    "register_provider",
+    "resolve_provider",
+    "stream",
+    "stream_content",
+    "unwrap",
+    "validate_config",
+    "visible_text_deltas",
+]
 
-PROVIDER_METADATA_SCHEMA_VERSION = 1
-
-
-class ToolCalls(msgspec.Struct, frozen=True):
-    """The model asked for tools. `content` is the model's whole turn (thought
-    signatures and call ids included), to put back into the history as is."""
-
-    calls: tuple[FunctionCallPart, ...]
-    content: Content
-
-
-class ProviderResult(msgspec.Struct, frozen=True):
-    """A model output with the provider metadata its candidate carried."""
-
-    output: str | Content | ToolCalls
-    metadata: dict[str, Any]
-
-    @staticmethod
-    def envelope(provider: str, kind: str, metadata: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "schema_version": PROVIDER_METADATA_SCHEMA_VERSION,
-            "provider": provider,
-            "type": kind,
-            "metadata": metadata,
-        }
-
-
-ModelOutput = str | Content | ToolCalls | ProviderResult
-
-
-def visible_text_deltas(parts: Sequence[Any]) -> list[str]:
-    """The text deltas a text stream may show for one frame: visible text only
-    (thoughts and function calls stay out); any media part refuses the stream with
-    ``("unsupported_text_stream_part", kind)`` instead of silently dropping it."""
-    deltas = []
-    for part in parts:
-        if isinstance(part, TextPart):
-            if not part.thought and part.text:
-                deltas.append(part.text)
-        elif not isinstance(part, FunctionCallPart):
-            kind = type(part).__struct_config__.tag
-            raise AdkError(("unsupported_text_stream_part", kind), "use stream_content for media")
-    return deltas
-
-
-def unwrap(result: ModelOutput) -> tuple[str | Content | ToolCalls, dict[str, Any] | None]:
-    """(output, provider metadata or None)."""
-    if isinstance(result, ProviderResult):
-        return result.output, result.metadata
-    return result, None
+_T = TypeVar("_T")
 
 
 @runtime_checkable
 class Provider(Protocol):
-    """What a model provider implements (`capabilities`/`validate_config` optional)."""
+    """What a model provider implements.
+
+    Optional: `capabilities`, `validate_config`, `stream_content`, and the async
+    methods ``async def agenerate(config, history, tools)``,
+    ``astream(config, history, tools, on_delta)`` and
+    ``astream_content(config, history, tools, on_delta)`` (same arguments and results
+    as their sync twins). An async method must never block its loop (await I/O and
+    sleeps; keep CPU work short); without one, the async module functions run the
+    sync method on a worker thread.
+    """
 
     name: str
 
@@ -130,12 +124,11 @@ def resolve_provider(config: Mapping[str, Any]) -> Provider:
 
 def _load_builtin(name: str) -> None:
     if name == "gemini" and "gemini" not in _registry:
+        # import cost, not a cycle: google-genai takes ~0.5 s to import; only Gemini users pay it
         from providers.gemini import GeminiProvider
 
         register_provider(GeminiProvider())
     elif name == "scripted" and "scripted" not in _registry:
-        from providers.scripted import ScriptedProvider
-
         register_provider(ScriptedProvider.from_config_provider())
 
 
@@ -192,3 +185,78 @@ def stream_content(
     if not callable(streamer):
         raise AdkError("unsupported_operation", f"{provider.name} has no content stream")
     return streamer(config, _history(history), tools, on_delta)  # type: ignore[no-any-return]
+
+
+# -- async calls --------------------------------------------------------------------------
+
+
+async def agenerate(
+    config: Mapping[str, Any], history: Sequence[Content], tools: Sequence[ToolDeclaration] = ()
+) -> ModelOutput:
+    """`generate` as a coroutine: the provider's ``agenerate`` on the running loop, or
+    its sync ``generate`` on a worker thread."""
+    provider = await _aresolve(config)
+    checked = _history(history)
+    native = getattr(provider, "agenerate", None)
+    if callable(native):
+        return await _native(native, config, checked, tools)
+    return await _on_worker_thread(provider.generate, config, checked, tools)
+
+
+async def astream(
+    config: Mapping[str, Any],
+    history: Sequence[Content],
+    tools: Sequence[ToolDeclaration],
+    on_delta: Callable[[str], None],
+) -> ModelOutput:
+    """`stream` as a coroutine. `on_delta` runs on the loop for a provider with
+    ``astream``, on the worker thread for a sync-only provider."""
+    provider = await _aresolve(config)
+    checked = _history(history)
+    native = getattr(provider, "astream", None)
+    if callable(native):
+        return await _native(native, config, checked, tools, on_delta)
+    return await _on_worker_thread(provider.stream, config, checked, tools, on_delta)
+
+
+async def astream_content(
+    config: Mapping[str, Any],
+    history: Sequence[Content],
+    tools: Sequence[ToolDeclaration],
+    on_delta: Callable[[Content], None],
+) -> ModelOutput:
+    """`stream_content` as a coroutine (``unsupported_operation`` without one).
+    `on_delta` runs where `astream`'s does."""
+    provider = await _aresolve(config)
+    checked = _history(history)
+    native = getattr(provider, "astream_content", None)
+    if callable(native):
+        return await _native(native, config, checked, tools, on_delta)
+    streamer = getattr(provider, "stream_content", None)
+    if not callable(streamer):
+        raise AdkError("unsupported_operation", f"{provider.name} has no content stream")
+    return await _on_worker_thread(streamer, config, checked, tools, on_delta)
+
+
+async def _aresolve(config: Mapping[str, Any]) -> Provider:
+    """`resolve_provider`, but a built-in provider's first load (importing its SDK
+    can take a second) happens on a worker thread, not on the loop."""
+    chosen = config.get("provider") if isinstance(config, Mapping) else None
+    if isinstance(chosen, str):
+        with _registry_lock:
+            loaded = chosen in _registry
+        if not loaded:
+            return await _on_worker_thread(resolve_provider, config)
+    return resolve_provider(config)
+
+
+async def _native(method: Callable[..., Awaitable[ModelOutput]], *args: Any) -> ModelOutput:
+    """Await a provider's own async method (it runs on this loop)."""
+    return await method(*args)
+
+
+async def _on_worker_thread(fn: Callable[..., _T], *args: Any) -> _T:
+    """Run a blocking call on the kernel's pool for blocking calls. Cancelling the
+    awaiting coroutine does not stop the call (a thread cannot be interrupted)."""
+    result: _T = await run_blocking(fn, *args)
+    return result

@@ -2,14 +2,19 @@
 
 ``ScriptedProvider(steps)`` consumes one step per model call, in order (thread-safe);
 ``ScriptedProvider(fn=f)`` calls ``f(history, tools)`` for every call and uses the
-step it returns, so it can answer concurrent calls deterministically by input. A step:
+step it returns, so it can answer concurrent calls deterministically by input. `f` is
+a plain function called inline, on the caller's thread or event loop: it must be
+quick and never block (to make an answer slow, return a step with a ``"delay"``).
+A step:
 
 * ``{"text": "..."}`` (a plain string is short for this)
 * ``{"tool_calls": [{"name": ..., "args": {...}, "id": ...}]}``
 * ``{"stream": ["chunk", ...]}``: deltas for `stream`, their concatenation otherwise
 * ``{"content": Content}``
 * ``{"error": "reason"}``: raises `AdkError(reason)`
-* each with an optional ``"delay": seconds`` before it answers
+* each with an optional ``"delay": seconds`` before it answers: slept by the sync
+  methods, awaited (``asyncio.sleep``, the loop keeps running) by `agenerate`,
+  `astream` and `astream_content`
 
 In an agent config, ``{"provider": "scripted", "script": [steps]}`` uses a fresh
 scripted provider per config.
@@ -17,6 +22,7 @@ scripted provider per config.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections import OrderedDict
@@ -26,7 +32,9 @@ from typing import Any
 from providers import content as content_model
 from providers.content import Content
 from providers.errors import AdkError
-from providers.protocol import ModelOutput, ToolCalls, ToolDeclaration, visible_text_deltas
+from providers.outputs import ModelOutput, ToolCalls, ToolDeclaration, visible_text_deltas
+from supervision import Task
+from supervision.aio import wait_task
 
 Step = Mapping[str, Any] | str
 StepFunction = Callable[[Sequence[Content], Sequence[ToolDeclaration]], Step]
@@ -132,21 +140,88 @@ class ScriptedProvider:
             on_delta(frame)
         return answer
 
+    async def agenerate(
+        self,
+        config: Mapping[str, Any],
+        history: Sequence[Content],
+        tools: Sequence[ToolDeclaration],
+    ) -> ModelOutput:
+        return (await self._aframes(history, tools))[1]
+
+    async def astream(
+        self,
+        config: Mapping[str, Any],
+        history: Sequence[Content],
+        tools: Sequence[ToolDeclaration],
+        on_delta: Callable[[str], None],
+    ) -> ModelOutput:
+        frames, answer = await self._aframes(history, tools)
+        for frame in frames:
+            for delta in visible_text_deltas(frame.parts):
+                on_delta(delta)
+        return answer
+
+    async def astream_content(
+        self,
+        config: Mapping[str, Any],
+        history: Sequence[Content],
+        tools: Sequence[ToolDeclaration],
+        on_delta: Callable[[Content], None],
+    ) -> ModelOutput:
+        frames, answer = await self._aframes(history, tools)
+        for frame in frames:
+            on_delta(frame)
+        return answer
+
     def _frames(
         self, history: Sequence[Content], tools: Sequence[ToolDeclaration]
     ) -> tuple[list[Content], ModelOutput]:
         """One call: the frames a stream delivers, and the whole answer."""
         step = self._take(history, tools)
         _pause(step)
-        if "stream" in step:
-            frames = [content_model.new([chunk], role="model") for chunk in step["stream"]]
-            return frames, "".join(step["stream"])
-        answer = _answer(step)
-        if isinstance(answer, ToolCalls):
-            return [answer.content], answer
-        if isinstance(answer, str):
-            return ([content_model.new([answer], role="model")] if answer else []), answer
-        return [answer], answer
+        return _step_frames(step)
+
+    async def _aframes(
+        self, history: Sequence[Content], tools: Sequence[ToolDeclaration]
+    ) -> tuple[list[Content], ModelOutput]:
+        """`_frames` with the step's delay awaited. A step function is user code that may
+        block: it runs in a kernel task on the pool (its pid is the model call's), and
+        the coroutine awaits it without holding a thread."""
+        if self._fn is None:
+            step = self._take(history, tools)
+        else:
+            kind, value = await wait_task(Task.start(_taken, self, history, tools))
+            if kind == "error":
+                raise value
+            step = value
+        delay = step.get("delay", 0)
+        if delay:
+            await asyncio.sleep(delay)
+        return _step_frames(step)
+
+
+def _taken(
+    provider: ScriptedProvider, history: Sequence[Content], tools: Sequence[ToolDeclaration]
+) -> tuple[str, Any]:
+    """In a task: the next step, or what taking it raised (kept as a value, so the
+    coroutine raises the very same exception)."""
+    try:
+        return "ok", provider._take(history, tools)
+    except Exception as error:
+        return "error", error
+
+
+def _step_frames(step: Mapping[str, Any]) -> tuple[list[Content], ModelOutput]:
+    """A taken step's stream frames and whole answer (raises for an error step)."""
+    if "stream" in step:
+        frames = [content_model.new([chunk], role="model") for chunk in step["stream"]]
+        return frames, "".join(step["stream"])
+    answer = _answer(step)
+    if isinstance(answer, ToolCalls):
+        return [answer.content], answer
+    if isinstance(answer, str):
+        return ([content_model.new([answer], role="model")] if answer else []), answer
+    return [answer], answer
 
 
 class _ConfigScripted:
@@ -211,6 +286,32 @@ class _ConfigScripted:
         on_delta: Callable[[Content], None],
     ) -> ModelOutput:
         return self._for(config).stream_content(config, history, tools, on_delta)
+
+    async def agenerate(
+        self,
+        config: Mapping[str, Any],
+        history: Sequence[Content],
+        tools: Sequence[ToolDeclaration],
+    ) -> ModelOutput:
+        return await self._for(config).agenerate(config, history, tools)
+
+    async def astream(
+        self,
+        config: Mapping[str, Any],
+        history: Sequence[Content],
+        tools: Sequence[ToolDeclaration],
+        on_delta: Callable[[str], None],
+    ) -> ModelOutput:
+        return await self._for(config).astream(config, history, tools, on_delta)
+
+    async def astream_content(
+        self,
+        config: Mapping[str, Any],
+        history: Sequence[Content],
+        tools: Sequence[ToolDeclaration],
+        on_delta: Callable[[Content], None],
+    ) -> ModelOutput:
+        return await self._for(config).astream_content(config, history, tools, on_delta)
 
 
 def _check_step(step: Step) -> Mapping[str, Any]:

@@ -1,20 +1,32 @@
-"""The Gemini REST provider, on google-genai.
+"""The Gemini REST provider, on google-genai (sync and async).
 
 `generate` calls ``generateContent``; `stream` and `stream_content` call
-``streamGenerateContent`` (SSE). The API key comes from ``config["api_key"]`` or
+``streamGenerateContent`` (SSE); `agenerate`, `astream` and `astream_content` do the
+same on the SDK's async client, awaiting the network on the running event loop
+(no thread waits). The API key comes from ``config["api_key"]`` or
 ``GEMINI_API_KEY`` and is sent only as the ``x-goog-api-key`` header; it never
 appears in an error, a log line or a repr. ``missing_api_key`` is raised before any
 HTTP. Errors map to stable reasons: ``("http_error", status, status_text)``,
 ``("blocked", reason)``, ``timeout``, ``unavailable``, ``malformed_response``,
-``response_too_large``. Only the sync client is used (the SDK's async path would
-switch to aiohttp when it is installed).
+``response_too_large``.
+
+Both paths stay on httpx (our own clients are handed to the SDK, so it never
+switches to aiohttp), with bounded connection pools (``max_connections``) and the
+`MAX_RESPONSE_BYTES` cap. An `httpx.AsyncClient` belongs to the event loop it runs
+on, so async clients are cached per running loop and never shared across loops; a
+closed loop's clients are dropped (await `GeminiProvider.aclose` on a loop before
+closing it to close its connections at once). The history is sent as prebuilt wire JSON (see
+`providers.gemini.requests`), so its cost per message does not go through the SDK.
 """
 
 from __future__ import annotations
 
+import asyncio
+import ssl
 import threading
+import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -25,12 +37,18 @@ from google.genai import types
 from providers import content as content_model
 from providers.content import Content, Part
 from providers.errors import AdkError
-from providers.gemini import wire
+from providers.gemini import requests, wire
 from providers.gemini.config import GeminiSettings, check
-from providers.protocol import ModelOutput, ToolDeclaration, visible_text_deltas
+from providers.outputs import ModelOutput, ToolDeclaration, visible_text_deltas
 
 MAX_RESPONSE_BYTES = 64 << 20
 _CLIENT_CACHE_SIZE = 32
+"""Clients kept per process for sync calls, and per event loop for async calls."""
+
+ClientKey = tuple[str, str | None, int | None, int]
+"""(api_key, base_url, timeout_ms, max_connections): what makes clients differ."""
+LoopClient = tuple[genai.Client, httpx.AsyncClient]
+"""A google-genai client for one event loop and the httpx client it sends with."""
 
 
 class _ResponseTooLarge(Exception):
@@ -65,12 +83,74 @@ class _CappedTransport(httpx.HTTPTransport):
         return response
 
 
+class _CappedAsyncStream(httpx.AsyncByteStream):
+    """`_CappedStream` for async responses."""
+
+    def __init__(self, inner: Any, limit: int) -> None:
+        self._inner = inner
+        self._limit = limit
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        seen = 0
+        async for chunk in self._inner:
+            seen += len(chunk)
+            if seen > self._limit:
+                raise _ResponseTooLarge()
+            yield chunk
+
+    async def aclose(self) -> None:
+        close = getattr(self._inner, "aclose", None)
+        if close is not None:
+            await close()
+
+
+class _CappedAsyncTransport(httpx.AsyncHTTPTransport):
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await super().handle_async_request(request)
+        response.stream = _CappedAsyncStream(response.stream, MAX_RESPONSE_BYTES)
+        return response
+
+
+_ssl_lock = threading.Lock()
+_shared_ssl_context: ssl.SSLContext | None = None
+
+
+def _ssl_context() -> ssl.SSLContext:
+    """One verifying TLS context for every client: building one costs tens of ms
+    (it loads the CA bundle), too much to pay per event loop."""
+    global _shared_ssl_context
+    with _ssl_lock:
+        if _shared_ssl_context is None:
+            _shared_ssl_context = httpx.create_ssl_context()
+        return _shared_ssl_context
+
+
+def _limits(settings: GeminiSettings) -> httpx.Limits:
+    return httpx.Limits(
+        max_connections=settings.max_connections,
+        max_keepalive_connections=settings.max_connections,
+    )
+
+
+def _timeout(settings: GeminiSettings) -> httpx.Timeout:
+    return httpx.Timeout(None if settings.timeout_ms is None else settings.timeout_ms / 1000)
+
+
+def _key(settings: GeminiSettings) -> ClientKey:
+    return (settings.api_key, settings.base_url, settings.timeout_ms, settings.max_connections)
+
+
 class GeminiProvider:
     name = "gemini"
 
     def __init__(self) -> None:
-        self._clients: OrderedDict[tuple[str, str | None, int | None], genai.Client] = OrderedDict()
+        self._clients: OrderedDict[ClientKey, tuple[genai.Client, httpx.Client]] = OrderedDict()
+        self._loop_clients: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, OrderedDict[ClientKey, LoopClient]
+        ] = weakref.WeakKeyDictionary()
+        self._unused_sync_http: httpx.Client | None = None
         self._lock = threading.Lock()
+        _ssl_context()
 
     def __repr__(self) -> str:
         return "GeminiProvider()"
@@ -92,7 +172,7 @@ class GeminiProvider:
     def validate_config(self, config: Mapping[str, Any]) -> None:
         check(config, need_key=False)
 
-    # -- calls ---------------------------------------------------------------------------
+    # -- sync calls ----------------------------------------------------------------------
 
     def generate(
         self,
@@ -100,10 +180,10 @@ class GeminiProvider:
         history: Sequence[Content],
         tools: Sequence[ToolDeclaration],
     ) -> ModelOutput:
-        settings, contents, request = self._prepare(config, history, tools)
+        settings, request = self._prepare(config, history, tools)
         with _mapped_errors():
             response = self._client(settings).models.generate_content(
-                model=settings.model, contents=contents, config=request
+                model=settings.model, contents=requests.placeholder_contents(), config=request
             )
             parts, grounding = wire.candidate_parts(response)
             return wire.model_output(parts, wire.grounding_json(grounding))
@@ -115,11 +195,7 @@ class GeminiProvider:
         tools: Sequence[ToolDeclaration],
         on_delta: Callable[[str], None],
     ) -> ModelOutput:
-        def deliver(frame_parts: list[Part]) -> None:
-            for delta in visible_text_deltas(frame_parts):
-                on_delta(delta)
-
-        return self._stream(config, history, tools, deliver)
+        return self._stream(config, history, tools, _text_deliverer(on_delta))
 
     def stream_content(
         self,
@@ -128,11 +204,7 @@ class GeminiProvider:
         tools: Sequence[ToolDeclaration],
         on_delta: Callable[[Content], None],
     ) -> ModelOutput:
-        def deliver(frame_parts: list[Part]) -> None:
-            if frame_parts:
-                on_delta(content_model.new(frame_parts, role="model"))
-
-        return self._stream(config, history, tools, deliver)
+        return self._stream(config, history, tools, _content_deliverer(on_delta))
 
     def _stream(
         self,
@@ -141,19 +213,71 @@ class GeminiProvider:
         tools: Sequence[ToolDeclaration],
         deliver: Callable[[list[Part]], None],
     ) -> ModelOutput:
-        settings, contents, request = self._prepare(config, history, tools)
-        collected: list[Part] = []
-        grounding: dict[str, Any] | None = None
+        settings, request = self._prepare(config, history, tools)
+        frames = _Frames(deliver)
         with _mapped_errors():
             chunks = self._client(settings).models.generate_content_stream(
-                model=settings.model, contents=contents, config=request
+                model=settings.model, contents=requests.placeholder_contents(), config=request
             )
             for chunk in chunks:
-                parts, frame_grounding = wire.candidate_parts(chunk)
-                grounding = wire.merge_grounding(grounding, wire.grounding_json(frame_grounding))
-                deliver(parts)
-                collected.extend(parts)
-            return wire.model_output(collected, grounding)
+                frames.add(chunk)
+            return frames.output()
+
+    # -- async calls (on the running loop) -----------------------------------------------
+
+    async def agenerate(
+        self,
+        config: Mapping[str, Any],
+        history: Sequence[Content],
+        tools: Sequence[ToolDeclaration],
+    ) -> ModelOutput:
+        settings, request = self._prepare(config, history, tools)
+        with _mapped_errors():
+            response = await self._async_client(settings).aio.models.generate_content(
+                model=settings.model, contents=requests.placeholder_contents(), config=request
+            )
+            parts, grounding = wire.candidate_parts(response)
+            return wire.model_output(parts, wire.grounding_json(grounding))
+
+    async def astream(
+        self,
+        config: Mapping[str, Any],
+        history: Sequence[Content],
+        tools: Sequence[ToolDeclaration],
+        on_delta: Callable[[str], None],
+    ) -> ModelOutput:
+        return await self._astream(config, history, tools, _text_deliverer(on_delta))
+
+    async def astream_content(
+        self,
+        config: Mapping[str, Any],
+        history: Sequence[Content],
+        tools: Sequence[ToolDeclaration],
+        on_delta: Callable[[Content], None],
+    ) -> ModelOutput:
+        return await self._astream(config, history, tools, _content_deliverer(on_delta))
+
+    async def _astream(
+        self,
+        config: Mapping[str, Any],
+        history: Sequence[Content],
+        tools: Sequence[ToolDeclaration],
+        deliver: Callable[[list[Part]], None],
+    ) -> ModelOutput:
+        settings, request = self._prepare(config, history, tools)
+        frames = _Frames(deliver)
+        with _mapped_errors():
+            chunks = await self._async_client(settings).aio.models.generate_content_stream(
+                model=settings.model, contents=requests.placeholder_contents(), config=request
+            )
+            try:
+                async for chunk in chunks:
+                    frames.add(chunk)
+            finally:  # leaving early (an error, a cancellation) releases the connection now
+                close = getattr(chunks, "aclose", None)
+                if close is not None:
+                    await close()
+            return frames.output()
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -162,34 +286,118 @@ class GeminiProvider:
         config: Mapping[str, Any],
         history: Sequence[Content],
         tools: Sequence[ToolDeclaration],
-    ) -> tuple[GeminiSettings, list[types.Content], types.GenerateContentConfig]:
+    ) -> tuple[GeminiSettings, types.GenerateContentConfig]:
         settings = check(config)  # missing_api_key and every config error come before HTTP
-        contents, system = wire.request_contents(history, settings.instructions)
-        return settings, contents, wire.generate_config(settings, tools, system)
+        contents, system = requests.request_contents(history, settings.instructions)
+        request = wire.generate_config(settings, tools, system)
+        requests.carrying(request, contents)
+        return settings, request
 
     def _client(self, settings: GeminiSettings) -> genai.Client:
-        key = (settings.api_key, settings.base_url, settings.timeout_ms)
+        """The sync client for these settings (one per process and settings)."""
+        key = _key(settings)
         with self._lock:
-            client = self._clients.get(key)
-            if client is not None:
+            if key in self._clients:
                 self._clients.move_to_end(key)
-                return client
-        timeout_seconds = None if settings.timeout_ms is None else settings.timeout_ms / 1000
-        options = types.HttpOptions(
-            base_url=settings.base_url,
-            timeout=settings.timeout_ms,
-            httpx_client=httpx.Client(
-                transport=_CappedTransport(),
-                timeout=httpx.Timeout(timeout_seconds),
-                follow_redirects=False,
-            ),
+                return self._clients[key][0]
+        http = httpx.Client(
+            transport=_CappedTransport(verify=_ssl_context(), limits=_limits(settings)),
+            timeout=_timeout(settings),
+            follow_redirects=False,
         )
-        client = genai.Client(api_key=settings.api_key, http_options=options)
+        client = self._genai_client(settings, http, None)
         with self._lock:
-            self._clients[key] = client
+            self._clients[key] = (client, http)
             if len(self._clients) > _CLIENT_CACHE_SIZE:
                 self._clients.popitem(last=False)
         return client
+
+    def _async_client(self, settings: GeminiSettings) -> genai.Client:
+        """The async client for these settings on the running loop (one per loop and
+        settings: an httpx.AsyncClient's connections belong to the loop that opened them)."""
+        loop = asyncio.get_running_loop()
+        key = _key(settings)
+        with self._lock:
+            for other in [other for other in self._loop_clients if other.is_closed()]:
+                del self._loop_clients[other]
+            clients = self._loop_clients.get(loop)
+            if clients is not None and key in clients:
+                clients.move_to_end(key)
+                return clients[key][0]
+            if self._unused_sync_http is None:
+                self._unused_sync_http = httpx.Client(
+                    transport=_CappedTransport(verify=_ssl_context()), follow_redirects=False
+                )
+            unused_sync_http = self._unused_sync_http
+        http = httpx.AsyncClient(
+            transport=_CappedAsyncTransport(verify=_ssl_context(), limits=_limits(settings)),
+            timeout=_timeout(settings),
+            follow_redirects=False,
+        )
+        client = self._genai_client(settings, unused_sync_http, http)
+        with self._lock:
+            clients = self._loop_clients.setdefault(loop, OrderedDict())
+            clients[key] = (client, http)
+            if len(clients) > _CLIENT_CACHE_SIZE:
+                clients.popitem(last=False)  # not closed: a call may still be using it
+        return client
+
+    async def aclose(self) -> None:
+        """Close the running loop's HTTP clients and their pooled connections (later
+        calls on this loop open new ones). Otherwise a closed loop's clients are just
+        dropped, and the garbage collector releases their sockets."""
+        with self._lock:
+            clients = self._loop_clients.pop(asyncio.get_running_loop(), None)
+        for _, http in (clients or {}).values():
+            await http.aclose()
+
+    @staticmethod
+    def _genai_client(
+        settings: GeminiSettings, http: httpx.Client, async_http: httpx.AsyncClient | None
+    ) -> genai.Client:
+        """A google-genai client on our httpx clients. The async one never sends a sync
+        request: its `http` is passed only so the SDK does not build one of its own."""
+        options = types.HttpOptions(
+            base_url=settings.base_url,
+            timeout=settings.timeout_ms,
+            httpx_client=http,
+            httpx_async_client=async_http,
+        )
+        return genai.Client(api_key=settings.api_key, http_options=options)
+
+
+class _Frames:
+    """A stream's frames: each delivered as it arrives, all kept for the final answer."""
+
+    def __init__(self, deliver: Callable[[list[Part]], None]) -> None:
+        self._deliver = deliver
+        self._parts: list[Part] = []
+        self._grounding: dict[str, Any] | None = None
+
+    def add(self, chunk: types.GenerateContentResponse) -> None:
+        parts, grounding = wire.candidate_parts(chunk)
+        self._grounding = wire.merge_grounding(self._grounding, wire.grounding_json(grounding))
+        self._deliver(parts)
+        self._parts.extend(parts)
+
+    def output(self) -> ModelOutput:
+        return wire.model_output(self._parts, self._grounding)
+
+
+def _text_deliverer(on_delta: Callable[[str], None]) -> Callable[[list[Part]], None]:
+    def deliver(frame_parts: list[Part]) -> None:
+        for delta in visible_text_deltas(frame_parts):
+            on_delta(delta)
+
+    return deliver
+
+
+def _content_deliverer(on_delta: Callable[[Content], None]) -> Callable[[list[Part]], None]:
+    def deliver(frame_parts: list[Part]) -> None:
+        if frame_parts:
+            on_delta(content_model.new(frame_parts, role="model"))
+
+    return deliver
 
 
 class _mapped_errors:
@@ -198,9 +406,9 @@ class _mapped_errors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind: Any, error: BaseException | None, traceback: Any) -> bool:
+    def __exit__(self, kind: Any, error: BaseException | None, traceback: Any) -> None:
         if error is None or isinstance(error, AdkError):
-            return False
+            return None
         if isinstance(error, genai_errors.APIError):
             status = getattr(error, "status", None)
             raise AdkError(
@@ -219,7 +427,7 @@ class _mapped_errors:
             raise AdkError(
                 "malformed_response", f"Gemini's response did not parse: {type(error).__name__}"
             ) from None
-        return False
+        return None
 
 
 __all__ = ["GeminiProvider"]

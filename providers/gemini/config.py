@@ -3,6 +3,11 @@
 Generation options (`GENERATION_KEYS`) may sit at the top level of a direct provider
 config or inside ``generation_config`` (how an agent config carries them). A
 misspelled key anywhere is an error naming it, never silently ignored.
+
+``max_connections`` bounds the HTTP connections (and idle keep-alive connections)
+of each client (one per key, base URL and timeout, and for async calls per event
+loop too): the config key, else ``ADK_GEMINI_MAX_CONNECTIONS``, else
+`DEFAULT_MAX_CONNECTIONS`; at most `MAX_CONNECTIONS_CEILING`.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ PROVIDER_KEYS = frozenset(
         "builtin_tools",
         "generation_config",
         "cached_content",
+        "max_connections",
     }
 )
 AGENT_KEYS = frozenset(
@@ -75,6 +81,9 @@ AGENT_KEYS = frozenset(
 """Agent/runtime fields that share the agent's config with the provider; accepted here."""
 
 MAX_TIMEOUT_MS = 3_600_000
+DEFAULT_MAX_CONNECTIONS = 1024
+MAX_CONNECTIONS_CEILING = 65_536
+MAX_CONNECTIONS_ENV = "ADK_GEMINI_MAX_CONNECTIONS"
 
 
 @dataclass(frozen=True)
@@ -90,6 +99,7 @@ class GeminiSettings:
     builtin_tools: tuple[str, ...]
     include_thoughts: bool
     cached_content: str | None
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
 
     def __repr__(self) -> str:  # the key never reaches a log line or traceback
         return (
@@ -161,6 +171,7 @@ def check(config: Mapping[str, Any], *, need_key: bool = True) -> GeminiSettings
         builtin_tools=_builtin_tools(config.get("builtin_tools")),
         include_thoughts=bool(thinking.get("include_thoughts", False)),
         cached_content=cached,
+        max_connections=_max_connections(config.get("max_connections")),
     )
 
 
@@ -176,6 +187,24 @@ def _timeout(value: Any) -> int | None:
             "invalid_request_timeout", f"request_timeout is 0..{MAX_TIMEOUT_MS} ms or 'infinity'"
         )
     return int(value)
+
+
+def _max_connections(value: Any) -> int:
+    """The config value, else the environment's, else the default; 1..ceiling."""
+    source = "max_connections"
+    if value is None:
+        raw = os.environ.get(MAX_CONNECTIONS_ENV, "").strip()
+        if not raw:
+            return DEFAULT_MAX_CONNECTIONS
+        source = MAX_CONNECTIONS_ENV
+        value = int(raw) if raw.isascii() and raw.isdigit() else None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 1 <= value <= MAX_CONNECTIONS_CEILING
+    ):
+        raise AdkError("invalid_config", f"{source} is an int in 1..{MAX_CONNECTIONS_CEILING}")
+    return value
 
 
 def _builtin_tools(value: Any) -> tuple[str, ...]:

@@ -1,6 +1,7 @@
-"""Content and tools to google-genai request types, and responses back to our types.
+"""Tools and options to google-genai request types, and responses back to our types.
 
-Thought signatures and function-call ids survive the round trip. A tool's schema goes
+(The history's wire JSON is built in `providers.gemini.requests`.) Thought
+signatures and function-call ids survive the round trip. A tool's schema goes
 in ``parameters`` only when it is the small positive subset Gemini's `Schema` knows;
 anything else (``oneOf``, ``additionalProperties``, type unions, boolean schemas,
 unknown keywords) goes in ``parametersJsonSchema`` unchanged.
@@ -32,7 +33,7 @@ from providers.gemini.config import (
     SAFETY_THRESHOLDS,
     GeminiSettings,
 )
-from providers.protocol import ModelOutput, ProviderResult, ToolCalls, ToolDeclaration
+from providers.outputs import ModelOutput, ProviderResult, ToolCalls, ToolDeclaration
 
 MAX_GROUNDING_METADATA_BYTES = 256 * 1024
 
@@ -62,54 +63,6 @@ _SIMPLE_KEYS = frozenset(
 
 
 # -- requests --------------------------------------------------------------------------------
-
-
-def _signature(value: str | None) -> bytes | None:
-    return base64.b64decode(value) if value else None
-
-
-def to_genai_part(part: Part) -> types.Part:
-    if isinstance(part, TextPart):
-        return types.Part(
-            text=part.text,
-            thought=part.thought or None,
-            thought_signature=_signature(part.thought_signature),
-        )
-    if isinstance(part, InlineDataPart):
-        return types.Part(
-            inline_data=types.Blob(mime_type=part.mime_type, data=base64.b64decode(part.data))
-        )
-    if isinstance(part, FileDataPart):
-        return types.Part(
-            file_data=types.FileData(file_uri=part.file_uri, mime_type=part.mime_type)
-        )
-    if isinstance(part, FunctionCallPart):
-        return types.Part(
-            function_call=types.FunctionCall(id=part.id, name=part.name, args=part.args),
-            thought_signature=_signature(part.thought_signature),
-        )
-    return types.Part(
-        function_response=types.FunctionResponse(id=part.id, name=part.name, response=part.response)
-    )
-
-
-def request_contents(
-    history: Sequence[Content], instructions: str | None
-) -> tuple[list[types.Content], str | None]:
-    """Gemini contents and the system instruction (config instructions + system turns)."""
-    system = [instructions] if instructions else []
-    contents = []
-    for message in history:
-        if message.role == "system":
-            system.append(message.text_value(include_thoughts=True))
-            continue
-        role = "model" if message.role == "model" else "user"
-        contents.append(
-            types.Content(role=role, parts=[to_genai_part(part) for part in message.parts])
-        )
-    if not contents:
-        raise AdkError("empty_history", "the history needs at least one user or model turn")
-    return contents, "\n\n".join(system) if system else None
 
 
 def is_simple_schema(schema: Any) -> bool:
@@ -191,8 +144,8 @@ def generate_config(
     if generation.get("safety_settings"):
         options["safety_settings"] = [
             types.SafetySetting(
-                category=SAFETY_CATEGORIES[s["category"]],
-                threshold=SAFETY_THRESHOLDS[s["threshold"]],
+                category=types.HarmCategory(SAFETY_CATEGORIES[s["category"]]),
+                threshold=types.HarmBlockThreshold(SAFETY_THRESHOLDS[s["threshold"]]),
             )
             for s in generation["safety_settings"]
         ]
