@@ -1,8 +1,8 @@
 """Session semantics, written once over a small storage interface.
 
-Both services run these operations inside one atomic step of their store (the
-owner process's handler for memory, one LMDB write transaction for LMDB), so the
-rules live here only:
+Both services run these operations inside one atomic step of their store (under
+the tables' mutex for memory; one LMDB transaction for LMDB, read-only for the pure
+reads `get` and `list_all`), so the rules live here only:
 
 * state keys by prefix: plain keys belong to the session; ``user:`` keys to every
   session of that user (future ones too); ``app:`` keys to every user of the app
@@ -12,7 +12,12 @@ rules live here only:
   `clear_temp_state` on a missing session raise ``not_found`` and change nothing;
 * `add_event_if_state` writes only if the expected values still hold (``conflict``);
 * the runtime's own keys (``_adk:``) are deleted by a None value, so finished
-  invocations leave nothing behind in the state.
+  invocations leave nothing behind in the state;
+* continuations (``_adk:paused:`` keys, up to megabytes each) live apart from the
+  record, one entry per key, written only when that key changes: a step re-encodes the
+  record, so its cost must not grow with unclaimed continuations. Reads merge them back
+  into the state, `add_event_if_state` reads only the ones it expects, deleting a
+  session deletes them, and a rewind never copies them (no ``_`` key is replayed).
 """
 
 from __future__ import annotations
@@ -39,7 +44,8 @@ class SessionRecord(msgspec.Struct, kw_only=True):
     id: str
     app_name: str
     user_id: str
-    state: dict[str, Any]  # plain and temp: keys
+    state: dict[str, Any]
+    """Plain, ``temp:`` and ``_adk:`` keys; continuations live apart (see `Storage`)."""
     created: float
     last_update: float
     event_count: int = 0
@@ -66,7 +72,11 @@ class Session(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Storage(Protocol):
-    """One atomic step's view of a store."""
+    """One atomic step's view of a store.
+
+    Continuations (``_adk:paused:`` keys) are kept per session outside the record:
+    `get_continuation` reads one (None: absent), `put_continuation` writes one (None
+    deletes it), `continuations` reads them all; `delete_session` deletes them too."""
 
     def get_session(self, app: str, user: str, session_id: str) -> SessionRecord | None: ...
     def put_session(self, record: SessionRecord) -> None: ...
@@ -77,6 +87,9 @@ class Storage(Protocol):
     def append_event(self, record: SessionRecord, seq: int, event: Event) -> None: ...
     def events(self, record: SessionRecord) -> list[Event]: ...
     def replace_events(self, record: SessionRecord, events: list[Event]) -> None: ...
+    def get_continuation(self, record: SessionRecord, key: str) -> Any: ...
+    def put_continuation(self, record: SessionRecord, key: str, value: Any) -> None: ...
+    def continuations(self, record: SessionRecord) -> dict[str, Any]: ...
 
 
 def check_id(value: Any, what: str) -> str:
@@ -109,30 +122,53 @@ def _split(delta: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], di
     return session, user, app
 
 
-def _merged(storage: Storage, record: SessionRecord) -> dict[str, Any]:
+def _shared(storage: Storage, record: SessionRecord) -> dict[str, Any]:
+    """The ``app:`` and ``user:`` state a session sees."""
     return {
         **storage.get_scope_state(("app", record.app_name)),
         **storage.get_scope_state(("user", record.app_name, record.user_id)),
-        **record.state,
     }
+
+
+def _merged(storage: Storage, record: SessionRecord) -> dict[str, Any]:
+    # a record written before continuations moved out may still hold some: shown too
+    return {**_shared(storage, record), **record.state, **storage.continuations(record)}
 
 
 INTERNAL_PREFIX = "_adk:"
 """The runtime's own session keys (open and paused invocations); None deletes one."""
 
+CONTINUATION_PREFIX = INTERNAL_PREFIX + "paused:"
+"""A paused invocation's continuation: stored apart from the record (`Storage`)."""
+
+
+def _is_continuation(key: str) -> bool:
+    return key.startswith(CONTINUATION_PREFIX)
+
+
+def _current(storage: Storage, record: SessionRecord, key: str) -> Any:
+    """One session key's value (None: absent), reading a continuation only if asked."""
+    if key in record.state:
+        return record.state[key]
+    return storage.get_continuation(record, key) if _is_continuation(key) else None
+
 
 def _apply(storage: Storage, record: SessionRecord, delta: Mapping[str, Any]) -> None:
     session, user, app = _split(delta)
-    record.state.update(session)
     for key, value in session.items():
-        if value is None and key.startswith(INTERNAL_PREFIX):
-            del record.state[key]
-    if user:
-        scope = ("user", record.app_name, record.user_id)
-        storage.put_scope_state(scope, {**storage.get_scope_state(scope), **user})
-    if app:
-        scope = ("app", record.app_name)
-        storage.put_scope_state(scope, {**storage.get_scope_state(scope), **app})
+        if _is_continuation(key):
+            record.state.pop(key, None)  # an older record's copy: moved out on first change
+            storage.put_continuation(record, key, value)
+        elif value is None and key.startswith(INTERNAL_PREFIX):
+            record.state.pop(key, None)
+        else:
+            record.state[key] = value
+    for scope, changes in (
+        (("user", record.app_name, record.user_id), user),
+        (("app", record.app_name), app),
+    ):
+        if changes:
+            storage.put_scope_state(scope, {**storage.get_scope_state(scope), **changes})
 
 
 def _require(storage: Storage, app: str, user: str, session_id: str) -> SessionRecord:
@@ -224,13 +260,28 @@ def add_event(
     is the runtime's own bookkeeping, applied in the same step but not part of the
     event, so it is never replayed. `precondition` runs inside the step; False makes
     it a ``conflict`` (the runtime's "is this worker still alive", checked atomically)."""
+    _check_event(event, runtime_delta)
+    record = _require(storage, app, user, session_id)
+    return _append(storage, record, event, runtime_delta, precondition)
+
+
+def _check_event(event: Event, runtime_delta: Mapping[str, Any] | None) -> None:
     if not isinstance(event, Event):
         raise AdkError("invalid_event", "add_event takes an Event")
     if runtime_delta and not all(
         isinstance(key, str) and key.startswith(INTERNAL_PREFIX) for key in runtime_delta
     ):
         raise AdkError("invalid_state_delta", f"runtime keys start with {INTERNAL_PREFIX!r}")
-    record = _require(storage, app, user, session_id)
+
+
+def _append(
+    storage: Storage,
+    record: SessionRecord,
+    event: Event,
+    runtime_delta: Mapping[str, Any] | None,
+    precondition: Callable[[], bool] | None,
+) -> Event:
+    """The rest of `add_event`, on a record already read in this step (read once)."""
     if precondition is not None and not precondition():
         raise AdkError("conflict", "the writer may no longer write")
     _split(event.actions.state_delta)  # every check before anything is applied
@@ -256,14 +307,21 @@ def add_event_if_state(
     runtime_delta: Mapping[str, Any] | None = None,
     precondition: Callable[[], bool] | None = None,
 ) -> Event:
-    """`add_event` only if every `expected` value holds (None: the key is absent)."""
+    """`add_event` only if every `expected` value holds (None: the key is absent).
+    Only the expected keys are read: shared scopes if one is ``user:``/``app:``, a
+    continuation only if it is expected itself."""
     record = _require(storage, app, user, session_id)
-    shared = any(key.startswith(("user:", "app:")) for key in expected)
-    current = _merged(storage, record) if shared else record.state  # the common case: cheap
+    shared_keys = any(key.startswith(("user:", "app:")) for key in expected)
+    shared = _shared(storage, record) if shared_keys else {}
     for key, value in expected.items():
-        if current.get(key) != value:
+        if key.startswith(("user:", "app:")):
+            current = shared.get(key)
+        else:
+            current = _current(storage, record, key)
+        if current != value:
             raise AdkError("conflict", "the session state changed since it was read")
-    return add_event(storage, app, user, session_id, event, runtime_delta, precondition)
+    _check_event(event, runtime_delta)
+    return _append(storage, record, event, runtime_delta, precondition)
 
 
 def compact_events(

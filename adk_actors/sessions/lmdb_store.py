@@ -1,8 +1,12 @@
 """`LmdbSessionService`: durable sessions in an LMDB environment.
 
-Every operation is one write transaction (readers never block writers, and a crash
-leaves either the whole step or none of it). Records are msgspec MessagePack, events
-their versioned JSON. Several services, threads and OS processes may share one path.
+Every operation that may write is one write transaction (a crash leaves either the
+whole step or none of it); a pure read (`get_session`, `list_sessions`, the queries)
+is one read-only transaction: a consistent snapshot that costs no commit or fsync and
+never waits for a writer. Records are msgspec MessagePack, events their versioned
+JSON. Continuations (``_adk:paused:`` keys) have their own named database, one entry
+per key under the session's key, so a step rewrites only the small record. Several
+services, threads and OS processes may share one path.
 """
 
 from __future__ import annotations
@@ -26,6 +30,10 @@ _SEP = b"\x00"
 _record_encoder = msgspec.msgpack.Encoder()
 _record_decoder = msgspec.msgpack.Decoder(SessionRecord)
 _state_decoder = msgspec.msgpack.Decoder(dict[str, Any])
+_value_decoder = msgspec.msgpack.Decoder()
+_DATABASES = ("sessions", "events", "scopes", "continuations")
+_MAX_READERS = 1024
+"""Read transactions at once (one per reading thread; LMDB's default is 126)."""
 
 
 def _key(*parts: str) -> bytes:
@@ -50,8 +58,9 @@ class _LmdbStorage:
 
     def delete_session(self, app: str, user: str, session_id: str) -> None:
         self._txn.delete(_key(app, user, session_id), db=self._dbs["sessions"])
-        for key, _ in list(self._scan("events", _key(app, user, session_id))):
-            self._txn.delete(key, db=self._dbs["events"])
+        for db in ("events", "continuations"):
+            for key, _ in list(self._scan(db, _key(app, user, session_id))):
+                self._txn.delete(key, db=self._dbs[db])
 
     def list_sessions(self, app: str, user: str) -> list[SessionRecord]:
         return [
@@ -80,6 +89,24 @@ class _LmdbStorage:
         prefix = _key(record.app_name, record.user_id, record.id)
         return [event_codec.decode(value) for _, value in self._scan("events", prefix)]
 
+    def get_continuation(self, record: SessionRecord, key: str) -> Any:
+        raw = self._txn.get(_continuation_key(record, key), db=self._dbs["continuations"])
+        return None if raw is None else _value_decoder.decode(raw)
+
+    def put_continuation(self, record: SessionRecord, key: str, value: Any) -> None:
+        db = self._dbs["continuations"]
+        if value is None:
+            self._txn.delete(_continuation_key(record, key), db=db)
+        else:
+            self._txn.put(_continuation_key(record, key), _record_encoder.encode(value), db=db)
+
+    def continuations(self, record: SessionRecord) -> dict[str, Any]:
+        prefix = _key(record.app_name, record.user_id, record.id)
+        return {
+            key[len(prefix) :].decode("utf-8"): _value_decoder.decode(value)
+            for key, value in self._scan("continuations", prefix)
+        }
+
     def _scan(self, db: str, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         cursor = self._txn.cursor(db=self._dbs[db])
         if not cursor.set_range(prefix):
@@ -88,6 +115,11 @@ class _LmdbStorage:
             if not key.startswith(prefix):
                 return
             yield bytes(key), bytes(value)
+
+
+def _continuation_key(record: SessionRecord, key: str) -> bytes:
+    """The session's key, then the state key: a session's continuations are one range."""
+    return _key(record.app_name, record.user_id, record.id) + key.encode("utf-8")
 
 
 _open: dict[str, list[Any]] = {}  # real path -> [env, dbs, users]
@@ -99,11 +131,11 @@ def _acquire(path: str, map_size: int) -> tuple[Any, dict[str, Any]]:
     with _open_lock:
         entry = _open.get(path)
         if entry is None:
-            env = lmdb.open(path, map_size=map_size, max_dbs=8, subdir=True)
-            dbs = {
-                name: env.open_db(f"adk.sessions.{name}".encode())
-                for name in ("sessions", "events", "scopes")
-            }
+            env = lmdb.open(
+                path, map_size=map_size, max_dbs=8, max_readers=_MAX_READERS, subdir=True
+            )
+            env.reader_check()  # free the reader slots of processes that died reading
+            dbs = {name: env.open_db(f"adk.sessions.{name}".encode()) for name in _DATABASES}
             entry = _open[path] = [env, dbs, 0]
         entry[2] += 1
         return entry[0], entry[1]
@@ -136,4 +168,9 @@ class LmdbSessionService(SessionService):
 
     def _run(self, operation: Callable[..., Any], *args: Any) -> Any:
         with self._env.begin(write=True) as txn:  # an exception aborts the whole step
+            return operation(_LmdbStorage(txn, self._dbs), *args)
+
+    def _read(self, operation: Callable[..., Any], *args: Any) -> Any:
+        """A read-only transaction: a snapshot, no commit (a write in it raises)."""
+        with self._env.begin(write=False) as txn:
             return operation(_LmdbStorage(txn, self._dbs), *args)

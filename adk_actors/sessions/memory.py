@@ -2,11 +2,18 @@
 
 Like an ETS table, the tables belong to a GenServer in the application tree
 (``adk.sessions``): they are created and dropped by it, and they die with it (an
-operation on the tables of a dead owner fails ``unavailable``). Operations run in
-the caller's thread, each as one atomic step under the tables' mutex, so no request
-queues behind another session's in a mailbox; `SessionService.lock` adds an explicit
-per-session lock on top. Records are copied in and out, so a failed step leaves
-nothing half-written.
+operation on the tables of a dead owner fails ``unavailable``). A service asks for its
+tables on its first operation, not when it is created, so creating one starts nothing;
+that operation needs the application running (``unavailable``, "call adk.start()
+first", otherwise). Operations run in the caller's thread, each as one atomic step
+under the tables' mutex, so no request queues behind another session's in a mailbox;
+`SessionService.lock` adds an explicit per-session lock on top; reads take the same
+path as writes. Records are copied in and out, so a failed step leaves nothing
+half-written. Continuations (``_adk:paused:`` keys) sit in their own table beside the
+records, as in LMDB.
+
+The owner's protocol is typed (`NewTable`, `DropTable`; a malformed request is
+answered `Refused` and changes nothing).
 """
 
 from __future__ import annotations
@@ -15,32 +22,38 @@ import copy
 import itertools
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
+import structlog
 
 from adk_actors.events import Event
 from adk_actors.sessions.core import SessionRecord
 from adk_actors.sessions.service import SessionService
 from providers.errors import AdkError
-from supervision import From, GenServer, Pid, ProcessExit, Reply, call, self_pid
+from supervision import CallTimeout, From, GenServer, Pid, ProcessExit, Reply, call, self_pid
 
 OWNER_NAME = "adk.sessions"
 _table_ids = itertools.count(1)
+_log = structlog.get_logger("adk.sessions")
 
 
-class _Tables:
-    def __init__(self, owner: Pid) -> None:
+class Tables:
+    """One service's tables: created, held and dropped by the session owner `owner`."""
+
+    def __init__(self, table_id: int, owner: Pid) -> None:
+        self.table_id = table_id
         self.owner = owner
         self.closed = False
         self.mutex = threading.Lock()
         self.sessions: dict[tuple[str, str, str], SessionRecord] = {}
         self.events: dict[tuple[str, str, str], list[Event]] = {}
         self.scopes: dict[tuple[str, ...], dict[str, Any]] = {}
+        self.continuations: dict[tuple[str, str, str], dict[str, Any]] = {}
 
 
 class _MemoryStorage:
-    def __init__(self, tables: _Tables) -> None:
+    def __init__(self, tables: Tables) -> None:
         self._t = tables
 
     def get_session(self, app: str, user: str, session_id: str) -> SessionRecord | None:
@@ -53,6 +66,7 @@ class _MemoryStorage:
     def delete_session(self, app: str, user: str, session_id: str) -> None:
         self._t.sessions.pop((app, user, session_id), None)
         self._t.events.pop((app, user, session_id), None)
+        self._t.continuations.pop((app, user, session_id), None)
 
     def list_sessions(self, app: str, user: str) -> list[SessionRecord]:
         return [r for (a, u, _), r in self._t.sessions.items() if a == app and u == user]
@@ -72,48 +86,140 @@ class _MemoryStorage:
     def events(self, record: SessionRecord) -> list[Event]:
         return list(self._t.events.get((record.app_name, record.user_id, record.id), ()))
 
+    def get_continuation(self, record: SessionRecord, key: str) -> Any:
+        return self._t.continuations.get(_id(record), {}).get(key)
+
+    def put_continuation(self, record: SessionRecord, key: str, value: Any) -> None:
+        if value is not None:
+            self._t.continuations.setdefault(_id(record), {})[key] = value
+            return
+        stored = self._t.continuations.get(_id(record))
+        if stored is not None:
+            stored.pop(key, None)
+            if not stored:
+                del self._t.continuations[_id(record)]
+
+    def continuations(self, record: SessionRecord) -> dict[str, Any]:
+        return dict(self._t.continuations.get(_id(record), {}))
+
+
+def _id(record: SessionRecord) -> tuple[str, str, str]:
+    return (record.app_name, record.user_id, record.id)
+
+
+# -- the session owner's protocol -------------------------------------------------------
+
+
+class NewTable(NamedTuple):
+    """Call: a new, empty set of tables owned by the session owner; answered `Tables`."""
+
+
+class DropTable(NamedTuple):
+    """Call: drop the tables `table_id` (their service fails ``unavailable`` from then
+    on); answered True if they existed, False otherwise."""
+
+    table_id: int
+
+
+class Refused(NamedTuple):
+    """Answer to a malformed request: a stable `reason` and a detail. Nothing changed."""
+
+    reason: str
+    detail: str
+
 
 class SessionOwner(GenServer):
     """Owns every in-memory session table: creates and drops them; they die with it."""
 
-    def init(self, args: Any) -> dict[int, _Tables]:
+    def init(self, args: Any) -> dict[int, Tables]:
         return {}
 
-    def handle_call(self, request: tuple[Any, ...], from_: From, state: dict[int, _Tables]) -> Any:
-        if request[0] == "new_table":
-            table_id = next(_table_ids)
-            state[table_id] = _Tables(self_pid())
-            return Reply((table_id, state[table_id]), state)
-        if request[0] == "drop_table":
-            tables = state.pop(request[1], None)
-            if tables is not None:
-                tables.closed = True
-            return Reply(None, state)
-        return Reply(("error", AdkError("unknown_request", "no such session request")), state)
+    def handle_call(self, request: object, from_: From, state: dict[int, Tables]) -> Reply:
+        match request:
+            case NewTable():
+                tables = Tables(next(_table_ids), self_pid())
+                state[tables.table_id] = tables
+                return Reply(tables, state)
+            case DropTable(int() as table_id) if not isinstance(table_id, bool):
+                dropped = state.pop(table_id, None)
+                if dropped is not None:
+                    dropped.closed = True
+                return Reply(dropped is not None, state)
+        return Reply(
+            Refused("invalid_request", f"not a session owner request: {_describe(request)}"), state
+        )
+
+    def handle_cast(self, msg: object, state: dict[int, Tables]) -> dict[int, Tables]:
+        _log.warning("adk.sessions.invalid_message", via="cast", kind=type(msg).__name__)
+        return state  # the protocol is calls only: nothing changes
+
+    def handle_info(self, msg: object, state: dict[int, Tables]) -> dict[int, Tables]:
+        _log.warning("adk.sessions.invalid_message", via="info", kind=type(msg).__name__)
+        return state
+
+
+def _describe(request: object) -> str:
+    """A bounded, value-free description of a request (its type, and its tag if a tuple)."""
+    if isinstance(request, tuple) and request and isinstance(request[0], str):
+        return f"{type(request).__name__} {request[0][:40]!r}"
+    return type(request).__name__
 
 
 class InMemorySessionService(SessionService):
-    """Sessions kept in memory, in tables owned by the application's session owner."""
+    """Sessions kept in memory, in tables owned by the application's session owner.
+
+    Creating one starts nothing: the tables are asked for on the first operation (once,
+    whichever thread gets there first), which needs the application running.
+    """
 
     def __init__(self, timeout: float = 30.0) -> None:
-        from adk_actors.app import ensure_started
-
-        ensure_started()
         self._timeout = timeout
-        self._table, self._tables = call(OWNER_NAME, ("new_table",), timeout)
+        self._tables: Tables | None = None
+        self._closed = False
+        self._acquire = threading.Lock()
 
     def close(self) -> None:
-        self._tables.closed = True
+        """Drop this service's tables; every operation after it fails ``unavailable``."""
+        with self._acquire:
+            self._closed = True
+            tables, self._tables = self._tables, None
+        if tables is None:
+            return
+        tables.closed = True
         try:
-            call(OWNER_NAME, ("drop_table", self._table), self._timeout)
-        except ProcessExit:
-            pass  # the owner is gone, and its tables with it
+            call(OWNER_NAME, DropTable(tables.table_id), self._timeout)
+        except (ProcessExit, CallTimeout):
+            pass  # the owner is gone (and its tables with it), or will drop them when it goes
 
     def _run(self, operation: Callable[..., Any], *args: Any) -> Any:
-        tables = self._tables
+        tables = self._tables or self._first_tables()
         if tables.closed or not tables.owner.is_alive():
             raise AdkError(
                 "unavailable", "this session service's tables are gone (closed or owner restarted)"
             )
         with tables.mutex:
             return operation(_MemoryStorage(tables), *args)
+
+    def _first_tables(self) -> Tables:
+        """This service's tables, asked of the session owner on first use (thread-safe:
+        one table set per service, however many threads start at once)."""
+        with self._acquire:
+            if self._tables is not None:
+                return self._tables
+            if self._closed:
+                raise AdkError("unavailable", "this session service is closed")
+            try:
+                answer = call(OWNER_NAME, NewTable(), self._timeout)
+            except ProcessExit:
+                raise AdkError(
+                    "unavailable",
+                    "the application is not running (no session owner): call adk.start() first",
+                ) from None
+            except CallTimeout:
+                raise AdkError(
+                    "unavailable", f"the session owner did not answer within {self._timeout} s"
+                ) from None
+            if not isinstance(answer, Tables):
+                raise AdkError("unavailable", f"the session owner refused: {answer!r}")
+            self._tables = answer
+            return answer

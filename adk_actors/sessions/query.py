@@ -121,10 +121,10 @@ def sessions_page(
 
 def events_page(
     storage: Storage,
-    key: bytes,
     app: str,
     user: str,
     session_id: str,
+    key: bytes,
     limit: int,
     cursor: str | None,
     author: str | None,

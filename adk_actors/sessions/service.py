@@ -1,4 +1,9 @@
-"""The session-service protocol: every implementation runs `core` operations atomically."""
+"""The session-service protocol: every implementation runs `core` operations atomically.
+
+A backend supplies `_run` (one atomic step that may write) and may override `_read`
+(one consistent snapshot for a pure read, e.g. an LMDB read-only transaction, which
+costs no commit). The per-session locks are the same for both: every operation on a
+session, reads included, waits for that session's `lock`."""
 
 from __future__ import annotations
 
@@ -39,7 +44,8 @@ class _SessionLocks:
 
 
 class SessionService:
-    """Subclasses supply `_run(operation, *args)`: run it in one atomic step.
+    """Subclasses supply `_run(operation, *args)`: run it in one atomic step; they may
+    override `_read(operation, *args)` for operations that only read.
 
     `cursor_key` seals query cursors; by default a random key per service, so a cursor
     is valid only for the service that issued it (pass a shared secret to share them).
@@ -55,6 +61,11 @@ class SessionService:
     def _run(self, operation: Callable[..., Any], *args: Any) -> Any:
         raise NotImplementedError
 
+    def _read(self, operation: Callable[..., Any], *args: Any) -> Any:
+        """Run an operation that never writes in one consistent snapshot of the store;
+        by default the same atomic step as a write."""
+        return self._run(operation, *args)
+
     @contextmanager
     def lock(self, app_name: str, user_id: str, session_id: str) -> Iterator[None]:
         """Hold one session's lock (re-entrant) across several operations, e.g. a read,
@@ -65,18 +76,26 @@ class SessionService:
             yield
 
     def _locked(
-        self, operation: Callable[..., Any], app: str, user: str, session_id: Any, *args: Any
+        self,
+        operation: Callable[..., Any],
+        app: str,
+        user: str,
+        session_id: Any,
+        *args: Any,
+        read_only: bool = False,
     ) -> Any:
-        """Run a one-session operation under that session's lock."""
+        """Run a one-session operation under that session's lock (`read_only`: as a
+        pure read, `_read`; otherwise as a step that may write, `_run`)."""
+        step = self._read if read_only else self._run
         if session_id is None:
-            return self._run(operation, app, user, session_id, *args)
+            return step(operation, app, user, session_id, *args)
         held = self._locks.get((app, user, session_id))
         with held.lock:
-            return self._run(operation, app, user, session_id, *args)
+            return step(operation, app, user, session_id, *args)
 
     @property
     def _locks(self) -> _SessionLocks:
-        locks = self.__dict__.get("_session_locks")
+        locks: _SessionLocks | None = self.__dict__.get("_session_locks")
         if locks is None:
             locks = self.__dict__.setdefault("_session_locks", _SessionLocks())
         return locks
@@ -93,13 +112,13 @@ class SessionService:
 
     def get_session(self, app_name: str, user_id: str, session_id: str) -> Session:
         """The session with its merged state and events; ``not_found`` if missing."""
-        return self._locked(core.get, app_name, user_id, session_id)  # type: ignore[no-any-return]
+        return self._locked(core.get, app_name, user_id, session_id, read_only=True)  # type: ignore[no-any-return]
 
     def list_sessions(
         self, app_name: str, user_id: str, limit: int = core.DEFAULT_LIST_LIMIT
     ) -> list[Session]:
         """A user's sessions, newest first (ties by id), without events."""
-        return self._run(core.list_all, app_name, user_id, limit)  # type: ignore[no-any-return]
+        return self._read(core.list_all, app_name, user_id, limit)  # type: ignore[no-any-return]
 
     def delete_session(self, app_name: str, user_id: str, session_id: str) -> None:
         self._locked(core.delete, app_name, user_id, session_id)
@@ -166,7 +185,7 @@ class SessionService:
         cursor: str | None = None,
     ) -> query.SessionPage:
         """One page of a user's sessions, newest first, with the cursor of the next."""
-        return self._run(query.sessions_page, self._key(), app_name, user_id, limit, cursor)  # type: ignore[no-any-return]
+        return self._read(query.sessions_page, self._key(), app_name, user_id, limit, cursor)  # type: ignore[no-any-return]
 
     def query_events(
         self,
@@ -178,9 +197,18 @@ class SessionService:
         author: str | None = None,
     ) -> query.EventPage:
         """One page of a session's events in order (optionally one author's)."""
-        return self._run(
-            query.events_page, self._key(), app_name, user_id, session_id, limit, cursor, author
-        )  # type: ignore[no-any-return]
+        page: query.EventPage = self._locked(
+            query.events_page,
+            app_name,
+            user_id,
+            session_id,
+            self._key(),
+            limit,
+            cursor,
+            author,
+            read_only=True,
+        )
+        return page
 
     def rewind(
         self,

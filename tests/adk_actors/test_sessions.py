@@ -13,7 +13,9 @@ import time
 import pytest
 
 import adk_actors as adk
+import supervision as sv
 from adk_actors.events import Event, EventActions
+from adk_actors.sessions.memory import OWNER_NAME, DropTable, NewTable, Refused, Tables
 from providers import content
 
 
@@ -361,3 +363,258 @@ def test_a_compaction_makes_an_older_rewind_plan_stale(sessions):
     now = sessions.get_session("app", "u", "src")
     branch = sessions.rewind("app", "u", "src", 2, "b", expected_revision=now.revision)
     assert [e.text() for e in branch.events] == ["m0+m1", "m2"]
+
+
+# -- continuations (``_adk:paused:`` keys) and read-only steps -----------------------------------
+
+PAUSED = "_adk:paused:inv-1"
+OPEN = "_adk:open:inv-1"
+
+
+def continuation(size=64):
+    return {"kind": "tool_confirmation", "calls": [{"id": "c1", "args": {"blob": "x" * size}}]}
+
+
+def test_continuations_read_back_compare_and_delete_like_state(sessions):
+    sessions.create_session("app", "u", "s", {"topic": "OTP"})
+    paused = continuation()
+    sessions.add_event("app", "u", "s", event("pause"), runtime_delta={OPEN: None, PAUSED: paused})
+    assert sessions.get_session("app", "u", "s").state == {"topic": "OTP", PAUSED: paused}
+    assert sessions.list_sessions("app", "u")[0].state[PAUSED] == paused
+    assert sessions.query_sessions("app", "u").sessions[0].state[PAUSED] == paused
+    for wrong in ({PAUSED: continuation(65)}, {PAUSED: None}, {PAUSED: paused, OPEN: "t"}):
+        claim = event("resume")
+        assert reason(
+            lambda wrong=wrong, claim=claim: sessions.add_event_if_state(
+                "app", "u", "s", claim, wrong, runtime_delta={PAUSED: None, OPEN: "t"}
+            )
+        ) == ("conflict")
+    claimed = {PAUSED: None, OPEN: "t"}
+    sessions.add_event_if_state(
+        "app", "u", "s", event("resume"), {PAUSED: paused, OPEN: None}, runtime_delta=claimed
+    )
+    assert sessions.get_session("app", "u", "s").state == {"topic": "OTP", OPEN: "t"}
+    assert reason(  # claimed once: a second claim of the same continuation conflicts
+        lambda: sessions.add_event_if_state(
+            "app", "u", "s", event("again"), {PAUSED: paused}, runtime_delta={PAUSED: None}
+        )
+    ) == ("conflict")
+    sessions.add_event_if_state("app", "u", "s", event("step"), {OPEN: "t", PAUSED: None})
+    assert [e.text() for e in sessions.get_session("app", "u", "s").events] == [
+        "pause",
+        "resume",
+        "step",
+    ]
+
+
+def test_continuations_die_with_their_session_and_are_never_branched(sessions):
+    sessions.create_session("app", "u", "s", {"topic": "OTP"})
+    sessions.add_event("app", "u", "s", event("m0", {"step": 0}))
+    sessions.add_event("app", "u", "s", event("pause"), runtime_delta={PAUSED: continuation()})
+    branch = sessions.rewind("app", "u", "s", 2, "branch")
+    assert branch.state == {"topic": "OTP", "step": 0}
+    assert sessions.get_session("app", "u", "branch").state == branch.state
+    assert PAUSED in sessions.get_session("app", "u", "s").state  # the source keeps it
+    sessions.delete_session("app", "u", "s")
+    assert sessions.create_session("app", "u", "s").state == {}  # same id: nothing left over
+
+
+def test_a_continuation_in_an_older_record_still_reads_compares_and_moves_out(sessions):
+    from adk_actors.sessions import core
+
+    def older_layout(storage, app, user, session_id, value):  # how records held them before
+        record = storage.get_session(app, user, session_id)
+        record.state[PAUSED] = value
+        storage.put_session(record)
+
+    sessions.create_session("app", "u", "s")
+    paused = continuation()
+    sessions._run(older_layout, "app", "u", "s", paused)
+    assert sessions.get_session("app", "u", "s").state == {PAUSED: paused}
+    sessions.add_event_if_state(
+        "app", "u", "s", event("resume"), {PAUSED: paused}, runtime_delta={PAUSED: None}
+    )
+    assert sessions.get_session("app", "u", "s").state == {}
+    sessions._run(older_layout, "app", "u", "s", paused)
+    sessions.add_event("app", "u", "s", event("again"), runtime_delta={PAUSED: {"new": 1}})
+    record = sessions._run(core._require, "app", "u", "s")
+    assert PAUSED not in record.state  # moved to its own table on its first change
+    assert sessions.get_session("app", "u", "s").state == {PAUSED: {"new": 1}}
+
+
+def test_a_held_session_lock_blocks_that_sessions_reads(sessions):
+    sessions.create_session("app", "u", "a")
+    sessions.create_session("app", "u", "b")
+    entered = threading.Event()
+    release = threading.Event()
+    reads = []
+
+    def hold_a() -> None:
+        with sessions.lock("app", "u", "a"):
+            sessions.get_session("app", "u", "a")  # re-entrant for the holder
+            entered.set()
+            release.wait(10)
+
+    def read_a() -> None:
+        sessions.get_session("app", "u", "a")
+        reads.append("get")
+        sessions.query_events("app", "u", "a")
+        reads.append("query_events")
+
+    holder = threading.Thread(target=hold_a)
+    holder.start()
+    assert entered.wait(5)
+    reader = threading.Thread(target=read_a)
+    reader.start()
+    sessions.get_session("app", "u", "b")  # another session: not blocked
+    reader.join(0.2)
+    assert reads == []
+    release.set()
+    holder.join(5)
+    reader.join(5)
+    assert reads == ["get", "query_events"]
+
+
+def raw_record(service, app, user, session_id):
+    """A session's record as LMDB stores it (encoded bytes)."""
+    from adk_actors.sessions import lmdb_store
+
+    with service._env.begin() as txn:
+        return txn.get(lmdb_store._key(app, user, session_id), db=service._dbs["sessions"])
+
+
+def test_lmdb_keeps_continuations_out_of_the_record(tmp_path):
+    service = adk.sessions.LmdbSessionService(tmp_path / "s")
+    service.create_session("app", "u", "s")
+    service.add_event("app", "u", "s", event("open"), runtime_delta={OPEN: "t"})
+    empty = len(raw_record(service, "app", "u", "s"))
+    marker = "continuation-marker-" * 4096  # 80 KiB
+    for n in range(4):
+        service.add_event("app", "u", "s", event(f"p{n}"), runtime_delta={f"{PAUSED}{n}": [marker]})
+    service.add_event_if_state("app", "u", "s", event("step"), {OPEN: "t"})
+    raw = raw_record(service, "app", "u", "s")
+    assert b"continuation-marker" not in raw and len(raw) < empty + 256
+    assert b"_adk:open:inv-1" in raw  # open markers are small: they stay in the record
+    state = service.get_session("app", "u", "s").state
+    assert [state[f"{PAUSED}{n}"] for n in range(4)] == [[marker]] * 4
+    service.close()
+    reopened = adk.sessions.LmdbSessionService(tmp_path / "s")  # durable, like the record
+    assert reopened.get_session("app", "u", "s").state == state
+    reopened.close()
+
+
+def test_lmdb_reads_open_no_write_transaction(tmp_path):
+    """LMDB has one writer at a time: with the write transaction held elsewhere, every
+    read still completes (a read-only snapshot) while a write waits for it."""
+    service = adk.sessions.LmdbSessionService(tmp_path / "s")
+    service.create_session("app", "u", "s", {"x": 1})
+    service.create_session("app", "u", "other")
+    service.add_event("app", "u", "s", event(), runtime_delta={PAUSED: continuation()})
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold_the_writer() -> None:
+        with service._env.begin(write=True):
+            held.set()
+            release.wait(10)
+
+    done = []
+
+    def read() -> None:
+        for _ in range(5):
+            assert service.get_session("app", "u", "s").state["x"] == 1
+            service.list_sessions("app", "u")
+            service.query_sessions("app", "u")
+            service.query_events("app", "u", "s")
+        assert reason(lambda: service.get_session("app", "u", "missing")) == "not_found"
+        done.append("read")
+
+    def write() -> None:  # another session: its session lock is no obstacle to the reads
+        service.update_state("app", "u", "other", {"x": 2})
+        done.append("write")
+
+    writer = threading.Thread(target=hold_the_writer)
+    writer.start()
+    assert held.wait(5)
+    try:
+        threads = [threading.Thread(target=read), threading.Thread(target=write)]
+        for thread in threads:
+            thread.start()
+        threads[0].join(5)
+        threads[1].join(0.2)
+        assert done == ["read"]  # the reads finished; the write still waits
+    finally:
+        release.set()
+        writer.join(5)
+    threads[1].join(5)
+    assert done == ["read", "write"]
+    assert service.get_session("app", "u", "other").state["x"] == 2
+    service.close()
+
+
+# -- the in-memory service and its session owner --------------------------------------------
+
+
+def test_creating_an_in_memory_service_starts_nothing():
+    adk.stop()
+    service = adk.sessions.InMemorySessionService()
+    assert not adk.app.running()
+    with pytest.raises(adk.AdkError) as info:
+        service.create_session("app", "u", "s")
+    assert info.value.reason == "unavailable" and "adk.start()" in str(info.value)
+    assert not adk.app.running()
+    adk.start()  # the same service works once the application runs
+    assert service.create_session("app", "u", "s").id == "s"
+    assert service.get_session("app", "u", "s").id == "s"
+    service.close()
+    assert reason(lambda: service.get_session("app", "u", "s")) == "unavailable"
+
+
+def test_a_closed_service_that_never_ran_stays_closed():
+    service = adk.sessions.InMemorySessionService()
+    service.close()
+    assert reason(lambda: service.create_session("app", "u", "s")) == "unavailable"
+
+
+def test_first_operations_from_many_threads_share_one_table():
+    service = adk.sessions.InMemorySessionService()
+    start = threading.Barrier(16)
+
+    def first_use(n: int) -> None:
+        start.wait(5)
+        service.create_session("app", "u", f"s{n}")
+
+    threads = [threading.Thread(target=first_use, args=(n,)) for n in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert len(service.list_sessions("app", "u")) == 16  # every thread wrote into one table
+    service.close()
+
+
+def test_the_session_owner_refuses_malformed_requests_and_changes_nothing():
+    service = adk.sessions.InMemorySessionService()
+    service.create_session("app", "u", "s", {"x": 1})
+    table_id = service._tables.table_id
+    for request in (
+        ("new_table",),
+        ("drop_table", table_id),
+        DropTable(str(table_id)),
+        DropTable(True),
+        "drop_table",
+        None,
+    ):
+        answer = sv.call(OWNER_NAME, request)
+        assert type(answer) is Refused and answer.reason == "invalid_request", request
+    sv.cast(OWNER_NAME, DropTable(table_id))  # a cast is not the protocol: ignored
+    sv.send(OWNER_NAME, DropTable(table_id))
+    assert service.get_session("app", "u", "s").state == {"x": 1}  # the table is intact
+    assert sv.call(OWNER_NAME, DropTable(table_id + 10_000)) is False  # unknown: no change
+    other = sv.call(OWNER_NAME, NewTable())
+    assert isinstance(other, Tables) and other.table_id != table_id
+    assert sv.call(OWNER_NAME, DropTable(other.table_id)) is True
+    assert service.get_session("app", "u", "s").state == {"x": 1}
+    assert sv.call(OWNER_NAME, DropTable(table_id)) is True  # dropped by its owner
+    assert reason(lambda: service.get_session("app", "u", "s")) == "unavailable"
+    service.close()
