@@ -2,7 +2,10 @@
 
 One `AdmissionController` per application (``adk.admission``); the invocation worker
 calls `acquire` and owns the returned `Permit`, which `release` gives back exactly
-once (or the controller's monitor does, when the owner dies). See `docs/admission.md`.
+once (or the controller's monitor does, when the owner dies). A process that must stay
+responsive asks with `request_permit` and gets its answer as a message
+(`permit_from_response`). The messages (`Acquire`, `Granted`, `Refused`, ...) are typed.
+See `docs/admission.md`.
 """
 
 from adk_actors.admission.api import (
@@ -13,9 +16,12 @@ from adk_actors.admission.api import (
     cancel,
     child_spec,
     new_request_id,
+    permit_from_response,
     release,
+    request_permit,
     start_link,
     status,
+    withdraw,
 )
 from adk_actors.admission.config import (
     DEFAULT_AGENT_LIMIT,
@@ -27,10 +33,21 @@ from adk_actors.admission.config import (
     MAX_LIMIT,
     MAX_QUEUE_CEILING,
     MAX_TIMEOUT,
+    AcquireArguments,
     AdmissionConfig,
     validate_config,
 )
-from adk_actors.admission.server import AdmissionController
+from adk_actors.admission.server import (
+    Abandon,
+    Acquire,
+    AdmissionController,
+    Cancel,
+    Granted,
+    Refused,
+    Release,
+    Status,
+    Withdraw,
+)
 
 __all__ = [
     "CHILD_ID",
@@ -44,15 +61,27 @@ __all__ = [
     "MAX_QUEUE_CEILING",
     "MAX_TIMEOUT",
     "NAME",
+    "Abandon",
+    "Acquire",
+    "AcquireArguments",
     "AdmissionConfig",
     "AdmissionController",
+    "Cancel",
+    "Granted",
     "Permit",
+    "Refused",
+    "Release",
+    "Status",
+    "Withdraw",
     "acquire",
     "cancel",
     "child_spec",
     "new_request_id",
+    "permit_from_response",
     "release",
+    "request_permit",
     "start_link",
     "status",
     "validate_config",
+    "withdraw",
 ]

@@ -1,8 +1,13 @@
 """The client side of admission control: `acquire`, `release`, `cancel`, `status`.
 
-Also `Permit`, `start_link` and `child_spec`. Every function talks to the controller
-by pid or registered name (``adk.admission`` by default), resolved at call time, so
-a caller reaches a restarted controller. Errors are `AdkError`s with stable reasons.
+`acquire` blocks its caller while the request is queued; a process that must stay
+responsive (an invocation server) uses `request_permit` instead: the answer arrives
+later in its mailbox as a `supervision.Response`, which `permit_from_response` turns
+into a `Permit` or the `AdkError` `acquire` would raise, and `withdraw` gives the
+request up. Also `Permit`, `start_link` and `child_spec`. Every function talks to the
+controller by pid or registered name (``adk.admission`` by default), resolved at call
+time, so a caller reaches a restarted controller. Errors are `AdkError`s with stable
+reasons.
 """
 
 from __future__ import annotations
@@ -18,16 +23,34 @@ from adk_actors.admission.config import (
     MAX_TIMEOUT,
     AdmissionConfig,
     Overflow,
-    check_agent_name,
-    check_deadline,
-    check_overflow,
+    check_arguments,
     check_request_id,
-    check_timeout,
     validate_config,
 )
-from adk_actors.admission.server import AcquireRequest, AdmissionController
+from adk_actors.admission.server import (
+    Abandon,
+    Acquire,
+    AdmissionController,
+    Cancel,
+    Granted,
+    Refused,
+    Release,
+    Status,
+    Withdraw,
+)
 from providers.errors import AdkError
-from supervision import CallTimeout, ChildSpec, Pid, ProcessExit, call, cast, self_pid
+from supervision import (
+    CallTimeout,
+    ChildSpec,
+    Pid,
+    ProcessExit,
+    Ref,
+    Response,
+    call,
+    cast,
+    self_pid,
+    send_request,
+)
 
 NAME = "adk.admission"
 """The registered name of the application's controller (see `child_spec`)."""
@@ -95,25 +118,68 @@ def acquire(
     ``queue_deadline_exceeded``, ``cancelled``, ``duplicate_request_id``,
     ``invalid_admission_request`` or ``admission_unavailable``.
     """
-    request = AcquireRequest(
-        request_id=new_request_id() if request_id is None else check_request_id(request_id),
-        agent=check_agent_name(agent_name),
-        owner=self_pid(),
-        overflow=check_overflow(overflow),
-        deadline=check_deadline(deadline),
-        timeout=check_timeout(timeout),
-    )
+    request = _acquire_message(agent_name, overflow, deadline, timeout, request_id)
     wait = _wait_bound(request)
     try:
-        answer = call(server, ("acquire", request), timeout=wait)
+        answer = call(server, request, timeout=wait)
     except CallTimeout:
-        cast(server, ("abandon", request.request_id))  # frees a permit granted too late
+        cast(server, Abandon(request.request_id))  # frees a permit granted too late
         raise AdkError("admission_unavailable", "the admission controller did not answer") from None
     except ProcessExit:
         raise AdkError("admission_unavailable", "the admission controller is not running") from None
-    if answer[0] == "ok":
-        return Permit(answer[1], request.request_id, answer[2], server)
-    raise AdkError(answer[1], answer[2])
+    return _permit(answer, server)
+
+
+def request_permit(
+    agent_name: str,
+    *,
+    overflow: Overflow | None = None,
+    deadline: float | None = None,
+    timeout: float | None = None,
+    request_id: str | None = None,
+    server: Server = NAME,
+) -> Ref:
+    """Ask for a permit without blocking; returns the `supervision.send_request` id.
+
+    For a process that must stay responsive while its request waits in the queue: the
+    answer arrives later in its own mailbox as one ``supervision.Response(ref, ok,
+    value)`` (``ref`` is the returned id); pass it to `permit_from_response`. Exactly
+    one arrives: the controller enforces the request's deadline, as for `acquire`
+    (same arguments), and a controller that is gone or dies answers ``ok=False``.
+    The calling process owns the permit: the controller monitors it and releases its
+    permits, or drops its queued request, when it exits. Pass a `request_id` (see
+    `new_request_id`) to be able to `withdraw` the request. Bad arguments raise
+    ``invalid_admission_request`` at once; nothing is sent.
+    """
+    return send_request(
+        server, _acquire_message(agent_name, overflow, deadline, timeout, request_id)
+    )
+
+
+def permit_from_response(response: Response, server: Server = NAME) -> Permit:
+    """The `Permit` a `request_permit` answer grants, or the `AdkError` `acquire` raises.
+
+    ``admission_unavailable`` when the controller was not running or died before it
+    answered (``ok`` False). `server` is the controller the request went to (the
+    permit's `release` goes there).
+    """
+    if not isinstance(response, Response):
+        raise AdkError("invalid_admission_request", "expected a supervision.Response")
+    if not response.ok:
+        raise AdkError("admission_unavailable", "the admission controller is not running")
+    return _permit(response.value, server)
+
+
+def withdraw(request_id: str, *, server: Server = NAME) -> bool:
+    """Give up a `request_permit` request of the calling process, whatever became of it.
+
+    A queued request is cancelled (as `cancel`: its answer is ``cancelled``); one
+    already granted to the caller (its `Granted` answer may still be on its way) is
+    released. True if either happened; False if the request is unknown (refused,
+    expired, released, or never made). The caller can then ignore its `Response`, or
+    drop it first with `supervision.cancel_request`.
+    """
+    return _bool_answer(_short_call(server, Withdraw(check_request_id(request_id), self_pid())))
 
 
 def release(permit: Permit) -> bool:
@@ -124,22 +190,25 @@ def release(permit: Permit) -> bool:
     if not isinstance(permit, Permit):
         raise AdkError("invalid_admission_request", "release expects a Permit")
     try:
-        return bool(call(permit.server, ("release", permit.id), timeout=SHORT_CALL_TIMEOUT))
+        answer = call(permit.server, Release(permit.id), timeout=SHORT_CALL_TIMEOUT)
     except ProcessExit:
         return False
     except CallTimeout:
         raise AdkError("admission_unavailable", "the admission controller did not answer") from None
+    return _bool_answer(answer)
 
 
 def cancel(request_id: str, *, server: Server = NAME) -> bool:
     """Cancel a queued request: its `acquire` raises ``cancelled``. False if not queued."""
-    return bool(_short_call(server, ("cancel", check_request_id(request_id))))
+    return _bool_answer(_short_call(server, Cancel(check_request_id(request_id))))
 
 
 def status(server: Server = NAME) -> dict[str, Any]:
     """JSON-safe counts and limits: active, queued, per-agent active/queued/limit."""
-    result: dict[str, Any] = _short_call(server, ("status",))
-    return result
+    answer = _short_call(server, Status())
+    if not isinstance(answer, dict):
+        raise _unexpected(answer)
+    return answer
 
 
 def start_link(
@@ -160,7 +229,50 @@ def child_spec(
     return ChildSpec(CHILD_ID, lambda: AdmissionController.start_link(checked, name=name))
 
 
-def _wait_bound(request: AcquireRequest) -> float:
+def _acquire_message(
+    agent_name: Any, overflow: Any, deadline: Any, timeout: Any, request_id: Any
+) -> Acquire:
+    """The checked `Acquire` message, owned by the calling process."""
+    arguments = check_arguments(agent_name, overflow, deadline, timeout, request_id)
+    return Acquire(
+        request_id=arguments.request_id or new_request_id(),
+        agent=arguments.agent_name,
+        owner=self_pid(),
+        overflow=arguments.overflow,
+        deadline=arguments.deadline,
+        timeout=arguments.timeout,
+    )
+
+
+def _permit(answer: Any, server: Server) -> Permit:
+    """The permit of a `Granted` answer; a `Refused` one raises its reason."""
+    match answer:
+        case Granted(permit_id=permit_id, request_id=request_id, agent=agent):
+            return Permit(permit_id, request_id, agent, server)
+        case Refused(reason=reason, detail=detail):
+            raise AdkError(reason, detail)
+        case _:
+            raise _unexpected(answer)
+
+
+def _bool_answer(answer: Any) -> bool:
+    """The answer of `Release`, `Cancel` or `Withdraw`; a `Refused` one raises its reason."""
+    match answer:
+        case bool():
+            return answer
+        case Refused(reason=reason, detail=detail):
+            raise AdkError(reason, detail)
+        case _:
+            raise _unexpected(answer)
+
+
+def _unexpected(answer: Any) -> AdkError:
+    return AdkError(
+        "admission_unavailable", f"unexpected answer from the controller: {type(answer).__name__}"
+    )
+
+
+def _wait_bound(request: Acquire) -> float:
     """How long the caller's `call` may wait: past every deadline the controller enforces."""
     now = time.monotonic()
     if request.deadline is not None:
@@ -170,7 +282,7 @@ def _wait_bound(request: AcquireRequest) -> float:
     return MAX_TIMEOUT + CALL_GRACE
 
 
-def _short_call(server: Server, request: tuple[Any, ...]) -> Any:
+def _short_call(server: Server, request: Withdraw | Cancel | Status) -> Any:
     try:
         return call(server, request, timeout=SHORT_CALL_TIMEOUT)
     except ProcessExit:

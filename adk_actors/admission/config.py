@@ -1,19 +1,20 @@
 """Admission control configuration: defaults, hard ceilings and strict validation.
 
-Every value has the spec's default and a hard ceiling; unknown keys and values out
-of range raise `AdkError("invalid_admission_config", ...)` naming the key, never
-echoing the value. Per-call arguments of `acquire` are checked here too.
+Every value has the spec's default and a hard ceiling, written as msgspec
+constraints on `AdmissionConfig`; unknown keys and values out of range raise
+`AdkError("invalid_admission_config", ...)` naming the key, never echoing the value.
+Per-call arguments of `acquire` are checked here too.
 """
 
 from __future__ import annotations
 
-import math
+import sys
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
-from providers.errors import AdkError
+from providers.errors import AdkError, decode_options
 
 Overflow = Literal["reject", "queue"]
 
@@ -36,26 +37,29 @@ MAX_NAME_CHARS = 256
 MAX_REQUEST_ID_CHARS = 128
 """Longest accepted request id."""
 
-_KEYS = (
-    "global_limit",
-    "default_agent_limit",
-    "agent_limits",
-    "overflow",
-    "max_queue",
-    "default_queue_timeout",
-)
 _CONFIG_ERROR = "invalid_admission_config"
 
+Limit = Annotated[int, msgspec.Meta(ge=1, le=MAX_LIMIT)]
+AgentName = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_NAME_CHARS)]
 
-class AdmissionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Validated, immutable controller settings (build one with `validate_config`)."""
 
-    global_limit: int = DEFAULT_GLOBAL_LIMIT
-    default_agent_limit: int = DEFAULT_AGENT_LIMIT
-    agent_limits: dict[str, int] = msgspec.field(default_factory=dict)
+class AdmissionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Validated, immutable controller settings (build one with `validate_config`).
+
+    The annotations are the rules: `validate_config` decodes a mapping strictly
+    against them, so a bool or a float is never a limit and NaN never a timeout.
+    """
+
+    global_limit: Limit = DEFAULT_GLOBAL_LIMIT
+    default_agent_limit: Limit = DEFAULT_AGENT_LIMIT
+    agent_limits: Annotated[
+        dict[AgentName, Limit], msgspec.Meta(max_length=MAX_AGENT_LIMIT_ENTRIES)
+    ] = msgspec.field(default_factory=dict)
     overflow: Overflow = DEFAULT_OVERFLOW
-    max_queue: int = DEFAULT_MAX_QUEUE
-    default_queue_timeout: float = DEFAULT_QUEUE_TIMEOUT
+    max_queue: Annotated[int, msgspec.Meta(ge=0, le=MAX_QUEUE_CEILING)] = DEFAULT_MAX_QUEUE
+    default_queue_timeout: Annotated[float, msgspec.Meta(gt=0, le=MAX_TIMEOUT)] = (
+        DEFAULT_QUEUE_TIMEOUT
+    )
 
     def limit_for(self, agent: str) -> int:
         """The concurrency limit of one agent: its own entry or the default."""
@@ -74,129 +78,65 @@ class AdmissionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 def validate_config(config: Mapping[str, Any] | AdmissionConfig | None) -> AdmissionConfig:
-    """Check `config` strictly and fill in defaults; raises `AdkError` on any problem."""
-    if config is None:
-        return AdmissionConfig()
-    if isinstance(config, AdmissionConfig):
-        config = config.to_dict()
-    if not isinstance(config, Mapping):
-        raise AdkError(_CONFIG_ERROR, "admission_control must be a mapping")
-    unknown = [key for key in config if key not in _KEYS]
-    if unknown:
-        names = sorted(_show_key(key) for key in unknown)[:10]
-        raise AdkError(_CONFIG_ERROR, f"unknown admission_control keys: {', '.join(names)}")
-    values: dict[str, Any] = {}
-    for key in ("global_limit", "default_agent_limit"):
-        if key in config:
-            values[key] = _config_int(key, config[key], 1, MAX_LIMIT)
-    if "max_queue" in config:
-        values["max_queue"] = _config_int("max_queue", config["max_queue"], 0, MAX_QUEUE_CEILING)
-    if "overflow" in config:
-        if config["overflow"] not in ("reject", "queue"):
-            raise AdkError(_CONFIG_ERROR, "overflow must be 'reject' or 'queue'")
-        values["overflow"] = config["overflow"]
-    if "default_queue_timeout" in config:
-        values["default_queue_timeout"] = _seconds(
-            config["default_queue_timeout"], _CONFIG_ERROR, "default_queue_timeout", positive=True
-        )
-    if "agent_limits" in config:
-        values["agent_limits"] = _agent_limits(config["agent_limits"])
-    return AdmissionConfig(**values)
+    """Check `config` strictly and fill in defaults (an `AdmissionConfig` is checked again).
 
-
-def _agent_limits(raw: Any) -> dict[str, int]:
-    if not isinstance(raw, Mapping):
-        raise AdkError(_CONFIG_ERROR, "agent_limits must be a mapping of agent name to limit")
-    if len(raw) > MAX_AGENT_LIMIT_ENTRIES:
-        raise AdkError(
-            _CONFIG_ERROR, f"agent_limits has more than {MAX_AGENT_LIMIT_ENTRIES} entries"
-        )
-    limits: dict[str, int] = {}
-    for name, limit in raw.items():
-        if not _valid_name(name):
-            raise AdkError(
-                _CONFIG_ERROR,
-                f"agent_limits keys must be non-empty strings of at most {MAX_NAME_CHARS} chars",
-            )
-        limits[name] = _config_int("agent_limits", limit, 1, MAX_LIMIT)
-    return limits
-
-
-def _config_int(key: str, value: Any, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise AdkError(_CONFIG_ERROR, f"{key} must be an integer from {low} to {high}")
-    return value
-
-
-def _seconds(value: Any, reason: str, key: str, *, positive: bool) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value < 0
-        or (positive and value == 0)
-        or value > MAX_TIMEOUT
-    ):
-        low = "more than 0" if positive else "from 0"
-        raise AdkError(reason, f"{key} must be a number of seconds {low} to {MAX_TIMEOUT:g}")
-    return float(value)
-
-
-def _show_key(key: Any) -> str:
-    text = key if isinstance(key, str) else type(key).__name__
-    return text[:64]
-
-
-def _valid_name(name: Any) -> bool:
-    return isinstance(name, str) and 0 < len(name) <= MAX_NAME_CHARS
+    Raises `AdkError("invalid_admission_config")`; the message names the key (every
+    unknown key), never the value.
+    """
+    return decode_options(
+        AdmissionConfig, config, _CONFIG_ERROR, keyed=False, what="admission_control"
+    )
 
 
 # -- per-call arguments of acquire ------------------------------------------------------
 
 _REQUEST_ERROR = "invalid_admission_request"
 
-
-def check_agent_name(agent_name: Any) -> str:
-    """The agent name, or `AdkError("invalid_admission_request")`."""
-    if not _valid_name(agent_name):
-        raise AdkError(
-            _REQUEST_ERROR, f"agent_name must be a non-empty string of at most {MAX_NAME_CHARS}"
-        )
-    return str(agent_name)
+RequestId = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_REQUEST_ID_CHARS)]
+"""A caller-chosen request id: a non-empty string of at most `MAX_REQUEST_ID_CHARS`."""
+Instant = Annotated[float, msgspec.Meta(ge=-sys.float_info.max, le=sys.float_info.max)]
+"""A finite `time.monotonic()` instant (the bounds refuse infinities and NaN)."""
 
 
-def check_overflow(overflow: Any) -> Overflow | None:
-    """None (use the controller's setting), ``"reject"`` or ``"queue"``."""
-    if overflow is None or overflow in ("reject", "queue"):
-        return overflow  # type: ignore[no-any-return]
-    raise AdkError(_REQUEST_ERROR, "overflow must be 'reject', 'queue' or None")
+class AcquireArguments(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The arguments of one `acquire` (or `request_permit`), checked before any message.
+
+    `overflow` None uses the controller's mode; `deadline` is absolute
+    (`time.monotonic()`); `timeout` is seconds from now; `request_id` None gets a fresh one.
+    """
+
+    agent_name: AgentName
+    overflow: Overflow | None = None
+    deadline: Instant | None = None
+    timeout: Annotated[float, msgspec.Meta(ge=0, le=MAX_TIMEOUT)] | None = None
+    request_id: RequestId | None = None
 
 
-def check_timeout(timeout: Any) -> float | None:
-    """None, or seconds from 0 to `MAX_TIMEOUT`."""
-    if timeout is None:
-        return None
-    return _seconds(timeout, _REQUEST_ERROR, "timeout", positive=False)
-
-
-def check_deadline(deadline: Any) -> float | None:
-    """None, or a finite absolute `time.monotonic()` instant."""
-    if deadline is None:
-        return None
-    if (
-        isinstance(deadline, bool)
-        or not isinstance(deadline, int | float)
-        or not math.isfinite(deadline)
-    ):
-        raise AdkError(_REQUEST_ERROR, "deadline must be a finite time.monotonic() instant")
-    return float(deadline)
+def check_arguments(
+    agent_name: Any, overflow: Any, deadline: Any, timeout: Any, request_id: Any
+) -> AcquireArguments:
+    """The checked arguments of `acquire`, or `AdkError("invalid_admission_request")`."""
+    return decode_options(
+        AcquireArguments,
+        {
+            "agent_name": agent_name,
+            "overflow": overflow,
+            "deadline": deadline,
+            "timeout": timeout,
+            "request_id": request_id,
+        },
+        _REQUEST_ERROR,
+        keyed=False,
+        what="acquire argument",
+    )
 
 
 def check_request_id(request_id: Any) -> str:
-    """A caller-chosen request id: a non-empty string of at most `MAX_REQUEST_ID_CHARS`."""
-    if not isinstance(request_id, str) or not 0 < len(request_id) <= MAX_REQUEST_ID_CHARS:
+    """A caller-chosen request id, or `AdkError("invalid_admission_request")`."""
+    try:
+        return msgspec.convert(request_id, RequestId, strict=True)
+    except msgspec.ValidationError:
         raise AdkError(
             _REQUEST_ERROR,
             f"request_id must be a non-empty string of at most {MAX_REQUEST_ID_CHARS} chars",
-        )
-    return request_id
+        ) from None

@@ -37,8 +37,13 @@ from supervision import (
 _log = structlog.get_logger("adk.admission")
 
 
-class AcquireRequest(NamedTuple):
-    """What `acquire` sends: already validated by the caller's side."""
+# -- the protocol: what clients send (see `api.py`) and what the controller answers ------
+
+
+class Acquire(NamedTuple):
+    """Call: a permit for one invocation of `agent`, owned by `owner` (checked by the
+    caller's side: see `AcquireArguments`). Answered `Granted` or `Refused`, at once or
+    when the queued request is admitted, expires, is cancelled or its owner dies."""
 
     request_id: str
     agent: str
@@ -46,6 +51,52 @@ class AcquireRequest(NamedTuple):
     overflow: Overflow | None
     deadline: float | None
     timeout: float | None
+
+
+class Release(NamedTuple):
+    """Call: give a granted permit back. Answered True the first time, else False."""
+
+    permit_id: str
+
+
+class Cancel(NamedTuple):
+    """Call: drop a queued request (its caller gets ``Refused("cancelled")``). True if
+    it was queued."""
+
+    request_id: str
+
+
+class Withdraw(NamedTuple):
+    """Call from the requester: drop its request whatever became of it, queued (as
+    `Cancel`) or already granted to `owner` (released). True if either was done."""
+
+    request_id: str
+    owner: Pid
+
+
+class Status(NamedTuple):
+    """Call: JSON-safe counts and limits (a dict)."""
+
+
+class Abandon(NamedTuple):
+    """Cast: the caller stopped waiting for its `Acquire`; drop it or release its permit."""
+
+    request_id: str
+
+
+class Granted(NamedTuple):
+    """Answer to `Acquire`: the permit `permit_id` for `agent`, asked as `request_id`."""
+
+    permit_id: str
+    request_id: str
+    agent: str
+
+
+class Refused(NamedTuple):
+    """Answer to `Acquire` (or to a malformed message): a stable `reason` and a detail."""
+
+    reason: str
+    detail: str
 
 
 class _Expire(NamedTuple):
@@ -65,10 +116,6 @@ class ControllerState:
         self.monitors: dict[Pid, Ref] = {}
 
 
-def _error(reason: str, detail: str) -> tuple[str, str, str]:
-    return ("error", reason, detail)
-
-
 class AdmissionController(GenServer):
     """Owns the permits of one node: global and per-agent limits, a bounded FIFO queue."""
 
@@ -77,43 +124,60 @@ class AdmissionController(GenServer):
         return ControllerState(config)
 
     def handle_call(self, request: Any, from_: From, state: ControllerState) -> Any:
-        """``acquire``, ``release``, ``cancel`` and ``status``; anything else is refused."""
-        kind = request[0] if isinstance(request, tuple) and request else None
-        if kind == "acquire" and len(request) == 2 and isinstance(request[1], AcquireRequest):
-            return self._acquire(request[1], from_, state)
-        if kind == "release" and len(request) == 2:
-            return Reply(self._release(state, request[1], "release"), state)
-        if kind == "cancel" and len(request) == 2:
-            return Reply(self._cancel(state, request[1]), state)
-        if kind == "status":
-            return Reply(state.ledger.status(), state)
-        return Reply(_error("invalid_admission_request", "unknown request"), state)
+        """`Acquire`, `Release`, `Cancel`, `Withdraw`, `Status`; anything else (an unknown
+        or malformed message) is answered `Refused("invalid_admission_request")` and
+        changes nothing."""
+        match request:
+            case Acquire(
+                request_id=str(),
+                agent=str(),
+                owner=Pid(),
+                overflow=None | "reject" | "queue",
+                deadline=None | float(),
+                timeout=None | float(),
+            ):
+                return self._acquire(request, from_, state)
+            case Release(permit_id=str() as permit_id):
+                return Reply(self._release(state, permit_id, "release"), state)
+            case Cancel(request_id=str() as request_id):
+                return Reply(self._cancel(state, request_id), state)
+            case Withdraw(request_id=str() as request_id, owner=Pid() as owner):
+                return Reply(self._withdraw(state, request_id, owner), state)
+            case Status():
+                return Reply(state.ledger.status(), state)
+            case _:
+                _log.warning("adk.admission.invalid_message", kind=type(request).__name__)
+                return Reply(Refused("invalid_admission_request", "unknown request"), state)
 
     def handle_cast(self, msg: Any, state: ControllerState) -> ControllerState:
-        """``("abandon", request_id)``: the caller gave up waiting for its reply."""
-        if isinstance(msg, tuple) and len(msg) == 2 and msg[0] == "abandon":
-            self._abandon(state, msg[1])
+        """`Abandon`: the caller gave up waiting for its reply. Anything else is ignored."""
+        match msg:
+            case Abandon(request_id=str() as request_id):
+                self._abandon(state, request_id)
+            case _:
+                _log.warning("adk.admission.invalid_message", kind=type(msg).__name__)
         return state
 
     def handle_info(self, msg: Any, state: ControllerState) -> ControllerState:
         """Deadline timers and owner `Down`s."""
-        if isinstance(msg, _Expire):
-            self._expire(state, msg)
-        elif isinstance(msg, Down):
-            self._owner_down(state, msg)
+        match msg:
+            case _Expire():
+                self._expire(state, msg)
+            case Down():
+                self._owner_down(state, msg)
         return state
 
     # -- acquire ----------------------------------------------------------------------
 
-    def _acquire(self, req: AcquireRequest, from_: From, state: ControllerState) -> Any:
+    def _acquire(self, req: Acquire, from_: From, state: ControllerState) -> Any:
         ledger = state.ledger
         config = ledger.config
         if req.request_id in ledger.requests:
-            return Reply(_error("duplicate_request_id", "request id already in use"), state)
+            return Reply(Refused("duplicate_request_id", "request id already in use"), state)
         blocked = ledger.blocked_by(req.agent)
         if blocked is None:
             grant = self._grant(state, req.request_id, req.agent, req.owner, waited=False)
-            return Reply(("ok", grant.permit_id, grant.agent), state)
+            return Reply(Granted(grant.permit_id, grant.request_id, grant.agent), state)
         overflow = req.overflow or config.overflow
         if overflow == "reject":
             _log.info(
@@ -123,7 +187,7 @@ class AdmissionController(GenServer):
                 scope=blocked,
             )
             return Reply(
-                _error("concurrency_limit_reached", f"{blocked} concurrency limit reached"), state
+                Refused("concurrency_limit_reached", f"{blocked} concurrency limit reached"), state
             )
         if ledger.queued >= config.max_queue:
             _log.info(
@@ -133,7 +197,7 @@ class AdmissionController(GenServer):
                 scope="queue",
             )
             return Reply(
-                _error("admission_queue_full", f"admission queue is full ({config.max_queue})"),
+                Refused("admission_queue_full", f"admission queue is full ({config.max_queue})"),
                 state,
             )
         now = time.monotonic()
@@ -141,7 +205,7 @@ class AdmissionController(GenServer):
         if deadline <= now:
             _log.info("adk.admission.expired", agent=req.agent, queued=False)
             return Reply(
-                _error("queue_deadline_exceeded", "deadline passed before admission"), state
+                Refused("queue_deadline_exceeded", "deadline passed before admission"), state
             )
         waiter = ledger.enqueue(req.request_id, req.agent, req.owner, from_, deadline)
         self._watch(state, req.owner)
@@ -167,9 +231,7 @@ class AdmissionController(GenServer):
 
     # -- release, cancel, abandon, expiry, owner death ---------------------------------
 
-    def _release(self, state: ControllerState, permit_id: Any, cause: str) -> bool:
-        if not isinstance(permit_id, str):
-            return False
+    def _release(self, state: ControllerState, permit_id: str, cause: str) -> bool:
         grant = state.ledger.release(permit_id)
         if grant is None:
             return False
@@ -180,17 +242,24 @@ class AdmissionController(GenServer):
         self._admit_waiters(state)
         return True
 
-    def _cancel(self, state: ControllerState, request_id: Any) -> bool:
-        waiter = state.ledger.dequeue(request_id) if isinstance(request_id, str) else None
+    def _cancel(self, state: ControllerState, request_id: str) -> bool:
+        waiter = state.ledger.dequeue(request_id)
         if waiter is None:
             return False
         self._finish_waiter(state, waiter, "cancelled", "the queued request was cancelled")
         _log.info("adk.admission.cancelled", agent=waiter.agent)
         return True
 
-    def _abandon(self, state: ControllerState, request_id: Any) -> None:
-        if not isinstance(request_id, str):
-            return
+    def _withdraw(self, state: ControllerState, request_id: str, owner: Pid) -> bool:
+        """Cancel the request if queued; release its permit if granted to `owner`."""
+        if self._cancel(state, request_id):
+            return True
+        item = state.ledger.requests.get(request_id)
+        if isinstance(item, Grant) and item.owner == owner:
+            return self._release(state, item.permit_id, "withdrawn")
+        return False
+
+    def _abandon(self, state: ControllerState, request_id: str) -> None:
         item = state.ledger.requests.get(request_id)
         if isinstance(item, Waiter):
             state.ledger.dequeue(request_id)
@@ -241,7 +310,7 @@ class AdmissionController(GenServer):
             if waiter.timer is not None:
                 cancel_timer(waiter.timer)
             grant = self._grant(state, waiter.request_id, waiter.agent, waiter.owner, waited=True)
-            reply(waiter.from_, ("ok", grant.permit_id, grant.agent))
+            reply(waiter.from_, Granted(grant.permit_id, grant.request_id, grant.agent))
 
     def _finish_waiter(
         self, state: ControllerState, waiter: Waiter, reason: str, detail: str
@@ -249,7 +318,7 @@ class AdmissionController(GenServer):
         """Answer a waiter that was just dequeued with an error; drop its timer and monitor."""
         if waiter.timer is not None:
             cancel_timer(waiter.timer)
-        reply(waiter.from_, _error(reason, detail))
+        reply(waiter.from_, Refused(reason, detail))
         self._unwatch_if_idle(state, waiter.owner)
 
     def _watch(self, state: ControllerState, owner: Pid) -> None:
@@ -263,7 +332,7 @@ class AdmissionController(GenServer):
                 demonitor(ref, flush=True)
 
 
-def _deadline(req: AcquireRequest, config: AdmissionConfig, now: float) -> float:
+def _deadline(req: Acquire, config: AdmissionConfig, now: float) -> float:
     """The absolute deadline of a queued request: the earliest given (or the default),
     never more than `MAX_TIMEOUT` from now."""
     if req.deadline is None and req.timeout is None:

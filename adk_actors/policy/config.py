@@ -1,9 +1,12 @@
 """Strict parsing of a runtime-policy config into immutable, normalized rules.
 
 Every key is known or the config is refused (`invalid_runtime_policy`, naming the
-keys). Selectors are the string ``"all"`` or a list of exact names; an omitted
-``allow`` selector allows nothing, so a policy fails closed. Limits have finite
-defaults and a hard ceiling. Errors name paths, never the offending values.
+keys at every level at once). The shape, types and bounds are msgspec constraints on
+`PolicyOptions`, decoded strictly by `providers.errors.decode_options`; what a type
+cannot say (UTF-8 byte lengths, no wildcards) is checked after. Selectors are the
+string ``"all"`` or a list of exact names; an omitted ``allow`` selector allows
+nothing, so a policy fails closed. Limits have finite defaults and a hard ceiling.
+Errors name paths, never the offending values.
 """
 
 from __future__ import annotations
@@ -11,10 +14,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Annotated, Any, Literal, NoReturn
+
+import msgspec
 
 from adk_actors.policy.measure import canonical_json
-from providers.errors import AdkError
+from providers.errors import AdkError, decode_options
 
 ALL = "all"
 DEFAULT_MAX_ARGUMENT_BYTES = 64 << 10
@@ -25,9 +30,34 @@ MAX_NAME_BYTES = 256
 MAX_SELECTOR_NAMES = 10_000
 POLICY_SCHEMA_VERSION = 1
 
-_TOP_KEYS = frozenset({"id", "agents", "tools", "max_argument_bytes", "max_content_bytes"})
-_RULE_KEYS = frozenset({"allow", "deny"})
 _MAX_KEYS_NAMED = 8
+
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_NAME_BYTES)]
+"""A subject name; its UTF-8 size is checked after decoding (`_bounded_name`)."""
+NameList = Annotated[list[Name], msgspec.Meta(max_length=MAX_SELECTOR_NAMES)]
+SelectorOption = Literal["all"] | NameList
+Budget = Annotated[int, msgspec.Meta(ge=0, le=MAX_BUDGET_BYTES)]
+
+
+class RulesOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One ``{"allow": ..., "deny": ...}`` section as written (both default to no names)."""
+
+    allow: SelectorOption = msgspec.field(default_factory=list)
+    deny: SelectorOption = msgspec.field(default_factory=list)
+
+
+class PolicyOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A runtime-policy config as written; `parse` normalizes it into a `PolicyConfig`."""
+
+    id: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_POLICY_ID_BYTES)]
+    agents: RulesOptions = RulesOptions()
+    tools: RulesOptions = RulesOptions()
+    max_argument_bytes: Budget = DEFAULT_MAX_ARGUMENT_BYTES
+    max_content_bytes: Budget = DEFAULT_MAX_CONTENT_BYTES
+
+
+_TOP_KEYS = frozenset(field.name for field in msgspec.structs.fields(PolicyOptions))
+_RULE_KEYS = frozenset(field.name for field in msgspec.structs.fields(RulesOptions))
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,24 +112,30 @@ def parse(config: object) -> PolicyConfig:
     """Validate `config` strictly and normalize it; `invalid_runtime_policy` on any fault."""
     top = _mapping(config, "the runtime policy")
     _refuse_unknown_keys(top)
-    if "id" not in top:
-        _fail("'id' is required")
-    policy_id = _bounded_name(top["id"], MAX_POLICY_ID_BYTES)
+    options = decode_options(
+        PolicyOptions, top, "invalid_runtime_policy", keyed=False, what="runtime policy"
+    )
+    policy_id = _bounded_name(options.id, MAX_POLICY_ID_BYTES)
     if policy_id is None:
         _fail(f"'id' must be a non-empty string of at most {MAX_POLICY_ID_BYTES} UTF-8 bytes")
-    agents = _rules(top.get("agents", {}), "agents")
-    tools = _rules(top.get("tools", {}), "tools")
-    max_argument = _limit(top, "max_argument_bytes", DEFAULT_MAX_ARGUMENT_BYTES)
-    max_content = _limit(top, "max_content_bytes", DEFAULT_MAX_CONTENT_BYTES)
+    agents = _rules(options.agents, "agents")
+    tools = _rules(options.tools, "tools")
     behaviour = {
         "schema_version": POLICY_SCHEMA_VERSION,
         "agents": agents.to_config(),
         "tools": tools.to_config(),
-        "max_argument_bytes": max_argument,
-        "max_content_bytes": max_content,
+        "max_argument_bytes": options.max_argument_bytes,
+        "max_content_bytes": options.max_content_bytes,
     }
     fingerprint = hashlib.sha256(canonical_json(behaviour)).hexdigest()
-    return PolicyConfig(policy_id, agents, tools, max_argument, max_content, fingerprint)
+    return PolicyConfig(
+        policy_id,
+        agents,
+        tools,
+        options.max_argument_bytes,
+        options.max_content_bytes,
+        fingerprint,
+    )
 
 
 def normalize_subject(value: object) -> str | None:
@@ -135,23 +171,18 @@ def _refuse_unknown_keys(top: Mapping[str, Any]) -> None:
         _fail(f"unknown keys: {shown}{more}; known: {', '.join(sorted(_TOP_KEYS))}, allow, deny")
 
 
-def _rules(value: object, kind: str) -> Rules:
-    """Parse one ``{"allow": ..., "deny": ...}`` section (both optional, default empty)."""
-    section = _mapping(value, f"'{kind}'")
+def _rules(section: RulesOptions, kind: str) -> Rules:
+    """Normalize one decoded ``{"allow": ..., "deny": ...}`` section."""
     return Rules(
-        allow=_selector(section.get("allow", ()), f"{kind}.allow"),
-        deny=_selector(section.get("deny", ()), f"{kind}.deny"),
+        allow=_selector(section.allow, f"{kind}.allow"),
+        deny=_selector(section.deny, f"{kind}.deny"),
     )
 
 
-def _selector(value: object, path: str) -> Selector:
-    """Parse ``"all"`` or a list of exact names; wildcards are refused, not guessed at."""
-    if isinstance(value, str) and value == ALL:
-        return Selector(everything=True)
-    if not isinstance(value, list | tuple | set | frozenset):
-        _fail(f"'{path}' must be {ALL!r} or a list of names")
-    if len(value) > MAX_SELECTOR_NAMES:
-        _fail(f"'{path}' has more than {MAX_SELECTOR_NAMES} names")
+def _selector(value: str | list[str], path: str) -> Selector:
+    """``"all"``, or exact names checked for size; wildcards are refused, not guessed at."""
+    if isinstance(value, str):
+        return Selector(everything=True)  # the decoder admits only "all"
     names: set[str] = set()
     for index, item in enumerate(value):
         name = _bounded_name(item, MAX_NAME_BYTES)
@@ -161,14 +192,6 @@ def _selector(value: object, path: str) -> Selector:
             _fail(f"'{path}[{index}]': wildcards are not supported; use {ALL!r} for every name")
         names.add(name)
     return Selector(names=frozenset(names))
-
-
-def _limit(top: Mapping[str, Any], key: str, default: int) -> int:
-    """A byte limit: an integer from 0 to `MAX_BUDGET_BYTES` (the default if omitted)."""
-    value = top.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_BUDGET_BYTES:
-        _fail(f"'{key}' must be an integer from 0 to {MAX_BUDGET_BYTES}")
-    return value
 
 
 def _bounded_name(value: object, max_bytes: int) -> str | None:

@@ -20,7 +20,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
 
 import msgspec
 import structlog
@@ -28,8 +28,8 @@ import structlog
 from adk_actors.events import Event
 from providers import content as content_codec
 from providers.content import Content, FunctionCallPart, FunctionResponsePart, canonical
-from providers.errors import AdkError, check_options, is_secret_key
-from supervision.tasks import Task, TaskFailed, TaskTimeout
+from providers.errors import AdkError, decode_options, is_secret_key
+from supervision import Task, TaskFailed, TaskTimeout
 
 _log = structlog.get_logger("adk.context")
 
@@ -38,28 +38,51 @@ MAX_INPUT_EVENTS = 100_000
 MAX_BUDGET_BYTES = 1 << 30
 DEFAULT_COMPRESSOR_TIMEOUT = 10.0
 DEFAULT_MAX_COMPRESSOR_EVENTS = 1_000
-OVERFLOWS = ("truncate", "error", "compress")
-PART_KINDS = ("text", "thought", "inline_data", "file_data", "function_call", "function_response")
-_KEYS = {
-    "authors",
-    "exclude_authors",
-    "invocations",
-    "exclude_invocations",
-    "content_types",
-    "since",
-    "until",
-    "include_partial",
-    "final_only",
-    "max_bytes",
-    "max_tokens",
-    "max_request_bytes",
-    "max_request_tokens",
-    "overflow",
-    "compressor",
-    "compressor_timeout",
-    "max_compressor_events",
-    "max_input_events",
-}
+_POLICY_ERROR = "invalid_context_policy"
+
+Names = frozenset[Annotated[str, msgspec.Meta(min_length=1)]]
+PartKind = Literal[
+    "text", "thought", "inline_data", "file_data", "function_call", "function_response"
+]
+Overflow = Literal["truncate", "error", "compress"]
+OVERFLOWS: tuple[str, ...] = get_args(Overflow)
+PART_KINDS: tuple[str, ...] = get_args(PartKind)
+Budget = Annotated[int, msgspec.Meta(ge=1, le=MAX_BUDGET_BYTES)]
+Instant = Annotated[float, msgspec.Meta(ge=0)]
+
+
+class ContextOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A context policy as written: the keys, their types and bounds (see `compile`).
+
+    Name filters are lists (or sets) of non-empty strings; ``None`` for `authors`,
+    `invocations` and `content_types` means no filter. `compressor` is any callable
+    ``events -> events``, checked by `ContextPolicy.compile` (a type cannot say it).
+    """
+
+    authors: Names | None = None
+    exclude_authors: Names = frozenset()
+    invocations: Names | None = None
+    exclude_invocations: Names = frozenset()
+    content_types: frozenset[PartKind] | None = None
+    since: Instant | None = None
+    until: Instant | None = None
+    include_partial: bool = False
+    final_only: bool = False
+    max_bytes: Budget | None = None
+    max_tokens: Budget | None = None
+    max_request_bytes: Budget | None = None
+    max_request_tokens: Budget | None = None
+    overflow: Overflow = "error"
+    compressor: Any = None
+    compressor_timeout: Annotated[float, msgspec.Meta(ge=0.001, le=3600)] = (
+        DEFAULT_COMPRESSOR_TIMEOUT
+    )
+    max_compressor_events: Annotated[int, msgspec.Meta(ge=1, le=MAX_INPUT_EVENTS)] = (
+        DEFAULT_MAX_COMPRESSOR_EVENTS
+    )
+    max_input_events: Annotated[int, msgspec.Meta(ge=1, le=MAX_INPUT_EVENTS)] = (
+        DEFAULT_MAX_INPUT_EVENTS
+    )
 
 
 def estimate_tokens(size: int) -> int:
@@ -83,7 +106,7 @@ class ContextPolicy:
     max_tokens: int | None = None
     max_request_bytes: int | None = None
     max_request_tokens: int | None = None
-    overflow: str = "error"
+    overflow: Overflow = "error"
     compressor: Callable[[tuple[Event, ...]], Sequence[Event]] | None = None
     compressor_timeout: float = DEFAULT_COMPRESSOR_TIMEOUT
     max_compressor_events: int = DEFAULT_MAX_COMPRESSOR_EVENTS
@@ -91,66 +114,25 @@ class ContextPolicy:
 
     @classmethod
     def compile(cls, config: Mapping[str, Any] | ContextPolicy | None) -> ContextPolicy:
-        """Check every key and value once; unknown keys are named in the error."""
-        if config is None:
-            return cls()
+        """Check every key and value once (see `ContextOptions`); a compiled policy passes.
+
+        A bad value fails as ``AdkError(("invalid_context_policy", key))``; unknown keys
+        as ``AdkError(("invalid_context_policy", ("unknown_keys", [names...])))``.
+        """
         if isinstance(config, ContextPolicy):
             return config
-        config = check_options(config, _KEYS, "invalid_context_policy", "context_policy")
-        fields: dict[str, Any] = {}
-        for key in ("authors", "invocations", "content_types"):
-            if config.get(key) is not None:
-                fields[key] = _names(config[key], key)
-        for key in ("exclude_authors", "exclude_invocations"):
-            if key in config:
-                fields[key] = _names(config[key], key)
-        if "content_types" in fields and not fields["content_types"] <= set(PART_KINDS):
+        options = decode_options(ContextOptions, config, _POLICY_ERROR, what="context_policy")
+        if options.compressor is not None and not callable(options.compressor):
             raise AdkError(
-                ("invalid_context_policy", "content_types"), f"content types are {PART_KINDS}"
+                (_POLICY_ERROR, "compressor"), "context_policy 'compressor' must be a callable"
             )
-        for key in ("since", "until"):
-            if config.get(key) is not None:
-                fields[key] = _number(config[key], key, 0, float("inf"))
-        for key in ("include_partial", "final_only"):
-            if key in config:
-                if not isinstance(config[key], bool):
-                    raise AdkError(("invalid_context_policy", key), f"{key} is a bool")
-                fields[key] = config[key]
-        for key in ("max_bytes", "max_tokens", "max_request_bytes", "max_request_tokens"):
-            if config.get(key) is not None:
-                fields[key] = _integer(config[key], key, 1, MAX_BUDGET_BYTES)
-        fields["max_input_events"] = _integer(
-            config.get("max_input_events", DEFAULT_MAX_INPUT_EVENTS),
-            "max_input_events",
-            1,
-            MAX_INPUT_EVENTS,
-        )
-        overflow = config.get("overflow", "error")
-        if overflow not in OVERFLOWS:
+        if options.overflow == "compress" and options.compressor is None:
             raise AdkError(
-                ("invalid_context_policy", "overflow"), f"overflow is one of {OVERFLOWS}"
+                (_POLICY_ERROR, "compressor"),
+                "context_policy 'compressor' is required by overflow 'compress': "
+                "a callable events -> events",
             )
-        fields["overflow"] = overflow
-        if overflow == "compress":
-            if not callable(config.get("compressor")):
-                raise AdkError(
-                    ("invalid_context_policy", "compressor"),
-                    "overflow 'compress' needs a compressor: events -> events",
-                )
-            fields["compressor"] = config["compressor"]
-            fields["compressor_timeout"] = _number(
-                config.get("compressor_timeout", DEFAULT_COMPRESSOR_TIMEOUT),
-                "compressor_timeout",
-                0.001,
-                3600,
-            )
-            fields["max_compressor_events"] = _integer(
-                config.get("max_compressor_events", DEFAULT_MAX_COMPRESSOR_EVENTS),
-                "max_compressor_events",
-                1,
-                MAX_INPUT_EVENTS,
-            )
-        return cls(**fields)
+        return cls(**msgspec.structs.asdict(options))
 
     @property
     def budgeted(self) -> bool:
@@ -412,23 +394,3 @@ def _fingerprint(ids: Any) -> str:
         digest.update(item.encode())
         digest.update(b"\0")
     return digest.hexdigest()[:16]
-
-
-def _names(value: Any, key: str) -> frozenset[str]:
-    if isinstance(value, str) or not isinstance(value, list | tuple | set | frozenset):
-        raise AdkError(("invalid_context_policy", key), f"{key} is a list of strings")
-    if not all(isinstance(item, str) and item for item in value):
-        raise AdkError(("invalid_context_policy", key), f"{key} is a list of strings")
-    return frozenset(value)
-
-
-def _integer(value: Any, key: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise AdkError(("invalid_context_policy", key), f"{key} is an int in {low}..{high}")
-    return value
-
-
-def _number(value: Any, key: str, low: float, high: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-        raise AdkError(("invalid_context_policy", key), f"{key} is a number in {low}..{high}")
-    return float(value)

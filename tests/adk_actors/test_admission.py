@@ -559,3 +559,232 @@ def test_status_and_events_contain_no_process_handles() -> None:
         assert request_id not in repr(event)
     rejected = {event["reason"] for event in ours if event["event"] == "adk.admission.rejected"}
     assert rejected == {"concurrency_limit_reached", "admission_queue_full"}
+
+
+# -- the typed protocol ----------------------------------------------------------------------
+
+
+def test_unknown_or_malformed_messages_are_refused_and_change_nothing() -> None:
+    ctl = _start(default_agent_limit=1, overflow="queue")
+    held = admission.acquire("a", server=ctl)
+    before = admission.status(ctl)
+    me = sv.self_pid()
+    for message in [
+        ("acquire", admission.Acquire("r1", "a", me, None, None, None)),  # the old tuple form
+        ("release", held.id),
+        ("status",),
+        "status",
+        admission.Release(123),  # type: ignore[arg-type]
+        admission.Cancel(None),  # type: ignore[arg-type]
+        admission.Withdraw(held.request_id, "not-a-pid"),  # type: ignore[arg-type]
+        admission.Acquire("r2", 5, me, None, None, None),  # type: ignore[arg-type]
+        admission.Acquire("r3", "a", me, "drop", None, None),  # type: ignore[arg-type]
+        admission.Acquire("r4", "a", "me", None, None, None),  # type: ignore[arg-type]
+        admission.Acquire("r5", "a", me, None, 5, None),  # an int deadline: not a float
+    ]:
+        answer = sv.call(ctl, message)
+        assert answer == admission.Refused("invalid_admission_request", "unknown request"), message
+    sv.cast(ctl, ("abandon", held.request_id))
+    sv.cast(ctl, admission.Abandon(7))  # type: ignore[arg-type]
+    sv.send(ctl, "noise")
+    assert admission.status(ctl) == before
+    assert held.release() is True
+    assert _counts(ctl) == (0, 0)
+
+
+def test_replies_are_typed() -> None:
+    ctl = _start(default_agent_limit=1)
+    me = sv.self_pid()
+    granted = sv.call(ctl, admission.Acquire("r1", "a", me, None, None, None))
+    assert isinstance(granted, admission.Granted)
+    assert (granted.request_id, granted.agent) == ("r1", "a")
+    refused = sv.call(ctl, admission.Acquire("r2", "a", me, None, None, None))
+    assert isinstance(refused, admission.Refused)
+    assert refused.reason == "concurrency_limit_reached"
+    assert sv.call(ctl, admission.Release(granted.permit_id)) is True
+    assert sv.call(ctl, admission.Release(granted.permit_id)) is False
+    assert sv.call(ctl, admission.Status())["active"] == 0
+
+
+# -- request_permit: a permit for a process that must stay responsive ------------------------
+
+
+class Requester(sv.GenServer):
+    """Asks for a permit with `request_permit` and takes the answer in `handle_info`."""
+
+    def init(self, ctl: Any) -> dict[str, Any]:
+        return {"ctl": ctl, "pending": None, "permit": None, "error": None, "answers": 0}
+
+    def handle_call(self, request: Any, from_: sv.From, state: dict[str, Any]) -> Any:
+        match request:
+            case ("request", kwargs):
+                state["pending"] = admission.request_permit("a", server=state["ctl"], **kwargs)
+                return sv.Reply(state["pending"], state)
+            case "outcome":
+                return sv.Reply((state["permit"], state["error"], state["answers"]), state)
+            case "release":
+                return sv.Reply(state["permit"].release(), state)
+            case ("withdraw", request_id):
+                return sv.Reply(admission.withdraw(request_id, server=state["ctl"]), state)
+            case "ping":
+                return sv.Reply("pong", state)
+        return sv.Reply(None, state)
+
+    def handle_info(self, msg: Any, state: dict[str, Any]) -> dict[str, Any]:
+        match msg:
+            case sv.Response(request_id=ref) if ref == state["pending"]:
+                state["answers"] += 1
+                try:
+                    state["permit"] = admission.permit_from_response(msg, server=state["ctl"])
+                except AdkError as error:
+                    state["error"] = error.reason
+        return state
+
+
+def _outcome(requester: sv.Pid) -> tuple[Permit | None, Any, int]:
+    """The requester's permit, error reason and number of answers, once it has one."""
+    result: tuple[Permit | None, Any, int] = wait_until(
+        lambda: (lambda out: out if out[2] else None)(sv.call(requester, "outcome"))
+    )
+    return result
+
+
+def test_request_permit_granted_at_once() -> None:
+    ctl = _start(default_agent_limit=1)
+    requester = Requester.start(ctl)
+    ref = sv.call(requester, ("request", {}))
+    assert isinstance(ref, sv.Ref)
+    permit, error, answers = _outcome(requester)
+    assert error is None and answers == 1
+    assert isinstance(permit, Permit) and permit.agent == "a"
+    assert _counts(ctl) == (1, 0)
+    assert _reason(admission.acquire, "a", server=ctl) == "concurrency_limit_reached"
+    assert sv.call(requester, "release") is True
+    assert _counts(ctl) == (0, 0)
+    sv.stop(requester)
+
+
+def test_request_permit_queued_then_granted_on_a_release() -> None:
+    ctl = _start(default_agent_limit=1, overflow="queue")
+    held = admission.acquire("a", server=ctl)
+    requester = Requester.start(ctl)
+    sv.call(requester, ("request", {"timeout": 30.0}))
+    wait_until(lambda: _counts(ctl) == (1, 1))
+    assert sv.call(requester, "ping") == "pong"  # responsive while its request waits
+    assert sv.call(requester, "outcome")[2] == 0
+    held.release()
+    permit, error, answers = _outcome(requester)
+    assert error is None and answers == 1 and permit is not None
+    assert _counts(ctl) == (1, 0)
+    assert sv.call(requester, "release") is True
+    assert _counts(ctl) == (0, 0)
+    sv.stop(requester)
+
+
+@pytest.mark.parametrize(
+    ("config", "kwargs", "reason"),
+    [
+        ({"default_agent_limit": 1}, {}, "concurrency_limit_reached"),
+        ({"default_agent_limit": 1, "max_queue": 0}, {"overflow": "queue"}, "admission_queue_full"),
+        (
+            {"default_agent_limit": 1},
+            {"overflow": "queue", "timeout": 0.02},
+            "queue_deadline_exceeded",
+        ),
+    ],
+)
+def test_request_permit_refused(
+    config: dict[str, Any], kwargs: dict[str, Any], reason: str
+) -> None:
+    ctl = _start(**config)
+    held = admission.acquire("a", server=ctl)
+    requester = Requester.start(ctl)
+    sv.call(requester, ("request", kwargs))
+    permit, error, answers = _outcome(requester)
+    assert (permit, error, answers) == (None, reason, 1)
+    assert _counts(ctl) == (1, 0)
+    held.release()
+    assert _counts(ctl) == (0, 0)
+    sv.stop(requester)
+
+
+def test_request_permit_bad_arguments_raise_at_once() -> None:
+    ctl = _start()
+    assert _reason(admission.request_permit, "", server=ctl) == "invalid_admission_request"
+    assert _reason(admission.request_permit, "a", timeout=True, server=ctl) == (
+        "invalid_admission_request"
+    )
+    assert _reason(admission.permit_from_response, ("ok", "p", "a")) == (
+        "invalid_admission_request"
+    )
+    assert _counts(ctl) == (0, 0)
+
+
+def test_request_permit_controller_down_is_unavailable() -> None:
+    requester = Requester.start("adk.admission.nobody")
+    sv.call(requester, ("request", {}))
+    assert _outcome(requester) == (None, "admission_unavailable", 1)
+    sv.stop(requester)
+    ctl = admission.AdmissionController.start(
+        admission.validate_config({"default_agent_limit": 1, "overflow": "queue"})
+    )
+    held = admission.acquire("a", server=ctl)
+    queued = Requester.start(ctl)
+    sv.call(queued, ("request", {}))
+    wait_until(lambda: _counts(ctl) == (1, 1))
+    sv.exit(ctl, "kill")  # the controller dies while the request waits
+    assert _outcome(queued) == (None, "admission_unavailable", 1)
+    assert held.release() is False
+    sv.stop(queued)
+
+
+def test_request_permit_requester_killed_while_queued_is_removed() -> None:
+    ctl = _start(default_agent_limit=1, overflow="queue")
+    held = admission.acquire("a", server=ctl)
+    requester = Requester.start(ctl)
+    sv.call(requester, ("request", {}))
+    wait_until(lambda: _counts(ctl) == (1, 1))
+    sv.exit(requester, "kill")
+    wait_until(lambda: _counts(ctl) == (1, 0))
+    held.release()
+    assert _counts(ctl) == (0, 0)  # nothing was granted to the dead requester
+
+
+def test_request_permit_requester_killed_while_holding_releases_exactly_once() -> None:
+    ctl = _start(default_agent_limit=2)
+    requester = Requester.start(ctl)
+    sv.call(requester, ("request", {}))
+    lost, _, _ = _outcome(requester)
+    kept = admission.acquire("a", server=ctl)
+    assert lost is not None and _counts(ctl) == (2, 0)
+    with _events() as logs:
+        sv.exit(requester, "kill")
+        wait_until(lambda: _counts(ctl) == (1, 0))
+        assert admission.release(lost) is False  # the monitor already released it
+        assert _counts(ctl) == (1, 0)
+    released = [e for e in logs if e["event"] == "adk.admission.released"]
+    assert [e["cause"] for e in released] == ["owner_down"]
+    assert kept.release() is True
+    assert _counts(ctl) == (0, 0)
+
+
+def test_withdraw_a_queued_or_granted_request() -> None:
+    ctl = _start(default_agent_limit=1, overflow="queue")
+    held = admission.acquire("a", server=ctl)
+    requester = Requester.start(ctl)
+    request_id = admission.new_request_id()
+    sv.call(requester, ("request", {"request_id": request_id}))
+    wait_until(lambda: _counts(ctl) == (1, 1))
+    assert sv.call(requester, ("withdraw", request_id)) is True
+    assert _outcome(requester) == (None, "cancelled", 1)
+    assert sv.call(requester, ("withdraw", request_id)) is False  # gone
+    held.release()
+    assert _counts(ctl) == (0, 0)
+    granted_id = admission.new_request_id()
+    sv.call(requester, ("request", {"request_id": granted_id}))
+    wait_until(lambda: _counts(ctl) == (1, 0))
+    assert admission.withdraw(granted_id, server=ctl) is False  # not the owner: untouched
+    assert sv.call(requester, ("withdraw", granted_id)) is True  # the owner: released
+    assert _counts(ctl) == (0, 0)
+    assert _reason(admission.withdraw, "", server=ctl) == "invalid_admission_request"
+    sv.stop(requester)

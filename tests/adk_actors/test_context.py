@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
@@ -82,6 +83,49 @@ def test_unknown_and_invalid_options_fail_construction(sessions):
         with pytest.raises(adk.AdkError) as failure:
             adk.Runner(agent, "app", sessions, context_policy=policy)
         assert failure.value.reason == ("invalid_context_policy", detail), policy
+
+
+@pytest.mark.parametrize(
+    ("policy", "key"),
+    [
+        ({"max_bytes": True}, "max_bytes"),
+        ({"max_tokens": 1.5}, "max_tokens"),
+        ({"max_request_bytes": 0}, "max_request_bytes"),
+        ({"max_request_tokens": (1 << 30) + 1}, "max_request_tokens"),
+        ({"since": -1}, "since"),
+        ({"until": True}, "until"),
+        ({"include_partial": 1}, "include_partial"),
+        ({"final_only": "yes"}, "final_only"),
+        ({"exclude_authors": ["a", ""]}, "exclude_authors"),
+        ({"invocations": [1]}, "invocations"),
+        ({"compressor": "summarize"}, "compressor"),
+        (
+            {"overflow": "compress", "compressor": lambda e: e, "compressor_timeout": 0},
+            "compressor_timeout",
+        ),
+        ({"max_compressor_events": 0}, "max_compressor_events"),
+        ({"max_input_events": 0}, "max_input_events"),
+    ],
+)
+def test_compile_names_the_bad_key_without_echoing_it(policy: dict[str, Any], key: str) -> None:
+    with pytest.raises(adk.AdkError) as failure:
+        ContextPolicy.compile(policy)
+    assert failure.value.reason == ("invalid_context_policy", key)
+    assert f"'{key}" in failure.value.detail
+
+
+def test_compile_defaults_and_normalized_values() -> None:
+    assert ContextPolicy.compile(None) == ContextPolicy() == ContextPolicy.compile({})
+    policy = ContextPolicy.compile(
+        {"authors": ("user", "Agent"), "content_types": {"text"}, "since": 1, "max_bytes": 10}
+    )
+    assert policy.authors == frozenset({"user", "Agent"})
+    assert policy.content_types == frozenset({"text"})
+    assert policy.since == 1.0 and isinstance(policy.since, float)
+    assert ContextPolicy.compile(policy) is policy
+    with pytest.raises(adk.AdkError) as failure:
+        ContextPolicy.compile(["max_bytes"])  # type: ignore[arg-type]
+    assert failure.value.reason == "invalid_context_policy"
 
 
 def test_overflow_error_fails_before_anything_is_stored(sessions):
