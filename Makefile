@@ -32,7 +32,7 @@ contracts: $(STAMP)
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
-	$(BIN)/mypy supervision
+	$(BIN)/mypy supervision providers adk_actors
 
 pytest: $(STAMP)
 	$(BIN)/python -m pytest

@@ -8,7 +8,7 @@ text = adk.prompt(agent, "What is the weather in Tokyo?")
 adk.stop_agent(agent)
 """
 
-from adk_actors import aio, events, runs, sessions
+from adk_actors import aio, app, application, events, runs, sessions
 from adk_actors.agents import (
     AgentRef,
     AgentResponse,
@@ -33,6 +33,8 @@ from providers import protocol as _protocol
 
 providers = _protocol
 """`providers.generate/stream/stream_content/capabilities/validate_config`."""
+
+app.install(application.start_tree)  # the tree's composition root, behind `start`
 
 __all__ = [
     "AdkError",

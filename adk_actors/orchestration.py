@@ -14,7 +14,7 @@ from adk_actors.agents import AgentRef, prompt
 from adk_actors.agents.api import AgentLike
 from providers.content import Content
 from providers.errors import AdkError
-from supervision.tasks import Task, TaskFailed, TaskTimeout, wait_all
+from supervision import Task, TaskFailed, TaskTimeout, wait_all
 
 
 def _text(value: str | Content) -> str:

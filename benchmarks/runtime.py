@@ -34,9 +34,7 @@ import psutil
 import structlog
 
 import supervision as sv
-from supervision.credit_stream import CreditStream, StreamTerminal, next_message
-from supervision.reactor import reactor_loop
-from supervision.tasks import Task
+from supervision import CreditStream, StreamTerminal, Task, next_message, reactor_loop
 
 
 class Idle(sv.GenServer):

@@ -10,8 +10,8 @@ from adk_actors.agents.api import (
     spawn_agent,
     stop_agent,
 )
+from adk_actors.agents.scope import Scope
 from adk_actors.agents.spec import AgentSpec, compile_spec
-from adk_actors.agents.turn import Scope
 
 __all__ = [
     "AgentRef",

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from adk_actors.agents.spec import check_agent_name
+from adk_actors.agents import calls
+from adk_actors.agents.names import check_agent_name
+from adk_actors.agents.scope import Scope
 from adk_actors.tools import Tool, ToolContext
 from providers.content import Content
 from providers.errors import AdkError
@@ -42,8 +44,6 @@ class AgentTool(Tool):
         return f"AgentTool({self.name!r})"
 
     def execute(self, args: dict[str, Any], ctx: ToolContext) -> Any:
-        from adk_actors.agents.api import invoke  # the api module builds specs that use this one
-
         if self.name in ctx.ancestry:
             raise AdkError("delegation_cycle", f"{self.name} is already in this delegation chain")
         if len(ctx.ancestry) >= MAX_DELEGATION_DEPTH:
@@ -51,14 +51,11 @@ class AgentTool(Tool):
                 "delegation_depth_exceeded",
                 f"delegation chains stop at {MAX_DELEGATION_DEPTH} agents",
             )
-        scope = None
-        if ctx.app_name and ctx.user_id and ctx.session_id:
-            scope = (ctx.app_name, ctx.user_id, ctx.session_id)
-        answer = invoke(
+        answer = calls.invoke(
             self.name,
             args["request"],
-            scope=scope,
-            timeout=self.timeout,
+            Scope(ctx.app_name, ctx.user_id, ctx.session_id),
+            self.timeout,
             ancestry=ctx.ancestry,
             global_instruction=ctx.global_instruction,
             state=ctx.state,

@@ -10,35 +10,30 @@ import asyncio
 import queue
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
 
+from adk_actors.agents import calls
+from adk_actors.agents.messages import Delegate, GetSpec, Info, Prompt
+from adk_actors.agents.names import check_agent_name, registered_name
+from adk_actors.agents.scope import Scope, TurnOptions, as_content
 from adk_actors.agents.server import AgentServer
-from adk_actors.agents.spec import check_agent_name, compile_spec
+from adk_actors.agents.spec import compile_spec
 from adk_actors.agents.tree import validate_tree
-from adk_actors.agents.turn import Scope, TurnOptions, as_content
 from adk_actors.app import AGENT_SUPERVISOR, ensure_started
 from adk_actors.tools import Tool
 from providers.content import Content
 from providers.errors import AdkError
 from supervision import (
-    CallTimeout,
     ChildSpec,
     DynamicSupervisor,
     Pid,
-    ProcessExit,
     Ref,
     SupervisorError,
-    call,
     cast,
     self_pid,
     send,
     whereis,
 )
-
-
-def registered_name(name: str) -> tuple[str, str]:
-    return ("adk.agent", name)
 
 
 @dataclass(frozen=True)
@@ -104,21 +99,8 @@ def stop_agent(agent: AgentLike) -> None:
         raise AdkError("not_found", f"no such agent ({error.reason})") from None
 
 
-def _ask(agent: AgentLike, request: tuple[Any, ...], timeout: float | None) -> Any:
-    name = _name(agent)
-    try:
-        status, value = call(registered_name(name), request, timeout=timeout)
-    except CallTimeout:
-        raise AdkError(
-            "agent_call_timeout", f"no answer within {timeout} s; the agent goes on"
-        ) from None
-    except ProcessExit as exit_:
-        raise AdkError(
-            "noproc" if exit_.reason == "noproc" else "agent_exited", "the agent is not running"
-        ) from None
-    if status == "ok":
-        return value
-    raise AdkError(value, "the turn failed")
+def _ask(agent: AgentLike, request: Any, timeout: float | None) -> Any:
+    return calls.ask(_name(agent), request, timeout)
 
 
 def prompt(agent: AgentLike, message: str | Content, timeout: float = 60.0) -> str | Content:
@@ -127,7 +109,7 @@ def prompt(agent: AgentLike, message: str | Content, timeout: float = 60.0) -> s
     Raises `AdkError` with the failure's reason (a provider error is never returned as
     a success string).
     """
-    return _ask(agent, ("prompt", as_content(message), Scope(), self_pid(), TurnOptions()), timeout)  # type: ignore[no-any-return]
+    return _ask(agent, Prompt(as_content(message), self_pid(), TurnOptions()), timeout)  # type: ignore[no-any-return]
 
 
 def invoke(
@@ -144,17 +126,15 @@ def invoke(
     (app_name, user_id, session_id); one lane runs one turn at a time. `state` is a
     read-only snapshot for instruction templates and tools; `ancestry` and
     `global_instruction` are carried across delegation by `AgentTool`."""
-    return _ask(
-        agent,
-        (
-            "invoke",
-            as_content(message),
-            _scope(scope),
-            self_pid(),
-            TurnOptions(tuple(ancestry), global_instruction, MappingProxyType(dict(state or {}))),
-        ),
+    return calls.invoke(
+        _name(agent),
+        message,
+        _scope(scope),
         timeout,
-    )  # type: ignore[no-any-return]
+        ancestry=ancestry,
+        global_instruction=global_instruction,
+        state=state,
+    )
 
 
 def delegate(
@@ -173,16 +153,18 @@ def delegate(
     if whereis(registered_name(name)) is None:
         raise AdkError("noproc", "the agent is not running")
     caller = self_pid() if reply_to is not None else None
-    cast(registered_name(name), ("delegate", as_content(message), respond, caller))
+    cast(registered_name(name), Delegate(as_content(message), respond, caller))
     return ref
 
 
 def agent_info(agent: AgentLike, timeout: float = 5.0) -> dict[str, Any]:
     """Status counters: active and queued turns, history length, completed, tools."""
-    try:
-        return call(registered_name(_name(agent)), ("info",), timeout)  # type: ignore[no-any-return]
-    except ProcessExit:
-        raise AdkError("noproc", "the agent is not running") from None
+    return _ask(agent, Info(), timeout)  # type: ignore[no-any-return]
+
+
+def agent_spec(agent: AgentLike, timeout: float = 10.0) -> Any:
+    """The agent's compiled `AgentSpec`, as the running process holds it."""
+    return _ask(agent, GetSpec(), timeout)
 
 
 def _scope(scope: tuple[str, str, str] | Scope | None) -> Scope:

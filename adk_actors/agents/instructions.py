@@ -37,8 +37,9 @@ def render_instructions(
 ) -> Mapping[str, Any]:
     """The provider config for one turn, with its instructions rendered."""
     source = spec.instructions
+    config: Mapping[str, Any] = spec.provider_config
     if source is None or (isinstance(source, str) and not spec.instruction_keys):
-        return spec.provider_config  # static: nothing to render
+        return config  # static: nothing to render
     if callable(source):
         text = _call_provider(source, scope, state)
     else:
@@ -49,7 +50,7 @@ def render_instructions(
         raise AdkError(
             "instructions_too_large", f"instructions are at most {MAX_INSTRUCTION_BYTES} bytes"
         )
-    return {**spec.provider_config, "instructions": text}
+    return {**config, "instructions": text}
 
 
 def _lookup(state: Mapping[str, Any], key: str, optional: bool) -> str:

@@ -1,17 +1,19 @@
-"""The agent process: queues turns in lanes and runs each in a `Task`.
+"""The agent process: queues invocations in lanes; runs its own turns in a `Task`.
 
 The agent's own mailbox only does bookkeeping; provider and tool work runs in a
 task, so the agent answers inspection and new requests while a turn is running.
 
 * `prompt` turns share one lane and the agent's conversation history (FIFO).
 * `invoke` turns start from a fresh history; their lane is (app, user, session), or
-  one shared "unscoped" lane. One lane runs one turn at a time; different lanes
-  overlap up to `max_concurrent_invocations`. When a slot frees, the lane that has
-  been *ready* longest starts next (a lane that just finished a turn queues behind
-  lanes that were already waiting).
-* The caller of a queued or running turn is monitored: if it dies, its turn is
-  dropped or its task killed. A turn past `turn_timeout` is killed and its caller
-  gets ``turn_timeout``.
+  one shared "unscoped" lane. Runner invocations enter the same lanes (`EnterLane`):
+  the invocation process holds the slot until it leaves or exits, so a Runner call
+  and an `invoke` on one session keep submission order. One lane runs one
+  invocation at a time; different lanes overlap up to `max_concurrent_invocations`.
+  When a slot frees, the lane that has been *ready* longest starts next (a lane that
+  just finished queues behind lanes that were already waiting).
+* The caller of a queued or running turn (the holder of a slot) is monitored: if it
+  dies, its turn is dropped or its task killed (its slot freed). A turn past
+  `turn_timeout` is killed and its caller gets ``turn_timeout``.
 """
 
 from __future__ import annotations
@@ -23,34 +25,52 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from adk_actors.agents.messages import (
+    Delegate,
+    EnterLane,
+    GetSpec,
+    Info,
+    Invoke,
+    Lane,
+    LeaveLane,
+    Prompt,
+)
+from adk_actors.agents.scope import Scope, TurnOptions
 from adk_actors.agents.spec import MAX_HISTORY_CONTENTS, AgentSpec
-from adk_actors.agents.turn import Scope, TurnOptions, run_turn
+from adk_actors.agents.turn import run_turn
+from adk_actors.agents.turn_outcome import TurnCompleted
 from providers.content import Content
 from supervision import (
+    DEADLINE_REASON,
     Down,
     From,
     GenServer,
     NoReply,
     Pid,
     Reply,
+    Task,
+    TaskResult,
     demonitor,
     monitor,
     reply,
     trap_exit,
 )
-from supervision.tasks import DEADLINE_REASON, Task, TaskResult
 
-COMPAT_LANE = ("compat",)
+COMPAT_LANE: Lane = ("compat",)
 
 
 @dataclass
 class _Request:
-    lane: tuple[str, ...]
-    message: Content
+    """One queued or running entry of a lane: a turn the agent runs itself, or a slot
+    held by an outside invocation process (`holder`)."""
+
+    lane: Lane
+    message: Content | None
     scope: Scope
     respond: Any  # a From (call) or a callable(result) (delegate)
     caller_ref: Any = None
     task: Task | None = None
+    holder: Pid | None = None
     options: TurnOptions = field(default_factory=TurnOptions)
     invocation_id: str = field(default_factory=lambda: f"inv-{uuid.uuid4().hex}")
 
@@ -59,10 +79,10 @@ class _Request:
 class _State:
     spec: AgentSpec
     history: list[Content] = field(default_factory=list)
-    lanes: dict[tuple[str, ...], deque[_Request]] = field(default_factory=dict)
-    ready_since: dict[tuple[str, ...], int] = field(default_factory=dict)
-    active: dict[Pid, _Request] = field(default_factory=dict)  # task pid -> request
-    active_lanes: set[tuple[str, ...]] = field(default_factory=set)
+    lanes: dict[Lane, deque[_Request]] = field(default_factory=dict)
+    ready_since: dict[Lane, int] = field(default_factory=dict)
+    active: dict[Pid, _Request] = field(default_factory=dict)  # task or holder pid -> entry
+    active_lanes: set[Lane] = field(default_factory=set)
     by_caller_ref: dict[Any, _Request] = field(default_factory=dict)
     completed: int = 0
 
@@ -75,31 +95,40 @@ class AgentServer(GenServer):
         trap_exit(True)  # so stop_agent runs terminate and fails waiting callers
         return _State(spec)
 
-    def handle_call(self, request: tuple[Any, ...], from_: From, state: _State) -> Any:
-        op = request[0]
-        if op in ("prompt", "invoke"):
-            _, message, scope, caller, options = request
-            lane = COMPAT_LANE if op == "prompt" else scope.lane()
-            turn = _Request(lane, message, scope, from_, options=options)
-            self._enqueue(state, turn, caller)
-            return NoReply(state)
-        if op == "info":
-            return Reply(self._info(state), state)
-        if op == "spec":
-            return Reply(("ok", state.spec), state)
-        return Reply(("error", ("unknown_request", op)), state)
+    def handle_call(self, request: Any, from_: From, state: _State) -> Any:
+        match request:
+            case Prompt(message, caller, options):
+                turn = _Request(COMPAT_LANE, message, Scope(), from_, options=options)
+                self._enqueue(state, turn, caller)
+                return NoReply(state)
+            case Invoke(message, Scope() as scope, caller, options):
+                turn = _Request(scope.lane(), message, scope, from_, options=options)
+                self._enqueue(state, turn, caller)
+                return NoReply(state)
+            case EnterLane(tuple() as lane, Pid() as holder) if holder not in state.active:
+                entry = _Request(lane, None, Scope(), from_, holder=holder)
+                self._enqueue(state, entry, holder)
+                return NoReply(state)
+            case Info():
+                return Reply(("ok", self._info(state)), state)
+            case GetSpec():
+                return Reply(("ok", state.spec), state)
+        return Reply(("error", ("invalid_request", type(request).__name__)), state)
 
-    def handle_cast(self, msg: tuple[Any, ...], state: _State) -> Any:
-        if msg[0] == "delegate":
-            _, message, respond, caller = msg
-            self._enqueue(state, _Request(COMPAT_LANE, message, Scope(), respond), caller)
+    def handle_cast(self, msg: Any, state: _State) -> Any:
+        match msg:
+            case Delegate(message, respond, caller):
+                self._enqueue(state, _Request(COMPAT_LANE, message, Scope(), respond), caller)
+            case LeaveLane(holder):
+                self._leave(state, holder)
         return state
 
     def handle_info(self, msg: Any, state: _State) -> Any:
-        if type(msg) is TaskResult:
-            self._finish(state, msg)
-        elif type(msg) is Down:
-            self._caller_down(state, msg.ref)
+        match msg:
+            case TaskResult():
+                self._finish(state, msg)
+            case Down(ref=ref):
+                self._caller_down(state, ref)
         return state
 
     def terminate(self, reason: Any, state: Any) -> None:
@@ -108,7 +137,8 @@ class AgentServer(GenServer):
         for request in list(state.active.values()):
             if request.task is not None:
                 request.task.kill()
-            _respond(request, ("error", "agent_stopped"))
+            if request.holder is None:
+                _respond(request, ("error", "agent_stopped"))
         for lane in state.lanes.values():
             for request in lane:
                 _respond(request, ("error", "agent_stopped"))
@@ -137,7 +167,12 @@ class AgentServer(GenServer):
             request = state.lanes[lane_key].popleft()
             if not state.lanes[lane_key]:
                 del state.lanes[lane_key]
-            self._start(state, request)
+            if request.holder is not None:  # an outside invocation: it runs its own work
+                state.active[request.holder] = request
+                state.active_lanes.add(request.lane)
+                reply(request.respond, ("ok", state.spec))
+            else:
+                self._start(state, request)
 
     def _start(self, state: _State, request: _Request) -> None:
         keep = request.lane == COMPAT_LANE and state.spec.history_policy == "include"
@@ -159,36 +194,70 @@ class AgentServer(GenServer):
         state.active_lanes.add(request.lane)
 
     def _finish(self, state: _State, result: TaskResult) -> None:
-        request = state.active.pop(result.pid, None)
+        request = self._free(state, result.pid)
         if request is None:
             return
-        state.active_lanes.discard(request.lane)
         state.completed += 1
-        if request.caller_ref is not None:
-            state.by_caller_ref.pop(request.caller_ref, None)
-            demonitor(request.caller_ref, flush=True)
-        if state.lanes.get(request.lane):
-            state.ready_since[request.lane] = next(_order)  # behind lanes already waiting
         if result.ok:
             outcome = result.value
-            if outcome[0] == "ok" and request.lane == COMPAT_LANE:
-                state.history.extend(outcome[2])
-                del state.history[:-MAX_HISTORY_CONTENTS]
-            _respond(request, outcome[:2])
+            if isinstance(outcome, TurnCompleted):
+                if request.lane == COMPAT_LANE:
+                    state.history.extend(outcome.contents)
+                    del state.history[:-MAX_HISTORY_CONTENTS]
+                _respond(request, ("ok", outcome.output))
+            else:  # a turn outside a Runner cannot pause: it fails instead
+                _respond(request, ("error", getattr(outcome, "reason", "invalid_turn_outcome")))
         elif result.value == DEADLINE_REASON:
             _respond(request, ("error", "turn_timeout"))
         else:
             _respond(request, ("error", ("turn_worker_exit", _reason_text(result.value))))
         self._dispatch(state)
 
+    def _leave(self, state: _State, holder: Pid) -> None:
+        """An outside invocation gives its slot back (or stops waiting for one)."""
+        if self._free(state, holder) is not None:
+            state.completed += 1
+            self._dispatch(state)
+            return
+        for request in list(state.by_caller_ref.values()):
+            if request.holder == holder and request.task is None:
+                self._drop_queued(state, request)
+
+    def _free(self, state: _State, key: Pid) -> _Request | None:
+        """Free the slot of an active entry (by task or holder pid); None if not active."""
+        request = state.active.pop(key, None)
+        if request is None:
+            return None
+        state.active_lanes.discard(request.lane)
+        if request.caller_ref is not None:
+            state.by_caller_ref.pop(request.caller_ref, None)
+            demonitor(request.caller_ref, flush=True)
+        if state.lanes.get(request.lane):
+            state.ready_since[request.lane] = next(_order)  # behind lanes already waiting
+        return request
+
     def _caller_down(self, state: _State, ref: Any) -> None:
-        request = state.by_caller_ref.pop(ref, None)
+        request = state.by_caller_ref.get(ref)
         if request is None:
             return
-        request.caller_ref = None
+        if request.holder is not None and request.holder in state.active:
+            self._free(state, request.holder)
+            state.completed += 1
+            self._dispatch(state)
+            return
         if request.task is not None:
+            state.by_caller_ref.pop(ref, None)
+            request.caller_ref = None
             request.task.kill()  # its TaskResult arrives next and frees the lane
             return
+        self._drop_queued(state, request)
+
+    @staticmethod
+    def _drop_queued(state: _State, request: _Request) -> None:
+        if request.caller_ref is not None:
+            state.by_caller_ref.pop(request.caller_ref, None)
+            demonitor(request.caller_ref, flush=True)
+            request.caller_ref = None
         queue = state.lanes.get(request.lane)
         if queue is not None and request in queue:
             queue.remove(request)

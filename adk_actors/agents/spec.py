@@ -7,27 +7,41 @@ provider's config and the provider checks it strictly, so a misspelled key fails
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+import fastjsonschema
+
+from adk_actors.agents.agent_tool import AgentTool
 from adk_actors.agents.callbacks import check_callbacks
 from adk_actors.agents.instructions import template_keys
+from adk_actors.agents.names import check_agent_name
 from adk_actors.tools import Tool, ToolCatalog
 from providers import protocol
 from providers.errors import AdkError
 from providers.scripted import ScriptedProvider
-
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-MAX_NAME_BYTES = 128
 
 DEFAULT_TURN_TIMEOUT = 60.0
 DEFAULT_CALL_TIMEOUT = 60.0
 DEFAULT_MAX_TOOL_ROUNDS = 16
 DEFAULT_MAX_CONCURRENT_INVOCATIONS = 32
 MAX_HISTORY_CONTENTS = 1000
+
+__all__ = [
+    "DEFAULT_CALL_TIMEOUT",
+    "DEFAULT_MAX_CONCURRENT_INVOCATIONS",
+    "DEFAULT_MAX_TOOL_ROUNDS",
+    "DEFAULT_TOOL_MAX_CONCURRENCY",
+    "DEFAULT_TOOL_TIMEOUT",
+    "DEFAULT_TURN_TIMEOUT",
+    "MAX_HISTORY_CONTENTS",
+    "RUNTIME_KEYS",
+    "AgentSpec",
+    "check_agent_name",
+    "compile_spec",
+]
 
 RUNTIME_KEYS = frozenset(
     {
@@ -47,17 +61,6 @@ RUNTIME_KEYS = frozenset(
 )
 DEFAULT_TOOL_MAX_CONCURRENCY = 4
 DEFAULT_TOOL_TIMEOUT = 30.0
-
-
-def check_agent_name(name: Any) -> str:
-    """Agent names are identifiers; ``user`` is reserved for the human."""
-    if not isinstance(name, str) or not _IDENTIFIER.match(name) or len(name) > MAX_NAME_BYTES:
-        raise AdkError(
-            "invalid_identifier", "agent names match [A-Za-z_][A-Za-z0-9_]* (at most 128)"
-        )
-    if name.lower() == "user":
-        raise AdkError("reserved_user", "'user' names the human in a conversation")
-    return name
 
 
 @dataclass(frozen=True)
@@ -157,8 +160,6 @@ def _output_key(key: Any) -> str | None:
 def _contract(schema: Any, key: str) -> Any:
     if schema is None:
         return None
-    import fastjsonschema
-
     try:
         return fastjsonschema.compile(schema)
     except (fastjsonschema.JsonSchemaDefinitionException, TypeError, ValueError):
@@ -189,8 +190,6 @@ def _tool_execution(options: Any) -> tuple[str, int, float]:
 
 def _sub_agent_tools(root: str, declared: Any) -> list[Tool]:
     """``{"Name": {"description": ...}}`` -> one `AgentTool` per sub-agent."""
-    from adk_actors.agents.agent_tool import AgentTool
-
     if declared is None:
         return []
     if not isinstance(declared, Mapping):

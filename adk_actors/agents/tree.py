@@ -14,6 +14,7 @@ import time
 import unicodedata
 from collections.abc import Iterable
 
+from adk_actors.agents.calls import agent_info
 from providers.errors import AdkError
 
 MAX_NODES = 256
@@ -28,8 +29,6 @@ def _normal(name: str) -> str:
 def validate_tree(
     root: str, children: Iterable[str], deadline_seconds: float = DEADLINE_SECONDS
 ) -> None:
-    from adk_actors.agents.api import agent_info
-
     deadline = time.monotonic() + deadline_seconds
     root_key = _normal(root)
     seen = {root_key}

@@ -1,8 +1,8 @@
 """One agent turn: model call, tool rounds, final answer. Runs inside a `Task`.
 
-The turn never raises: it returns ``("ok", output, new_contents)`` or
-``("error", reason)``, so a provider's `AdkError` reason reaches the caller as is
-(a crash would only carry its class name). Around the model and each tool call it
+The turn never raises: it returns one typed outcome (`TurnCompleted`, `TurnFailed`
+or, under a Runner, `TurnPaused`; see `turn_outcome`), so a provider's `AdkError`
+reason reaches the caller as is (a crash would only carry its class name). Around the model and each tool call it
 runs the agent's local callbacks, writes structlog events and opentelemetry spans
 (metadata and durations only, never content), and checks the agent's input and
 output contracts.
@@ -13,8 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Coroutine, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -23,7 +22,18 @@ from opentelemetry import trace
 
 from adk_actors.agents.callbacks import run_callback
 from adk_actors.agents.instructions import render_instructions
+from adk_actors.agents.scope import Scope, TurnOptions
 from adk_actors.agents.spec import AgentSpec
+from adk_actors.agents.turn_outcome import (
+    Answer,
+    Continuation,
+    TurnCompleted,
+    TurnFailed,
+    TurnOutcome,
+    TurnPaused,
+    decode_response,
+    encode_response,
+)
 from adk_actors.tools import ToolContext
 from adk_actors.tools.suspension import Suspension
 from providers import content as content_model
@@ -31,73 +41,25 @@ from providers import protocol
 from providers.content import Content, FunctionCallPart, FunctionResponsePart
 from providers.errors import AdkError
 from providers.protocol import ToolCalls
-from supervision.process import is_fenced_thread
-from supervision.tasks import Task, TaskFailed, TaskTimeout, wait_all
+from supervision import Task, TaskFailed, TaskTimeout, is_fenced_thread
+from supervision.aio import wait_task, wait_tasks
 
 _log = structlog.get_logger("adk.agents")
 _tracer = trace.get_tracer("adk_actors")
 
 
-@dataclass(frozen=True)
-class Scope:
-    """Who an invocation belongs to: it keys the lane and reaches tools."""
-
-    app_name: str | None = None
-    user_id: str | None = None
-    session_id: str | None = None
-
-    def lane(self) -> tuple[str, ...]:
-        if self.app_name and self.user_id and self.session_id:
-            return ("scoped", self.app_name, self.user_id, self.session_id)
-        return ("unscoped",)
-
-
-@dataclass(frozen=True)
-class TurnOptions:
-    """What a turn carries besides its message: the delegation chain, the root's
-    global instruction, and a read-only state snapshot for templates and tools."""
-
-    ancestry: tuple[str, ...] = ()
-    global_instruction: str | None = None
-    state: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-    observer: Callable[[str, Any, Any], None] | None = None
-    """Told each step: ("model", Content, metadata), ("tool", Content, None),
-    ("delta", text, None). The Runner turns these into stored events."""
-    max_llm_calls: int | None = None
-    max_tool_rounds: int | None = None
-    streaming: str = "none"
-    """"text": visible text deltas; "content": one Content per provider frame."""
-    before_request: Callable[[Mapping[str, Any], list[Content], list[Any]], None] | None = None
-    """Checks the complete request just before provider I/O (the Runner's envelope
-    budget); raising `AdkError` fails the turn with nothing sent."""
-    tool_gate: Callable[[FunctionCallPart], dict[str, Any] | None] | None = None
-    """Runtime policy for a call with valid arguments: None lets it run, a payload is
-    the error the model sees instead (no approval, no callbacks, no execution)."""
-    result_gate: Callable[[FunctionCallPart, dict[str, Any]], dict[str, Any]] | None = None
-    """Runtime policy for a tool's final result: the payload, or an error in its place."""
-    pausable: bool = False
-    """Under a Runner: approvals and long-running tools pause the turn (``("paused",
-    continuation, pause)``) instead of failing ``tool_confirmation_requires_runner``."""
-
-
-def as_content(message: str | Content) -> Content:
-    if isinstance(message, Content):
-        return content_model.validate(message)
-    if isinstance(message, str):
-        return content_model.from_text(message)
-    raise AdkError("invalid_message", "a message is a str or a Content")
-
-
-def run_turn(
+async def run_turn(
     spec: AgentSpec,
     history: Sequence[Content],
     message: Content,
     scope: Scope,
     invocation_id: str,
     options: TurnOptions | None = None,
-) -> tuple[Any, ...]:
+) -> TurnOutcome:
+    """A coroutine: `Task.start(run_turn, ...)` runs it on the kernel's reactor, so a
+    turn waiting for its model or an async tool holds no thread."""
     with _tracer.start_as_current_span("adk.agent.turn", attributes={"adk.agent": spec.name}):
-        return _guarded(
+        return await _guarded(
             spec,
             lambda: _Turn(spec, scope, invocation_id, options or TurnOptions()).run(
                 history, message
@@ -105,20 +67,20 @@ def run_turn(
         )
 
 
-def resume_turn(
+async def resume_turn(
     spec: AgentSpec,
     history: Sequence[Content],
     contents: Sequence[Content],
-    continuation: Mapping[str, Any],
-    answer: tuple[str, dict[str, Any] | None],
+    continuation: Continuation,
+    answer: Answer,
     scope: Scope,
     invocation_id: str,
     options: TurnOptions | None = None,
-) -> tuple[Any, ...]:
+) -> TurnOutcome:
     """Go on from a pause: `contents` is the invocation so far (ending with the model's
-    calls); `answer` is ("approved", None), ("rejected", payload) or ("completed", payload)."""
+    calls); `answer` says how the human or the operation answered."""
     with _tracer.start_as_current_span("adk.agent.turn", attributes={"adk.agent": spec.name}):
-        return _guarded(
+        return await _guarded(
             spec,
             lambda: _Turn(spec, scope, invocation_id, options or TurnOptions()).resume(
                 history, contents, continuation, answer
@@ -126,13 +88,15 @@ def resume_turn(
         )
 
 
-def _guarded(spec: AgentSpec, body: Callable[[], tuple[Any, ...]]) -> tuple[Any, ...]:
+async def _guarded(
+    spec: AgentSpec, body: Callable[[], Coroutine[Any, Any, TurnOutcome]]
+) -> TurnOutcome:
     try:
-        return body()
+        return await body()
     except AdkError as error:
         if not is_fenced_thread():
             _log.info("adk.agent.turn_failed", agent=spec.name, reason=str(error.reason)[:200])
-        return ("error", error.reason)
+        return TurnFailed(error.reason)
 
 
 class _Turn:
@@ -149,45 +113,46 @@ class _Turn:
         self.options = options
         self.llm_calls = 0
 
-    def run(self, history: Sequence[Content], message: Content) -> tuple[Any, ...]:
+    async def run(self, history: Sequence[Content], message: Content) -> TurnOutcome:
         if self.spec.input_validator is not None:
             _check_json(self.spec.input_validator, message.text_value(), "invalid_input")
-        return self._loop([*history, message], len(history), 0, None)
+        return await self._loop([*history, message], len(history), 0, None)
 
-    def resume(
+    async def resume(
         self,
         history: Sequence[Content],
         contents: Sequence[Content],
-        continuation: Mapping[str, Any],
-        answer: tuple[str, dict[str, Any] | None],
-    ) -> tuple[Any, ...]:
-        self.llm_calls = int(continuation["llm_calls"])
-        rounds = int(continuation["rounds"])
+        continuation: Continuation,
+        answer: Answer,
+    ) -> TurnOutcome:
+        self.llm_calls = continuation.llm_calls
+        rounds = continuation.rounds
         calls = contents[-1].function_calls() if contents else []
-        index = int(continuation["call_index"])
-        if index >= len(calls) or calls[index].id != continuation.get("call_id"):
+        index = continuation.call_index
+        if index >= len(calls) or calls[index].id != continuation.call_id:
             raise AdkError("invalid_continuation", "the paused call is not in the session")
-        done = [decode_response(item) for item in continuation["responses"]]
+        done = [decode_response(item) for item in continuation.responses]
         call = calls[index]
-        how, payload = answer
+        how, payload = answer.how, answer.payload
         try:
             if how == "approved":  # re-resolve the tool, recheck it, run it once
-                done.append(self._one_tool(call, approved=True))
+                done.append(await self._one_tool(call, approved=True))
             elif how == "rejected" or payload is None:  # nothing runs, no callback
                 done.append(FunctionResponsePart(call.name, payload or {}, call.id))
             else:  # a completion: the tool's after-callbacks see it now
-                done.append(self._after_tool(call, payload))
+                done.append(await self._after_tool(call, payload))
         except _Suspend as suspend:
             return self._paused(suspend.at(index, done), rounds)
-        return self._loop([*history, *contents], len(history), rounds, (calls, index + 1, done))
+        pending = (calls, index + 1, done)
+        return await self._loop([*history, *contents], len(history), rounds, pending)
 
-    def _loop(
+    async def _loop(
         self,
         contents: list[Content],
         history_length: int,
         rounds: int,
         pending: tuple[Sequence[FunctionCallPart], int, list[FunctionResponsePart]] | None,
-    ) -> tuple[Any, ...]:
+    ) -> TurnOutcome:
         """Model calls and tool rounds until an answer, an error or a pause; `pending` is
         a tool batch to finish first (after a resume)."""
         spec = self.spec
@@ -204,8 +169,8 @@ class _Turn:
                     self.options.max_llm_calls is not None
                     and self.llm_calls >= self.options.max_llm_calls
                 ):
-                    return ("error", "max_llm_calls_exceeded")
-                output = self._model(preamble + contents)
+                    return TurnFailed("max_llm_calls_exceeded")
+                output = await self._model(preamble + contents)
                 if not isinstance(output, ToolCalls):
                     if spec.output_validator is not None:
                         text = output.text_value() if isinstance(output, Content) else output
@@ -222,40 +187,43 @@ class _Turn:
                             tool_rounds=rounds,
                             seconds=round(time.monotonic() - started, 4),
                         )
-                    return ("ok", output, contents[history_length:])
+                    return TurnCompleted(output, contents[history_length:])
                 rounds += 1
                 if rounds > max_rounds:
-                    return ("error", "max_tool_rounds_exceeded")
+                    return TurnFailed("max_tool_rounds_exceeded")
                 contents.append(output.content)
                 pending = (output.calls, 0, [])
             calls, start, done = pending
             pending = None
             try:
-                responses = self._tools(calls, start, done)
+                responses = await self._tools(calls, start, done)
             except _Suspend as suspend:
                 return self._paused(suspend, rounds)
             batch = Content("tool", tuple(responses))
             self._observe("tool", batch, None)
             contents.append(batch)
 
-    def _paused(self, suspend: _Suspend, rounds: int) -> tuple[Any, ...]:
-        continuation = {
-            **suspend.details,
-            "agent": self.spec.name,
-            "call_index": suspend.index,
-            "call_id": suspend.call.id,
-            "tool_name": suspend.call.name,
-            "responses": [encode_response(part) for part in suspend.done],
-            "llm_calls": self.llm_calls,
-            "rounds": rounds,
-        }
-        return ("paused", continuation, suspend.call, suspend.message)
+    def _paused(self, suspend: _Suspend, rounds: int) -> TurnOutcome:
+        continuation = Continuation(
+            type=suspend.details["type"],
+            agent=self.spec.name,
+            call_index=suspend.index,
+            call_id=suspend.call.id,
+            tool_name=suspend.call.name,
+            responses=[encode_response(part) for part in suspend.done],
+            llm_calls=self.llm_calls,
+            rounds=rounds,
+            action_id=suspend.details.get("action_id"),
+            hint=suspend.details.get("hint"),
+            operation_id=suspend.details.get("operation_id"),
+        )
+        return TurnPaused(continuation, suspend.call, suspend.message)
 
     # -- the model ---------------------------------------------------------------------
 
-    def _model(self, contents: list[Content]) -> Any:
+    async def _model(self, contents: list[Content]) -> Any:
         spec = self.spec
-        replaced = run_callback(spec, "before_model", self._callback_context(), contents)
+        replaced = await self._callback("before_model", self._callback_context(), contents)
         if replaced is not None:
             return replaced
         contents = [content_model.canonical(item) for item in contents]  # the model boundary
@@ -267,21 +235,21 @@ class _Turn:
             "adk.model.call", attributes={"adk.agent": spec.name}
         ) as span:
             if self.options.streaming == "content":
-                result = protocol.stream_content(
+                result = await protocol.astream_content(
                     self.provider_config,
                     contents,
                     spec.catalog.declarations(),
                     lambda frame: self._observe("delta", frame, None),
                 )
             elif self.options.streaming == "text":
-                result = protocol.stream(
+                result = await protocol.astream(
                     self.provider_config,
                     contents,
                     spec.catalog.declarations(),
                     lambda delta: self._observe("delta", delta, None),
                 )
             else:
-                result = protocol.generate(
+                result = await protocol.agenerate(
                     self.provider_config, contents, spec.catalog.declarations()
                 )
             span.set_attribute("adk.duration_ms", round((time.monotonic() - started) * 1000, 3))
@@ -292,7 +260,7 @@ class _Turn:
             seconds=round(time.monotonic() - started, 4),
             tool_calls=isinstance(output, ToolCalls),
         )
-        after = run_callback(spec, "after_model", self._callback_context(), output)
+        after = await self._callback("after_model", self._callback_context(), output)
         output = after if after is not None else output
         produced = output.content if isinstance(output, ToolCalls) else output
         if isinstance(produced, str):
@@ -320,7 +288,7 @@ class _Turn:
             global_instruction=self.global_instruction,
         )
 
-    def _tools(
+    async def _tools(
         self, calls: Sequence[FunctionCallPart], start: int, done: list[FunctionResponsePart]
     ) -> list[FunctionResponsePart]:
         """Run calls[start:] after `done`; responses come back in call order whatever the
@@ -339,13 +307,13 @@ class _Turn:
             ):
                 batch.append(call)
                 continue
-            responses.extend(self._parallel(batch))  # a serial call is a barrier
+            responses.extend(await self._parallel(batch))  # a serial call is a barrier
             batch = []
             try:
-                responses.append(self._one_tool(call))
+                responses.append(await self._one_tool(call))
             except _Suspend as suspend:
                 raise suspend.at(index, responses) from None
-        responses.extend(self._parallel(batch))
+        responses.extend(await self._parallel(batch))
         return responses
 
     def _needs_approval(self, call: FunctionCallPart) -> bool:
@@ -358,7 +326,7 @@ class _Turn:
         except Exception:
             return True  # let the serial path report the failing check
 
-    def _parallel(self, calls: list[FunctionCallPart]) -> list[FunctionResponsePart]:
+    async def _parallel(self, calls: list[FunctionCallPart]) -> list[FunctionResponsePart]:
         responses: list[FunctionResponsePart] = []
         width = self.spec.tool_max_concurrency
         for start in range(0, len(calls), width):
@@ -366,7 +334,8 @@ class _Turn:
             deadline = time.monotonic() + self.spec.tool_timeout
             tasks = [Task.start(self._parallel_tool, call, deadline=deadline) for call in chunk]
             # each task has the deadline itself; the grace lets its own ending arrive first
-            for call, outcome in zip(chunk, wait_all(tasks, deadline, grace=1.0), strict=True):
+            outcomes = await wait_tasks(tasks, deadline, grace=1.0)
+            for call, outcome in zip(chunk, outcomes, strict=True):
                 if isinstance(outcome, TaskTimeout | TaskFailed):
                     reason = "tool_timeout" if isinstance(outcome, TaskTimeout) else "tool_failed"
                     error = {"component": "tool", "operation": call.name, "reason": reason}
@@ -376,14 +345,16 @@ class _Turn:
                 responses.append(outcome)
         return responses
 
-    def _parallel_tool(self, call: FunctionCallPart) -> FunctionResponsePart:
+    async def _parallel_tool(self, call: FunctionCallPart) -> FunctionResponsePart:
         try:
-            return self._one_tool(call)
+            return await self._one_tool(call)
         except _Suspend:  # a pause needs the serial path: declare the tool not parallel_safe
             error = {"type": "suspension_requires_serial_tool", "operation": call.name}
             return FunctionResponsePart(call.name, {"success": False, "error": error}, call.id)
 
-    def _one_tool(self, call: FunctionCallPart, approved: bool = False) -> FunctionResponsePart:
+    async def _one_tool(
+        self, call: FunctionCallPart, approved: bool = False
+    ) -> FunctionResponsePart:
         """Validate, gate, run and wrap one call. Order: arguments, approval, callbacks,
         execution; a refused or rejected call runs no callback."""
         spec = self.spec
@@ -412,7 +383,7 @@ class _Turn:
                 if hint is not None:
                     details["hint"] = hint
                 raise _Suspend(call, details, hint or f"Approve the call to {call.name}.")
-        replaced = run_callback(spec, "before_tool", ctx, call)
+        replaced = await self._callback("before_tool", ctx, call)
         if replaced is not None:
             return FunctionResponsePart(call.name, _as_payload(replaced), call.id)
         started = time.monotonic()
@@ -420,7 +391,7 @@ class _Turn:
             "adk.tool.call", attributes={"adk.agent": spec.name, "adk.tool": call.name}
         ) as span:
             # validated above; under a Runner the approval was settled above too
-            response = spec.catalog.execute(call, ctx, approved=self.options.pausable)
+            response = await self._execute(call, ctx)
             span.set_attribute("adk.duration_ms", round((time.monotonic() - started) * 1000, 3))
             if isinstance(response, FunctionResponsePart):
                 span.set_attribute(
@@ -442,10 +413,29 @@ class _Turn:
             if response.operation_id is not None:
                 details["operation_id"] = response.operation_id
             raise _Suspend(call, details, response.message)
-        return self._after_tool(call, response.response)
+        return await self._after_tool(call, response.response)
 
-    def _after_tool(self, call: FunctionCallPart, payload: dict[str, Any]) -> FunctionResponsePart:
-        after = run_callback(self.spec, "after_tool", self._context(call), payload)
+    async def _execute(
+        self, call: FunctionCallPart, ctx: ToolContext
+    ) -> FunctionResponsePart | Suspension:
+        """An async tool runs here, on the reactor; a sync one in a task on the pool
+        (fenced if its turn is killed), awaited without holding this coroutine's thread."""
+        catalog = self.spec.catalog
+        approved = self.options.pausable
+        if catalog.is_async(call.name):
+            return await catalog.aexecute(call, ctx, approved=approved)
+        return await _off_loop(catalog.execute, call, ctx, approved=approved)  # type: ignore[no-any-return]
+
+    async def _callback(self, hook: str, ctx: Any, value: Any) -> Any:
+        """A user callback, if the agent has one for `hook`, on a pool thread."""
+        if self.spec.callbacks.get(hook) is None:
+            return None
+        return await _off_loop(run_callback, self.spec, hook, ctx, value)
+
+    async def _after_tool(
+        self, call: FunctionCallPart, payload: dict[str, Any]
+    ) -> FunctionResponsePart:
+        after = await self._callback("after_tool", self._context(call), payload)
         final = _as_payload(after) if after is not None else payload
         if self.options.result_gate is not None:
             final = self.options.result_gate(call, final)
@@ -468,6 +458,23 @@ class _Turn:
         }
 
 
+async def _off_loop(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run sync user code (a tool, a callback) in a pool task owned by this turn, and
+    await it without holding a thread; an exception it raises is raised here as is.
+    The task dies with the turn (a killed turn's tool is fenced)."""
+    kind, value = await wait_task(Task.start(_caught, fn, args, kwargs))
+    if kind == "error":
+        raise value
+    return value
+
+
+def _caught(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    try:
+        return "ok", fn(*args, **kwargs)
+    except Exception as error:  # crosses as a value: the coroutine re-raises it
+        return "error", error
+
+
 class _Suspend(Exception):
     """A call asked to pause; `at` records where in its batch."""
 
@@ -482,14 +489,6 @@ class _Suspend(Exception):
         self.index = index
         self.done = list(done)
         return self
-
-
-def encode_response(part: FunctionResponsePart) -> dict[str, Any]:
-    return {"name": part.name, "response": part.response, "id": part.id}
-
-
-def decode_response(item: Mapping[str, Any]) -> FunctionResponsePart:
-    return FunctionResponsePart(item["name"], dict(item["response"]), item.get("id"))
 
 
 def _as_payload(value: Any) -> dict[str, Any]:

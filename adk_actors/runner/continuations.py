@@ -7,8 +7,9 @@ Two runtime keys carry it, each written in the same atomic step as an event:
   pause or abandonment) deletes it. Every step is stored only while that token is
   there, and only by a live worker (checked inside the same atomic step), so nothing
   lands after the end, whoever wrote it; an abandonment closes only its own opening.
-* ``_adk:paused:<invocation id>`` holds a pause's continuation, stored by the pause
-  event, so a durable session keeps it across a restart. A resume claims it with
+* ``_adk:paused:<invocation id>`` holds a pause's `Continuation` (a versioned
+  msgspec struct, stored as JSON-normalised builtins and validated when read back),
+  stored by the pause event, so a durable session keeps it across a restart. A resume claims it with
   `add_event_if_state` (expecting the exact continuation, deleting it, reopening the
   invocation): of racing resumes exactly one wins, the others see
   ``no_paused_invocation``. Progress updates use the same condition.
@@ -22,6 +23,7 @@ from typing import Any
 
 import msgspec
 
+from adk_actors.agents.turn_outcome import Answer, Continuation
 from adk_actors.events import Event, EventActions, Pause
 from providers import content as content_model
 from providers.content import FunctionCallPart
@@ -96,13 +98,15 @@ def paused(state: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 def select(
     state: Mapping[str, Any], invocation_id: str | None, agent: str | None = None
-) -> tuple[str, dict[str, Any]]:
-    """The continuation to resume: the named one, or the only one; with `agent`, it must
-    be that agent's pause (``paused_by_another_agent``)."""
-    chosen, continuation = _select(state, invocation_id)
-    if agent is not None and continuation.get("agent", agent) != agent:
+) -> tuple[str, dict[str, Any], Continuation]:
+    """The continuation to resume: the named one, or the only one, as stored (what a
+    claim must find unchanged) and validated; with `agent`, it must be that agent's
+    pause (``paused_by_another_agent``)."""
+    chosen, stored = _select(state, invocation_id)
+    continuation = Continuation.load(stored)
+    if agent is not None and continuation.agent != agent:
         raise AdkError("paused_by_another_agent", "resume it with the Runner of its agent")
-    return chosen, continuation
+    return chosen, stored, continuation
 
 
 def _select(state: Mapping[str, Any], invocation_id: str | None) -> tuple[str, dict[str, Any]]:
@@ -125,21 +129,20 @@ def _select(state: Mapping[str, Any], invocation_id: str | None) -> tuple[str, d
 def pause_event(
     author: str,
     invocation_id: str,
-    continuation: dict[str, Any],
+    continuation: Continuation,
     call: FunctionCallPart,
     message: str,
 ) -> Event:
     """The event announcing a pause (stored with `paused_delta`: the continuation)."""
-    kind = continuation["type"]
-    details = {k: v for k, v in continuation.items() if k in ("type", "action_id", "operation_id")}
+    kind = continuation.type
     pause = Pause(
         reason=_PAUSE_REASONS[kind],
         continuation_id=invocation_id,
         tool_name=call.name,
         call_id=call.id,
         thought_signature=call.thought_signature,
-        hint=continuation.get("hint"),
-        details=details,
+        hint=continuation.hint,
+        details=continuation.details(),
     )
     return Event.new(
         author,
@@ -149,10 +152,9 @@ def pause_event(
     )
 
 
-def answer(continuation: Mapping[str, Any], response: Any) -> tuple[str, dict[str, Any] | None]:
-    """Check a resume response against its pause; ("approved", None), ("rejected",
-    payload) or ("completed", payload). Nothing is consumed when this raises."""
-    kind = continuation["type"]
+def answer(continuation: Continuation, response: Any) -> Answer:
+    """Check a resume response against its pause. Nothing is consumed when this raises."""
+    kind = continuation.type
     if kind == "tool_confirmation":
         if (
             not isinstance(response, Mapping)
@@ -163,22 +165,22 @@ def answer(continuation: Mapping[str, Any], response: Any) -> tuple[str, dict[st
                 "invalid_tool_confirmation_response", 'resume with exactly {"confirmed": bool}'
             )
         if response["confirmed"]:
-            return "approved", None
-        error = {"kind": "tool_confirmation_rejected", "action_id": continuation["action_id"]}
-        return "rejected", {"success": False, "error": error}
+            return Answer("approved")
+        error = {"kind": "tool_confirmation_rejected", "action_id": continuation.action_id}
+        return Answer("rejected", {"success": False, "error": error})
     if kind == "long_running":
-        return "completed", _completion(continuation, response)
+        return Answer("completed", _completion(continuation, response))
     if not isinstance(response, Mapping):
         raise AdkError("invalid_resume_response", "a human's answer is a JSON object")
-    return "completed", _json_object(dict(response), "invalid_resume_response")
+    return Answer("completed", _json_object(dict(response), "invalid_resume_response"))
 
 
-def _completion(continuation: Mapping[str, Any], response: Any) -> dict[str, Any]:
+def _completion(continuation: Continuation, response: Any) -> dict[str, Any]:
     allowed = {"operation_id", "status", "result", "error", "metadata"}
     if (
         not isinstance(response, Mapping)
         or not {"operation_id", "status"} <= set(response) <= allowed
-        or response["operation_id"] != continuation.get("operation_id")
+        or response["operation_id"] != continuation.operation_id
         or response["status"] not in LONG_RUNNING_TERMINAL
     ):
         raise AdkError(
@@ -201,10 +203,10 @@ def claim_event(invocation_id: str, kind: str, how: str) -> Event:
 
 
 def progress_event(
-    author: str, invocation_id: str, continuation: Mapping[str, Any], update: Any
+    author: str, invocation_id: str, continuation: Continuation, update: Any
 ) -> Event:
     """A non-terminal update of a long-running operation, checked field by field."""
-    if continuation.get("type") != "long_running":
+    if continuation.type != "long_running":
         raise AdkError("long_running_operation_mismatch", "that pause is not long-running")
     allowed = {"operation_id", "status", "progress", "message", "metadata"}
     if (
@@ -221,7 +223,7 @@ def progress_event(
             f"an update has operation_id, status in {LONG_RUNNING_PROGRESS}, and optional "
             "progress (0..100), message, metadata",
         )
-    if update["operation_id"] != continuation.get("operation_id"):
+    if update["operation_id"] != continuation.operation_id:
         raise AdkError("long_running_operation_mismatch", "another operation is paused there")
     record = _json_object(dict(update), "invalid_long_running_progress")
     return Event.new(author, invocation_id, actions=EventActions(long_running_operation=record))

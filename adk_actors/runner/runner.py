@@ -1,9 +1,10 @@
 """`Runner`: one invocation per call, every step stored as an event in a session.
 
-The model and tool work runs in a supervised `Task` (never in the agent's mailbox);
-see `invocation.py`. Around it the Runner applies, in order: the runtime policy
-(agent and input), the context policy (which history the model sees), admission
-(a permit owned by the worker), the budgets (`max_llm_calls`, `max_tool_rounds`,
+Each invocation is one supervised process, its invocation server (`server.py`),
+which the Runner starts and follows as a subscriber of its event stream. Around the
+turn the server applies, in order: the runtime policy (agent and input), admission
+(a permit it owns), the agent's lane for the session, the context policy (which
+history the model sees), the budgets (`max_llm_calls`, `max_tool_rounds`,
 `run_timeout`) and, at the end, the final-output policy. ``temp:`` state is cleared
 when an invocation ends, unless it paused: `resume` continues a paused invocation
 (human approval, a long-running operation) and `update_long_running` records
@@ -16,31 +17,39 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
-from adk_actors.agents.api import AgentLike, _name, registered_name
-from adk_actors.agents.turn import Scope, as_content, resume_turn, run_turn
+from adk_actors.agents.api import AgentLike, _name
+from adk_actors.agents.scope import as_content
 from adk_actors.events import Event, EventError
 from adk_actors.outcomes import OUTCOME_TYPES, Completed, Failed, Outcome, Paused
 from adk_actors.policy import RuntimePolicy
 from adk_actors.runner import continuations
 from adk_actors.runner.context import ContextPolicy
 from adk_actors.runner.history import model_history, split_events
-from adk_actors.runner.invocation import Invocation
+from adk_actors.runner.messages import Cancel
+from adk_actors.runner.options import (
+    DEFAULT_MAX_STREAM_OUTPUT_BYTES,
+    runner_admission,
+    runner_options,
+)
+from adk_actors.runner.request import Fresh, InvocationRequest, Resumed, RunIdentity
+from adk_actors.runner.server import launch
 from adk_actors.sessions.service import SessionService
 from providers.content import Content
-from providers.errors import AdkError, check_options
-from supervision import CallTimeout, ProcessExit, aio, call
+from providers.errors import AdkError
+from supervision import (
+    Down,
+    Inbox,
+    Pid,
+    ProcessExit,
+    StreamDetached,
+    StreamItem,
+    StreamTerminal,
+    aio,
+    call,
+    is_normal_exit,
+)
 
-STREAMING_MODES = ("none", "text", "content")
-MAX_RUN_TIMEOUT = 86_400.0
 MAX_INVOCATION_ID_CHARS = 128
-DEFAULT_MAX_STREAM_OUTPUT_BYTES = 16 << 20
-MAX_STREAM_OUTPUT_BYTES = 64 << 20
-
-
-def _positive_int(name: str, value: Any, reason: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000:
-        raise AdkError(reason, f"{name} is an int in 1..10000")
-    return value
 
 
 class Runner:
@@ -61,48 +70,33 @@ class Runner:
         runtime_policy: Mapping[str, Any] | RuntimePolicy | None = None,
         admission_control: Mapping[str, Any] | None = None,
     ) -> None:
-        if (
-            isinstance(run_timeout, bool)
-            or not isinstance(run_timeout, int | float)
-            or not 0 < run_timeout <= MAX_RUN_TIMEOUT
-        ):
-            raise AdkError(
-                "invalid_run_timeout", f"run_timeout is seconds in (0, {MAX_RUN_TIMEOUT}]"
-            )
-        if streaming_mode not in STREAMING_MODES:
-            raise AdkError("invalid_streaming_mode", f"streaming_mode is one of {STREAMING_MODES}")
+        options = runner_options(
+            run_timeout=run_timeout,
+            max_llm_calls=max_llm_calls,
+            max_tool_rounds=max_tool_rounds,
+            streaming_mode=streaming_mode,
+            max_stream_output_bytes=max_stream_output_bytes,
+        )
         if not isinstance(sessions, SessionService):
             raise AdkError("invalid_session_service", "sessions is a session service")
         self.agent_name = _name(agent)
         self.app_name = app_name
         self.sessions = sessions
-        self.run_timeout = float(run_timeout)
-        self.max_llm_calls = _positive_int("max_llm_calls", max_llm_calls, "invalid_max_llm_calls")
-        self.max_tool_rounds = _positive_int(
-            "max_tool_rounds", max_tool_rounds, "invalid_max_tool_rounds"
-        )
-        self.streaming_mode = streaming_mode
-        if (
-            isinstance(max_stream_output_bytes, bool)
-            or not isinstance(max_stream_output_bytes, int)
-            or not 1 <= max_stream_output_bytes <= MAX_STREAM_OUTPUT_BYTES
-        ):
-            raise AdkError("invalid_max_stream_output_bytes", f"1..{MAX_STREAM_OUTPUT_BYTES} bytes")
-        self.max_stream_output_bytes = max_stream_output_bytes
+        self.run_timeout = float(options.run_timeout)
+        self.max_llm_calls = options.max_llm_calls
+        self.max_tool_rounds = options.max_tool_rounds
+        self.streaming_mode = options.streaming_mode
+        self.max_stream_output_bytes = options.max_stream_output_bytes
         self.context_policy = ContextPolicy.compile(context_policy)
         self.runtime_policy = (
             None if runtime_policy is None else RuntimePolicy.compile(runtime_policy)
         )
-        self.admission_control = _admission_options(admission_control)
+        self.admission_control = runner_admission(admission_control)
 
     def run(self, user_id: str, session_id: str, message: str | Content) -> str | Content | Paused:
         """Run one invocation to its end: the final output, a `Paused` outcome to
         `resume` later, or a raised `AdkError`."""
-        outcome: Any = None
-        for item in self.invocation(user_id, session_id, message):
-            if isinstance(item, OUTCOME_TYPES):
-                outcome = item
-        return _result(outcome)
+        return _result(_last_outcome(self.invocation(user_id, session_id, message)))
 
     def run_async(self, user_id: str, session_id: str, message: str | Content) -> EventStream:
         """The invocation's events as they are stored, with ``for`` or ``async for``
@@ -119,10 +113,49 @@ class Runner:
         token: str | None = None,
     ) -> Iterator[Event | Outcome]:
         """The invocation's stored events in order, then exactly one outcome
-        (`Completed`, `Paused` or `Failed`) as the last item. What `adk.runs` drives;
-        it may choose the `invocation_id` (``inv-`` + hex by default) and the `token` it
-        would `abandon` it with."""
-        yield from self._invocation(user_id, session_id, message, invocation_id, token)
+        (`Completed`, `Paused`, `Failed` or `Cancelled`) as the last item, read from the
+        invocation server's stream. Leaving early cancels it (``consumer_closed``)."""
+        content = as_content(message)
+        chosen = _invocation_id(invocation_id)
+        yield from _follow(
+            lambda inbox: self.start_invocation(
+                user_id,
+                session_id,
+                content,
+                invocation_id=chosen,
+                token=token,
+                owner=inbox,
+                subscriber=inbox,
+            )
+        )
+
+    def start_invocation(
+        self,
+        user_id: str,
+        session_id: str,
+        message: str | Content,
+        *,
+        invocation_id: str | None = None,
+        token: str | None = None,
+        owner: Pid | None = None,
+        subscriber: Pid | None = None,
+        run: RunIdentity | None = None,
+    ) -> Pid:
+        """Start the invocation's server and return its pid (what `adk.runs` drives).
+        `owner`'s exit cancels it; `subscriber` gets its stream from the first item;
+        `run` makes it a retained stable run."""
+        request = InvocationRequest(
+            self,
+            user_id,
+            session_id,
+            _invocation_id(invocation_id),
+            token or continuations.new_token(),
+            Fresh(as_content(message)),
+            owner=owner,
+            subscriber=subscriber,
+            run=run,
+        )
+        return launch(request)
 
     def abandon(
         self,
@@ -178,11 +211,9 @@ class Runner:
         invocation_id: str | None = None,
     ) -> str | Content | Paused:
         """Resume a paused invocation to its end, like `run` (it may pause again)."""
-        outcome: Any = None
-        for item in self.resume_invocation(user_id, session_id, response, invocation_id):
-            if isinstance(item, OUTCOME_TYPES):
-                outcome = item
-        return _result(outcome)
+        return _result(
+            _last_outcome(self.resume_invocation(user_id, session_id, response, invocation_id))
+        )
 
     def resume_invocation(
         self,
@@ -197,47 +228,64 @@ class Runner:
         resumed steps, one outcome. Everything that can refuse it is checked now,
         before anything is consumed (``no_paused_invocation``, ``ambiguous_paused_
         invocation``, ``paused_by_another_agent``, an invalid response, a context
-        budget); the continuation is then claimed by the worker once admitted, so an
-        invocation refused by admission stays resumable. Of racing resumes exactly one
-        claims it; the others end ``no_paused_invocation``.
+        budget); the continuation is then claimed by the invocation server once
+        admitted and in its lane, so an invocation refused by admission stays
+        resumable. Of racing resumes exactly one claims it; the others end
+        ``no_paused_invocation``.
 
         `response` is ``{"confirmed": bool}`` for a tool approval, the completion
         ``{"operation_id", "status", ...}`` for a long-running operation, or the human's
         JSON object for ``request_human_approval``.
         """
-        spec = self._spec()
+        chosen, work = self._resumed(user_id, session_id, response, invocation_id)
+        return _follow(
+            lambda inbox: launch(
+                InvocationRequest(
+                    self,
+                    user_id,
+                    session_id,
+                    chosen,
+                    token or continuations.new_token(),
+                    work,
+                    owner=inbox,
+                    subscriber=inbox,
+                )
+            )
+        )
+
+    def start_resume(
+        self,
+        user_id: str,
+        session_id: str,
+        response: Any,
+        invocation_id: str | None = None,
+        *,
+        token: str | None = None,
+        run: RunIdentity | None = None,
+    ) -> Pid:
+        """`resume_invocation` as a server of its own (what `adk.runs.resume` drives):
+        checked now, claimed once admitted."""
+        chosen, work = self._resumed(user_id, session_id, response, invocation_id)
+        request = InvocationRequest(
+            self, user_id, session_id, chosen, token or continuations.new_token(), work, run=run
+        )
+        return launch(request)
+
+    def _resumed(
+        self, user_id: str, session_id: str, response: Any, invocation_id: str | None
+    ) -> tuple[str, Resumed]:
+        """Every check a resume must pass before anything starts; what it resumes."""
         session = self._paused_session(user_id, session_id)
-        invocation_id, continuation = continuations.select(
-            session.state, invocation_id, agent=spec.name
+        chosen, stored, continuation = continuations.select(
+            session.state, invocation_id, agent=self.agent_name
         )
-        how, payload = continuations.answer(continuation, response)
-        past, current = split_events(
-            session.events, invocation_id, self.context_policy.include_partial
-        )
+        answer = continuations.answer(continuation, response)
+        past, current = split_events(session.events, chosen, self.context_policy.include_partial)
         if not current:
             raise AdkError("invalid_continuation", "the paused invocation is not in the session")
-        history = model_history(self.context_policy.select(past, current[0], spec.name)[:-1])
+        history = model_history(self.context_policy.select(past, current[0], self.agent_name)[:-1])
         contents = [event.content for event in current if event.content is not None]
-        claim = continuations.claim_event(invocation_id, continuation["type"], how)
-        invocation = Invocation(
-            self, spec, user_id, session_id, invocation_id, session.state, token
-        )
-        work = (
-            spec,
-            history,
-            contents,
-            continuation,
-            (how, payload),
-            Scope(self.app_name, user_id, session_id),
-            invocation_id,
-        )
-        return invocation.events(
-            resume_turn,
-            work,
-            opening=claim,
-            opening_delta=continuations.claimed_delta(invocation_id, invocation.token),
-            expected={continuations.key_of(invocation_id): continuation},
-        )
+        return chosen, Resumed(stored, continuation, answer, history, contents, dict(session.state))
 
     def update_long_running(
         self,
@@ -250,13 +298,13 @@ class Runner:
         """Record a non-terminal progress update of a paused long-running operation,
         atomically against its resume (a consumed pause gives ``no_paused_invocation``)."""
         session = self._paused_session(user_id, session_id)
-        invocation_id, continuation = continuations.select(
+        invocation_id, stored, continuation = continuations.select(
             session.state, invocation_id, agent=self.agent_name
         )
-        if continuation.get("operation_id") != operation_id:
+        if continuation.operation_id != operation_id:
             raise AdkError("long_running_operation_mismatch", "another operation is paused there")
         event = continuations.progress_event(self.agent_name, invocation_id, continuation, update)
-        return self._add_while_paused(user_id, session_id, invocation_id, continuation, event)
+        return self._add_while_paused(user_id, session_id, invocation_id, stored, event)
 
     def _add_while_paused(
         self,
@@ -299,47 +347,6 @@ class Runner:
                 raise AdkError("no_paused_invocation", "no such session") from None
             raise
 
-    # -- one invocation ------------------------------------------------------------------
-
-    def _invocation(
-        self,
-        user_id: str,
-        session_id: str,
-        message: str | Content,
-        invocation_id: str | None,
-        token: str | None,
-    ) -> Iterator[Any]:
-        spec = self._spec()
-        content = as_content(message)
-        invocation_id = _invocation_id(invocation_id)
-        session = self.sessions.create_session(self.app_name, user_id, session_id)
-        user_event = Event.new("user", invocation_id, content)
-        invocation = Invocation(
-            self, spec, user_id, session_id, invocation_id, session.state, token
-        )
-        try:  # nothing is stored before these pass, except a policy's audit event
-            invocation.guard.admit(spec.name, content)
-        except AdkError as error:
-            return iter([*invocation.drain(), Failed(error.reason)])
-        past, _ = split_events(session.events, None, self.context_policy.include_partial)
-        history = model_history(self.context_policy.select(past, user_event, spec.name)[:-1])
-        work = (spec, history, content, Scope(self.app_name, user_id, session_id), invocation_id)
-        return invocation.events(
-            run_turn,
-            work,
-            opening=user_event,
-            opening_delta=continuations.opened_delta(invocation_id, invocation.token),
-        )
-
-    def _spec(self) -> Any:
-        try:
-            _status, spec = call(registered_name(self.agent_name), ("spec",), 10.0)
-        except ProcessExit:
-            raise AdkError("noproc", "the agent is not running") from None
-        except CallTimeout:
-            raise AdkError("agent_unresponsive", "the agent did not answer in 10 s") from None
-        return spec
-
 
 def _invocation_id(chosen: str | None) -> str:
     if chosen is None:
@@ -351,7 +358,52 @@ def _invocation_id(chosen: str | None) -> str:
     return chosen
 
 
-def _result(outcome: Outcome | None) -> Any:
+def _follow(start: Callable[[Pid], Pid]) -> Iterator[Event | Outcome]:
+    """Start an invocation with a fresh inbox as its owner and subscriber, then yield
+    its stream: each event, then the outcome. Closing early closes the inbox, which the
+    server sees as its caller leaving (``consumer_closed``)."""
+    inbox = Inbox(label="invocation caller")
+    try:
+        server = start(inbox.pid)
+    except BaseException:
+        inbox.close()
+        raise
+    inbox.monitor(server)
+    ended = False
+    try:
+        while True:
+            match inbox.receive(None, None):
+                case StreamItem(item=item):
+                    yield item
+                case StreamTerminal(outcome=outcome):
+                    ended = True
+                    yield outcome
+                    return
+                case StreamDetached():
+                    raise AdkError("slow_subscriber", "the caller fell too far behind")
+                case Down(reason=reason) if not is_normal_exit(reason):
+                    ended = True
+                    kind = getattr(reason, "kind", None) or str(reason)
+                    yield Failed(("invocation_exit", kind[:200]))
+                    return
+    finally:
+        if not ended:  # the caller left early: the end is recorded before we return
+            try:
+                call(server, Cancel("consumer_closed", 0.0))
+            except ProcessExit:
+                pass  # it ended meanwhile, and recorded its own end
+        inbox.close()
+
+
+def _last_outcome(items: Iterator[Event | Outcome]) -> Outcome | None:
+    outcome: Outcome | None = None
+    for item in items:
+        if isinstance(item, OUTCOME_TYPES):
+            outcome = item
+    return outcome
+
+
+def _result(outcome: Outcome | None) -> str | Content | Paused:
     """What `run` returns for an outcome: the output, the `Paused` outcome, or a raise."""
     if isinstance(outcome, Completed):
         return outcome.output
@@ -359,35 +411,6 @@ def _result(outcome: Outcome | None) -> Any:
         return outcome
     reason = outcome.reason if outcome is not None else "invocation_worker_exit"
     raise AdkError(reason, "the invocation failed")
-
-
-_ADMISSION_KEYS = {"overflow", "queue_timeout", "server"}
-
-
-def _admission_options(options: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """A Runner's admission settings: overflow mode, queue timeout, controller name."""
-    if options is None:
-        return None
-    options = check_options(
-        options, _ADMISSION_KEYS, "invalid_admission_control", "admission_control"
-    )
-    if options.get("overflow", "reject") not in ("reject", "queue"):
-        raise AdkError(("invalid_admission_control", "overflow"), "overflow: reject or queue")
-    timeout = options.get("queue_timeout", 30.0)
-    if (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, int | float)
-        or not 0 < timeout <= MAX_RUN_TIMEOUT
-    ):
-        raise AdkError(
-            ("invalid_admission_control", "queue_timeout"),
-            f"queue_timeout is seconds in (0, {MAX_RUN_TIMEOUT}]",
-        )
-    return {
-        "overflow": options.get("overflow", "reject"),
-        "queue_timeout": float(timeout),
-        **({"server": options["server"]} if "server" in options else {}),
-    }
 
 
 class EventStream:

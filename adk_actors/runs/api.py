@@ -1,9 +1,11 @@
 """The `adk.runs` facade: start, subscribe, wait, status, cancel and resume runs.
 
-A run is not owned by the caller that starts it: its actor is a temporary child of
-the run supervisor (`adk.runs`), so a starter or subscriber that exits never stops
-it. Every call finds the run by its registered name at call time; once an ended
-run's retention is over (or it was evicted), every call says ``not_found``.
+A run is an invocation server (`adk_actors.runner.server`) started with a run
+identity: it registers ``("adk.run", run_id)`` and its stream, is a temporary child
+of the invocation supervisor (``adk.runs``), so a starter or subscriber that exits
+never stops it, and stays after its terminal for its retention, kept by the run
+registry. Every call finds the run by its registered name at call time; once an
+ended run's retention is over (or it was evicted), every call says ``not_found``.
 """
 
 from __future__ import annotations
@@ -16,36 +18,42 @@ import structlog
 
 from adk_actors.app import RUN_SUPERVISOR, ensure_started
 from adk_actors.outcomes import Failed, Outcome
-from adk_actors.runs.actor import RunServer
-from adk_actors.runs.handoff import RunRequest, handoffs
-from adk_actors.runs.registry import RUN_REGISTRY, run_name, stream_name
+from adk_actors.runner.messages import (
+    BeginResume,
+    Cancel,
+    EndResume,
+    ForgetResume,
+    Status,
+    Unwait,
+    Wait,
+)
+from adk_actors.runner.request import RunIdentity, handoffs, run_name, stream_name
+from adk_actors.runs.options import RunOptions, run_options
+from adk_actors.runs.registry import RUN_REGISTRY, Lost, Stats, Track
 from adk_actors.runs.subscription import CreditSubscription, Subscription
 from adk_actors.runs.values import (
+    CANCEL_GRACE,
     DEFAULT_MAX_BUFFERED_EVENTS,
     DEFAULT_RETENTION,
     RunError,
     RunTimeout,
     check_cursor,
-    check_max_buffered_events,
-    check_retention,
     check_run_id,
     new_run_id,
 )
+from providers.errors import AdkError
 from supervision import (
     CallTimeout,
-    ChildSpec,
+    CreditStream,
     DynamicSupervisor,
-    MaxChildrenReached,
     Pid,
     ProcessExit,
     Ref,
-    SupervisorError,
     aio,
     call,
     cast,
     whereis,
 )
-from supervision.credit_stream import CreditStream
 
 MAX_CANCEL_REASON_BYTES = 1024
 _log = structlog.get_logger("adk_actors.runs")
@@ -66,19 +74,22 @@ def start(
     An explicit `run_id` that is already in use raises ``already_exists``, and
     nothing of the refused run is left behind.
     """
-    request = RunRequest(
+    options = _options(retention=retention, max_buffered_events=max_buffered_events)
+    identity = RunIdentity(
         run_id=new_run_id() if run_id is None else check_run_id(run_id),
-        runner=runner,
-        user_id=user_id,
-        session_id=session_id,
-        message=message,
-        retention=check_retention(retention),
-        max_buffered_events=check_max_buffered_events(max_buffered_events),
-        invocation_id=f"inv-{uuid.uuid4().hex}",
-        token=uuid.uuid4().hex,
+        retention=options.retention,
+        max_buffered_events=options.max_buffered_events,
+        registry=RUN_REGISTRY,
     )
     ensure_started()
-    return _launch(request)
+    invocation_id, token = f"inv-{uuid.uuid4().hex}", uuid.uuid4().hex
+    server = _started(
+        lambda: runner.start_invocation(
+            user_id, session_id, message, invocation_id=invocation_id, token=token, run=identity
+        )
+    )
+    _track(identity, server, (runner, user_id, session_id, invocation_id, token))
+    return identity.run_id
 
 
 def subscribe(run_id: str, after: int = 0) -> Subscription:
@@ -103,14 +114,14 @@ def wait(run_id: str, timeout: float | None = None) -> Outcome:
     Independent of subscriptions: waiting consumes nothing.
     """
     try:
-        actor, _ = _lookup(run_id)
+        server, _ = _lookup(run_id)
     except RunError:
         return _lost(run_id)
     token = Ref()
     try:
-        return call(actor, ("wait", token), timeout)  # type: ignore[no-any-return]
+        return call(server, Wait(token), timeout)  # type: ignore[no-any-return]
     except CallTimeout:
-        cast(actor, ("unwait", token))
+        cast(server, Unwait(token))
         raise RunTimeout(f"the run did not end within {timeout} s") from None
     except ProcessExit:
         return _lost(run_id)
@@ -119,14 +130,14 @@ def wait(run_id: str, timeout: float | None = None) -> Outcome:
 async def wait_async(run_id: str, timeout: float | None = None) -> Outcome:
     """`wait` for asyncio code: the event loop keeps running meanwhile."""
     try:
-        actor, _ = _lookup(run_id)
+        server, _ = _lookup(run_id)
     except RunError:
         return _lost(run_id)
     token = Ref()
     try:
-        return await aio.call(actor, ("wait", token), timeout)  # type: ignore[no-any-return]
+        return await aio.call(server, Wait(token), timeout)  # type: ignore[no-any-return]
     except CallTimeout:
-        cast(actor, ("unwait", token))
+        cast(server, Unwait(token))
         raise RunTimeout(f"the run did not end within {timeout} s") from None
     except ProcessExit:
         return _lost(run_id)
@@ -136,11 +147,11 @@ def status(run_id: str) -> dict[str, Any]:
     """A JSON-safe view of the run: ``state`` (running, completed, paused, cancelled,
     failed), ``run_id``, ``parent_run_id``, ``resumed_to``, ``subscribers``, sequences..."""
     try:
-        actor, stream = _lookup(run_id)
-        info: dict[str, Any] = call(actor, ("status",))
+        server, stream = _lookup(run_id)
+        info: dict[str, Any] = _answer(server, Status())
         window = CreditStream.status(stream)
     except (RunError, ProcessExit):
-        outcome = _lost(run_id)  # a run whose actor died has only its outcome left
+        outcome = _lost(run_id)  # a run whose server died has only its outcome left
         return {"run_id": run_id, "state": "failed", "outcome": msgspec.to_builtins(outcome)}
     info["subscribers"] = window["subscribers"]
     info["latest_sequence"] = window["latest_sequence"]
@@ -150,7 +161,8 @@ def status(run_id: str) -> dict[str, Any]:
 
 def cancel(run_id: str, reason: Any = "cancelled") -> None:
     """Cancel a running run: its outcome becomes `Cancelled(reason)` (the first reason
-    wins); ``already_terminal`` once it has ended."""
+    wins; its turn has `CANCEL_GRACE` to end on its own); ``already_terminal`` once it
+    has ended."""
     try:
         size = len(msgspec.json.encode(reason))
     except (TypeError, msgspec.EncodeError):
@@ -158,11 +170,11 @@ def cancel(run_id: str, reason: Any = "cancelled") -> None:
     if size > MAX_CANCEL_REASON_BYTES:
         raise RunError("invalid_cancel_reason", "a reason is JSON-safe, at most 1 KiB")
     try:
-        actor, _ = _lookup(run_id)
+        server, _ = _lookup(run_id)
     except RunError:
-        _lost(run_id)  # not_found, unless its actor died: then it has ended
+        _lost(run_id)  # not_found, unless its server died: then it has ended
         raise RunError("already_terminal", "the run has ended") from None
-    _answer(actor, ("cancel", reason))
+    _answer(server, Cancel(reason, CANCEL_GRACE))
 
 
 def resume(
@@ -180,53 +192,44 @@ def resume(
     (admission refused it), the paused run can be resumed again. ``run_not_paused``;
     ``already_resumed`` (its `run_id` is the run that resumed it).
     """
-    actor, _ = _lookup(run_id)
+    server, _ = _lookup(run_id)
     child_id = new_run_id()
     try:
-        parent = _answer(actor, ("begin_resume", child_id))
+        parent = _answer(server, BeginResume(child_id))
     except RunError as error:
         if not _unclaimed(error):
             raise
-        _answer(actor, ("forget_resume", error.run_id))
-        parent = _answer(actor, ("begin_resume", child_id))
+        _answer(server, ForgetResume(error.run_id or ""))
+        parent = _answer(server, BeginResume(child_id))
     committed = False
-    token = uuid.uuid4().hex
     try:
-        runner = parent["runner"]
-        items = runner.resume_invocation(
-            parent["user_id"],
-            parent["session_id"],
-            response,
-            invocation_id=parent["event"].invocation_id,
-            token=token,
-        )
-        request = RunRequest(
-            run_id=child_id,
-            runner=runner,
-            user_id=parent["user_id"],
-            session_id=parent["session_id"],
-            message=None,
-            retention=parent["retention"] if retention is None else check_retention(retention),
+        options = _options(
+            retention=parent["retention"] if retention is None else retention,
             max_buffered_events=(
                 parent["max_buffered_events"]
                 if max_buffered_events is None
-                else check_max_buffered_events(max_buffered_events)
+                else max_buffered_events
             ),
-            parent_run_id=run_id,
-            items=items,
-            invocation_id=parent["event"].invocation_id,
-            token=token,
         )
-        try:
-            _launch(request)
-        except BaseException:
-            _log.warning("adk.runs.resume_not_started", run_id=run_id)
-            _close(items)
-            raise
+        identity = RunIdentity(
+            run_id=child_id,
+            retention=options.retention,
+            max_buffered_events=options.max_buffered_events,
+            registry=RUN_REGISTRY,
+            parent_run_id=run_id,
+        )
+        runner, user_id, session_id = parent["runner"], parent["user_id"], parent["session_id"]
+        invocation_id, token = parent["event"].invocation_id, uuid.uuid4().hex
+        child = _started(
+            lambda: runner.start_resume(
+                user_id, session_id, response, invocation_id, token=token, run=identity
+            )
+        )
+        _track(identity, child, (runner, user_id, session_id, invocation_id, token))
         committed = True
     finally:
         try:
-            call(actor, ("end_resume", child_id, committed))
+            call(server, EndResume(child_id, committed))
         except ProcessExit:
             pass  # the paused run expired meanwhile; the new run goes on
     _log.info("adk.runs.resumed", run_id=run_id, resumed_to=child_id)
@@ -234,9 +237,10 @@ def resume(
 
 
 def stats() -> dict[str, int]:
-    """Live counts: run actors (running and retained), retained ended runs, pending handoffs."""
+    """Live counts: run servers (running and retained), retained ended runs, pending
+    handoffs."""
     try:
-        _, counts = call(RUN_REGISTRY, ("stats",))
+        counts = call(RUN_REGISTRY, Stats())
         actors = DynamicSupervisor.count_children(RUN_SUPERVISOR)["active"]
     except ProcessExit:
         counts, actors = {"retained": 0}, 0
@@ -250,39 +254,36 @@ def stats() -> dict[str, int]:
 # -- helpers -------------------------------------------------------------------------------
 
 
-def _launch(request: RunRequest) -> str:
-    """Start the run actor: the request crosses the handoff, the child spec has only a ref."""
-    ref = handoffs.put(request)
-    spec = ChildSpec(ref, lambda: RunServer.start_link(ref), restart="temporary")
+def _options(**options: Any) -> RunOptions:
+    """A run's options, checked (`RunError` with the spec's reason)."""
     try:
-        actor = DynamicSupervisor.start_child(RUN_SUPERVISOR, spec)
-        closing = (
-            request.runner,
-            request.user_id,
-            request.session_id,
-            request.invocation_id,
-            request.token,
-        )
-        cast(RUN_REGISTRY, ("track", request.run_id, actor, request.retention, closing))
-    except MaxChildrenReached:
-        raise RunError("too_many_runs", "the run supervisor is at max_children") from None
-    except SupervisorError as error:
+        return run_options(**options)
+    except AdkError as error:
+        raise RunError(error.reason, error.detail) from None
+
+
+def _started(start: Any) -> Pid:
+    """Start a run's server; its refusals become `RunError`s with the same reason."""
+    try:
+        return start()  # type: ignore[no-any-return]
+    except RunError:
+        raise
+    except AdkError as error:
         reason = error.reason
-        if isinstance(reason, tuple) and len(reason) == 2 and reason[0] == "shutdown":
-            reason = reason[1]
-        if reason in ("already_exists", "handoff_taken"):
-            raise RunError(reason, f"run {request.run_id!r} was not started") from None
-        raise RunError(("run_start_failed", str(reason)[:200]), "the run did not start") from None
-    except ProcessExit:
-        raise RunError("not_started", "the application is not running") from None
-    finally:
-        handoffs.discard(ref)  # taken by the actor, or withdrawn: never left behind
-    return request.run_id
+        if reason == "not_started":
+            raise RunError("not_started", "the application is not running") from None
+        raise RunError(reason, f"the run was not started: {error.detail}") from None
+
+
+def _track(identity: RunIdentity, server: Pid, closing: tuple[Any, ...]) -> None:
+    """The registry monitors the run from now on (closing: how to end a lost run's
+    session: runner, user, session, invocation id, token)."""
+    cast(RUN_REGISTRY, Track(identity.run_id, server, identity.retention, closing))
 
 
 def _unclaimed(error: RunError) -> bool:
     """Did the resume that made this run `already_resumed` fail (it may not have
-    claimed the continuation; the paused run's actor checks the session)?"""
+    claimed the continuation; the paused run's server checks the session)?"""
     if error.reason != "already_resumed" or error.run_id is None:
         return False
     try:
@@ -292,30 +293,30 @@ def _unclaimed(error: RunError) -> bool:
 
 
 def _lost(run_id: str) -> Outcome:
-    """The outcome the registry recorded for a run whose actor died, or ``not_found``."""
+    """The outcome the registry recorded for a run whose server died, or ``not_found``."""
     try:
-        status, value = call(RUN_REGISTRY, ("lost", run_id))
+        outcome = call(RUN_REGISTRY, Lost(run_id))
     except ProcessExit:
-        status = "error"
-    if status != "ok":
+        outcome = None
+    if outcome is None:
         raise RunError("not_found", "no such run, or its retention is over")
-    return value  # type: ignore[no-any-return]
+    return outcome  # type: ignore[no-any-return]
 
 
 def _lookup(run_id: str) -> tuple[Pid, Pid]:
-    """The run's actor and stream, by their registered names (no message round trip)."""
+    """The run's server and stream, by their registered names (no message round trip)."""
     if not isinstance(run_id, str):
         raise RunError("not_found", "a run id is a string")
-    actor, stream = whereis(run_name(run_id)), whereis(stream_name(run_id))
-    if actor is None or stream is None:
+    server, stream = whereis(run_name(run_id)), whereis(stream_name(run_id))
+    if server is None or stream is None:
         raise RunError("not_found", "no such run, or its retention is over")
-    return actor, stream
+    return server, stream
 
 
-def _answer(actor: Pid, request: tuple[Any, ...]) -> Any:
-    """Call the run actor; turn its ``("error", reason)`` into a `RunError`."""
+def _answer(server: Pid, request: Any) -> Any:
+    """Call the run's server; turn its ``("error", reason)`` into a `RunError`."""
     try:
-        status, value = call(actor, request)
+        status, value = call(server, request)
     except ProcessExit:
         raise RunError("not_found", "the run is no longer retained") from None
     if status == "ok":
@@ -323,9 +324,3 @@ def _answer(actor: Pid, request: tuple[Any, ...]) -> Any:
     if isinstance(value, tuple) and value[:1] == ("already_resumed",):
         raise RunError("already_resumed", f"resumed as {value[1]}", run_id=value[1])
     raise RunError(value, "refused by the run")
-
-
-def _close(items: Any) -> None:
-    close = getattr(items, "close", None)
-    if close is not None:
-        close()

@@ -1,21 +1,24 @@
-"""The run registry: run ids to run actors, and how long ended runs are kept.
+"""The run registry: run ids to run servers, and how long ended runs are kept.
 
-Names are the kernel registry's: a run actor registers ``("adk.run", run_id)`` in
-its own `init` (so a duplicate id is refused before anything starts, and a name
-never outlives its process), and its stream ``("adk.run_stream", run_id)``. Every
-`adk.runs` call resolves them at call time, without a message round trip.
+Names are the kernel registry's: a run's invocation server registers ``("adk.run",
+run_id)`` in its own `init` (so a duplicate id is refused before anything starts,
+and a name never outlives its process), and its stream ``("adk.run_stream",
+run_id)``. Every `adk.runs` call resolves them at call time, without a message round
+trip.
 
 This GenServer owns what names cannot do: retention, and the outcome of a run whose
-actor died. It monitors every run actor from its start; an actor that dies before
-reporting its terminal outcome (a kill, a crash) gets one here,
+server died. It monitors every run server from its start (`Track`); a server that
+dies before its terminal outcome (a kill, a crash) gets one here,
 ``Failed(("run_actor_exit", reason))``, retained like any other, so `wait` and
-`status` still answer exactly once. When a run reaches its
-terminal outcome it is retained for its `retention` seconds, so late subscribers,
-`wait` and `status` still find it; at most `MAX_RETAINED_TERMINAL_RUNS` are
-retained, oldest evicted first. Expiry or eviction shuts the run actor down (its
-stream is linked to it), which frees both names: the run is `not_found` from then
-on. It sits before the run supervisor in the application's `rest_for_one` tree, so
-if it dies every run goes with it and none outlives its retention bookkeeping.
+`status` still answer exactly once, and its session is closed for it. When a run
+reaches its terminal outcome (`Terminal`) it is retained for its `retention`
+seconds, so late subscribers, `wait` and `status` still find it; at most
+`MAX_RETAINED_TERMINAL_RUNS` ended runs that are not paused are retained, oldest
+evicted first (paused runs wait for a human and do not count). Expiry or eviction
+shuts the run server down (its stream is linked to it), which frees both names: the
+run is `not_found` from then on. It sits before the invocation supervisor in the
+application's `rest_for_one` tree, so if it dies every run goes with it and none
+outlives its retention bookkeeping.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from typing import Any, NamedTuple
 
 import structlog
 
-from adk_actors.outcomes import Failed
+from adk_actors.outcomes import Failed, Paused
+from adk_actors.runner.messages import Terminal
+from adk_actors.runner.request import run_name, stream_name
 from adk_actors.runs.values import MAX_RETAINED_TERMINAL_RUNS
 from supervision import (
     Down,
@@ -34,6 +39,7 @@ from supervision import (
     Pid,
     Ref,
     Reply,
+    Task,
     TimerRef,
     cancel_timer,
     demonitor,
@@ -42,20 +48,31 @@ from supervision import (
     self_pid,
     send_after,
 )
-from supervision.tasks import Task
 
 RUN_REGISTRY = "adk.run_registry"
 _log = structlog.get_logger("adk_actors.runs")
 
 
-def run_name(run_id: str) -> tuple[str, str]:
-    """The registered name of a run's actor."""
-    return ("adk.run", run_id)
+__all__ = ["RUN_REGISTRY", "Lost", "RunRegistry", "Stats", "Track", "run_name", "stream_name"]
 
 
-def stream_name(run_id: str) -> tuple[str, str]:
-    """The registered name of a run's credit stream."""
-    return ("adk.run_stream", run_id)
+class Track(NamedTuple):
+    """Cast: monitor the run `run_id` served by `server` until its terminal."""
+
+    run_id: str
+    server: Pid
+    retention: float
+    closing: tuple[Any, ...] | None
+
+
+class Lost(NamedTuple):
+    """Call: the outcome recorded for a run whose server died, or None."""
+
+    run_id: str
+
+
+class Stats(NamedTuple):
+    """Call: ``{"retained": n}``."""
 
 
 class _Retained:
@@ -101,33 +118,33 @@ class RunRegistry(GenServer):
     def init(self, max_retained: int | None) -> _State:
         return _State(MAX_RETAINED_TERMINAL_RUNS if max_retained is None else max_retained)
 
-    def handle_call(self, request: tuple[Any, ...], from_: From, state: _State) -> Any:
-        if request[0] == "stats":
-            return Reply(("ok", {"retained": len(state.retained)}), state)
-        if request[0] == "lost":  # the outcome of a run whose actor died, if any
-            run_id = request[1]
-            tracked = state.tracked.get(run_id)
-            if tracked is not None and not tracked.actor.is_alive():
-                self._lose(state, run_id, "killed")  # its Down is still on the way
-            entry = state.retained.get(run_id)
-            if entry is not None and entry.actor is None:
-                return Reply(("ok", entry.outcome), state)
-            return Reply(("error", "not_found"), state)
-        return Reply(("error", ("unknown_request", request[0])), state)
+    def handle_call(self, request: Any, from_: From, state: _State) -> Any:
+        match request:
+            case Stats():
+                return Reply({"retained": len(state.retained)}, state)
+            case Lost(run_id):  # the outcome of a run whose server died, if any
+                tracked = state.tracked.get(run_id)
+                if tracked is not None and not tracked.actor.is_alive():
+                    self._lose(state, run_id, "killed")  # its Down is still on the way
+                entry = state.retained.get(run_id)
+                return Reply(
+                    entry.outcome if entry is not None and entry.actor is None else None, state
+                )
+        return Reply(None, state)
 
-    def handle_cast(self, msg: tuple[Any, ...], state: _State) -> _State:
-        if msg[0] == "track":
-            _, run_id, actor, retention, closing = msg
-            if run_id not in state.tracked and run_id not in state.retained:
-                ref = monitor(actor)
-                state.tracked[run_id] = _Tracked(actor, ref, retention, closing)
-                state.by_ref[ref] = run_id
-        elif msg[0] == "terminal":
-            tracked = state.tracked.pop(msg[1], None)
-            if tracked is not None:
-                state.by_ref.pop(tracked.ref, None)
-                demonitor(tracked.ref, flush=True)
-            self._retain(state, *msg[1:])
+    def handle_cast(self, msg: Any, state: _State) -> _State:
+        match msg:
+            case Track(run_id, Pid() as server, retention, closing):
+                if run_id not in state.tracked and run_id not in state.retained:
+                    ref = monitor(server)
+                    state.tracked[run_id] = _Tracked(server, ref, retention, closing)
+                    state.by_ref[ref] = run_id
+            case Terminal(run_id, Pid() as server, retention, outcome):
+                tracked = state.tracked.pop(run_id, None)
+                if tracked is not None:
+                    state.by_ref.pop(tracked.ref, None)
+                    demonitor(tracked.ref, flush=True)
+                self._retain(state, run_id, server, retention, outcome)
         return state
 
     def handle_info(self, msg: Any, state: _State) -> _State:
@@ -175,8 +192,12 @@ class RunRegistry(GenServer):
         self._evict(state)
 
     def _evict(self, state: _State) -> None:
-        while len(state.retained) > state.max_retained:
-            self._release(state, next(iter(state.retained.values())), "evicted")
+        """Past the cap, release the oldest ended runs; paused ones wait for a human."""
+        ended = [
+            entry for entry in state.retained.values() if not isinstance(entry.outcome, Paused)
+        ]
+        for entry in ended[: max(0, len(ended) - state.max_retained)]:
+            self._release(state, entry, "evicted")
 
     @staticmethod
     def _release(state: _State, entry: _Retained, why: str) -> None:

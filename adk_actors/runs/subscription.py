@@ -16,61 +16,22 @@ then the terminal. `CreditSubscription` holds at most one unacknowledged item:
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import threading
-import time
-from collections.abc import Callable, Hashable
 from typing import Any, Literal
 
 from adk_actors.runs.values import RunError, RunEvent, RunTerminal, RunTimeout
-from supervision import Down, Pid, ProcessExit
-from supervision.credit_stream import (
+from supervision import (
     CreditStream,
+    Down,
+    Inbox,
+    Pid,
+    ProcessExit,
     StreamDetached,
     StreamError,
     StreamItem,
     StreamTerminal,
 )
-from supervision.process import PseudoProcess, current_process, resolve
-from supervision.signals import Reason
 
 Item = RunEvent | RunTerminal
-
-
-class Inbox(PseudoProcess):
-    """A mailbox-only process owned by whoever subscribed; optionally wakes an event loop."""
-
-    __slots__ = ("_owner", "_waker")
-
-    def __init__(self) -> None:
-        super().__init__(threading.current_thread())
-        self.label = "run subscription"
-        self._waker: Callable[[], None] | None = None
-        owner = current_process()
-        assert owner is not None
-        self._owner = owner
-        if not owner.add_watcher(self, self):
-            self.exit("normal")
-
-    def deliver(self, message: Any) -> None:
-        super().deliver(message)
-        waker = self._waker
-        if waker is not None:
-            waker()
-
-    def notify_down(self, ref: Hashable, pid: Pid, reason: Reason) -> None:
-        if ref is self:  # the owner exited: so does its subscription
-            self.exit("normal")
-        else:
-            super().notify_down(ref, pid, reason)
-
-    def set_waker(self, waker: Callable[[], None] | None) -> None:
-        self._waker = waker
-
-    def close(self) -> None:
-        self._owner.remove_watcher(self)
-        self.exit("normal")
 
 
 class _Base:
@@ -81,13 +42,10 @@ class _Base:
     def __init__(self, run_id: str, stream: Pid, after: int) -> None:
         self.run_id = run_id
         self._stream = stream
-        self._inbox = Inbox()
+        self._inbox = Inbox(label="run subscription")
         self._done = False
         try:
-            stream_process = resolve(stream)
-            if stream_process is None:
-                raise RunError("not_found", "no such run")
-            self._inbox.monitor(stream_process)
+            self._inbox.monitor(stream)
             CreditStream.subscribe(
                 stream,
                 after=after,
@@ -144,29 +102,17 @@ class _Base:
         return self._convert(message)
 
     async def anext(self, timeout: float | None = None) -> Item:
-        """`next` for asyncio code: awaits without blocking the event loop."""
+        """`next` for asyncio code: awaits without blocking the event loop (no thread)."""
         if self._done:
             raise RunError("not_subscribed", "the subscription has ended")
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        inbox = self._inbox
-        while True:
-            message = self._take(0)
-            if message is not None:
-                return self._convert(message)
-            arrived: asyncio.Future[None] = loop.create_future()
-            inbox.set_waker(functools.partial(_wake, loop, arrived))
-            try:
-                message = self._take(0)  # it may have arrived before the waker was in place
-                if message is not None:
-                    return self._convert(message)
-                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-                try:
-                    await asyncio.wait_for(arrived, remaining)
-                except TimeoutError:
-                    raise RunTimeout(f"nothing was deliverable within {timeout} s") from None
-            finally:
-                inbox.set_waker(None)
+        try:
+            message = await self._inbox.areceive(timeout)
+        except TimeoutError:
+            raise RunTimeout(f"nothing was deliverable within {timeout} s") from None
+        except ProcessExit:  # the owner exited, and the inbox with it
+            self._done = True
+            raise RunError("not_subscribed", "the subscriber's owner has exited") from None
+        return self._convert(message)
 
     def _take(self, timeout: float | None) -> Any:
         """The next message from the inbox, or None when none came within `timeout`."""
@@ -217,17 +163,6 @@ class CreditSubscription(_Base):
     """At most one unacknowledged item: `next(timeout)`, then `ack(item.seq)`."""
 
     mode: Literal["push", "credit"] = "credit"
-
-
-def _wake(loop: asyncio.AbstractEventLoop, arrived: asyncio.Future[None]) -> None:
-    def resolve_future() -> None:
-        if not arrived.done():
-            arrived.set_result(None)
-
-    try:
-        loop.call_soon_threadsafe(resolve_future)
-    except RuntimeError:
-        pass  # the loop is closed: nobody waits any more
 
 
 def _run_error(error: StreamError) -> RunError:

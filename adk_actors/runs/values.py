@@ -8,7 +8,6 @@ spec's atom); a `replay_gap` carries `gap`, an `already_resumed` the new `run_id
 
 from __future__ import annotations
 
-import math
 import re
 import uuid
 from typing import Any
@@ -17,12 +16,10 @@ import msgspec
 
 from adk_actors.events import Event
 from adk_actors.outcomes import Outcome
+from adk_actors.runs.options import DEFAULT_MAX_BUFFERED_EVENTS as DEFAULT_MAX_BUFFERED_EVENTS
+from adk_actors.runs.options import DEFAULT_RETENTION as DEFAULT_RETENTION
 from providers.errors import AdkError
-from supervision.credit_stream import MAX_BUFFERED_CEILING
 
-DEFAULT_RETENTION = 60.0
-MAX_RETENTION = 86_400.0
-DEFAULT_MAX_BUFFERED_EVENTS = 256
 MAX_RETAINED_TERMINAL_RUNS = 100
 CANCEL_GRACE = 0.25
 MAX_RUN_ID_CHARS = 128
@@ -82,32 +79,6 @@ def check_run_id(run_id: Any) -> str:
             "invalid_run_id", f"a run id is 1..{MAX_RUN_ID_CHARS} characters of [A-Za-z0-9_.:-]"
         )
     return run_id
-
-
-def check_retention(retention: Any) -> float:
-    """Seconds a terminal run stays queryable: in (0, 86400]."""
-    if (
-        isinstance(retention, bool)
-        or not isinstance(retention, int | float)
-        or not math.isfinite(retention)
-        or not 0 < retention <= MAX_RETENTION
-    ):
-        raise RunError("invalid_retention", f"retention is seconds in (0, {MAX_RETENTION:g}]")
-    return float(retention)
-
-
-def check_max_buffered_events(value: Any) -> int:
-    """The replay window: an int in 1..65536."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or not 1 <= value <= MAX_BUFFERED_CEILING
-    ):
-        raise RunError(
-            "invalid_max_buffered_events",
-            f"max_buffered_events is an int in 1..{MAX_BUFFERED_CEILING}",
-        )
-    return value
 
 
 def check_cursor(after: Any) -> int:

@@ -130,7 +130,13 @@ class ToolCatalog:
         refusal = self.check_arguments(call.name, call.args)
         if refusal is not None:
             return FunctionResponsePart(call.name, refusal, call.id)
-        return self.execute(call, ctx)
+        response = self.execute(call, ctx)
+        if isinstance(response, Suspension):  # only a Runner can pause
+            raise AdkError(
+                "tool_confirmation_requires_runner",
+                f"{call.name!r} pauses for a human or an operation; only a Runner can",
+            )
+        return response
 
     def execute(
         self, call: FunctionCallPart, ctx: ToolContext, *, approved: bool = False
@@ -138,19 +144,43 @@ class ToolCatalog:
         """Run a call whose arguments `check_arguments` already accepted. Without a Runner
         (`approved` false) a call needing approval fails closed; a `Suspension` result is
         returned as is for the Runner to pause on."""
+        entry = self._runnable(call, ctx, approved)
+        try:
+            value = entry.tool.execute(dict(call.args), ctx)
+        except Exception as error:
+            return FunctionResponsePart(call.name, _failure(call.name, error), call.id)
+        return _response(call, value)
+
+    async def aexecute(
+        self, call: FunctionCallPart, ctx: ToolContext, *, approved: bool = False
+    ) -> FunctionResponsePart | Suspension:
+        """`execute` for an async tool (see `is_async`), awaited on the caller's loop."""
+        entry = self._runnable(call, ctx, approved)
+        try:
+            value = await entry.tool.execute(dict(call.args), ctx)
+        except Exception as error:
+            return FunctionResponsePart(call.name, _failure(call.name, error), call.id)
+        return _response(call, value)
+
+    def is_async(self, name: str) -> bool:
+        """Is this tool a coroutine (run on the reactor, holding no thread)?"""
+        entry = self._entries.get(name)
+        return entry is not None and entry.tool.is_async
+
+    def _runnable(self, call: FunctionCallPart, ctx: ToolContext, approved: bool) -> _Entry:
         entry = self._entries[call.name]
         if not approved and entry.tool.needs_confirmation(call.args, ctx):
             raise AdkError(
                 "tool_confirmation_requires_runner",
                 f"{call.name!r} needs human approval, which only a Runner can pause for",
             )
-        try:
-            value = entry.tool.execute(dict(call.args), ctx)
-        except Exception as error:
-            return FunctionResponsePart(call.name, _failure(call.name, error), call.id)
-        if isinstance(value, Suspension):
-            return value
-        return FunctionResponsePart(call.name, _success(call.name, value), call.id)
+        return entry
+
+
+def _response(call: FunctionCallPart, value: Any) -> FunctionResponsePart | Suspension:
+    if isinstance(value, Suspension):
+        return value
+    return FunctionResponsePart(call.name, _success(call.name, value), call.id)
 
 
 def _structure(

@@ -60,6 +60,11 @@ class Tool:
     def execute(self, args: dict[str, Any], ctx: ToolContext) -> Any:
         raise NotImplementedError(f"{type(self).__name__}.execute")
 
+    @property
+    def is_async(self) -> bool:
+        """An ``async def execute`` runs on the reactor; a plain one on a pool thread."""
+        return inspect.iscoroutinefunction(self.execute)
+
     def needs_confirmation(self, args: dict[str, Any], ctx: ToolContext) -> bool:
         """True when the tool wants a human to approve this call."""
         return self.confirmation(args, ctx)[0]
@@ -97,6 +102,10 @@ class FunctionTool(Tool):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.fn)
 
     def __repr__(self) -> str:
         return f"<tool {self.name}>"

@@ -474,21 +474,24 @@ def state_of(sessions):
     return sessions.get_session("app", "u", "s").state
 
 
-def test_a_killed_worker_never_opens_after_its_abandonment(sessions):
-    agent = adk.spawn_agent("Opener", {"provider": adk.ScriptedProvider(["late"])})
+def test_a_run_cancelled_in_its_lane_never_opens(sessions):
+    """The invocation server is the only writer: cancelled while it waits for its lane
+    (another invocation holds the session), it ends Cancelled with nothing stored, and
+    the turn it never started never runs."""
+    model = adk.ScriptedProvider([{"text": "first", "delay": 0.5}, "never"])
+    agent = adk.spawn_agent("Opener", {"provider": model})
     runner = adk.Runner(agent, "app", sessions)
-    sessions.create_session("app", "u", "locked")
-    import time
-
-    with sessions.lock("app", "u", "locked"):  # the worker's opening waits here
-        run_id = adk.runs.start(runner, "u", "locked", "hi")
-        time.sleep(0.1)
-        adk.runs.cancel(run_id, "user_cancel")  # grace, kill; the abandonment waits too
-        time.sleep(0.5)  # past the grace: the worker is killed while it waits
-    assert adk.runs.wait(run_id, timeout=5) == adk.Cancelled("user_cancel")
-    time.sleep(0.3)  # the killed worker has had the lock by now
-    session = sessions.get_session("app", "u", "locked")
-    assert session.events == () and session.state == {}
+    sessions.create_session("app", "u", "lane")
+    first = adk.runs.start(runner, "u", "lane", "one")
+    wait_until(lambda: sessions.get_session("app", "u", "lane").events != ())
+    second = adk.runs.start(runner, "u", "lane", "two")
+    wait_until(lambda: adk.runs.status(second)["phase"] == "queued_in_lane")
+    adk.runs.cancel(second, "user_cancel")
+    assert adk.runs.wait(second, timeout=5) == adk.Cancelled("user_cancel")
+    assert adk.runs.wait(first, timeout=5) == adk.Completed("first")
+    session = sessions.get_session("app", "u", "lane")
+    assert [e.text() for e in session.events] == ["one", "first"]
+    assert model.calls == 1 and not any(k.startswith("_adk:") for k in session.state)
 
 
 def test_an_lmdb_continuation_with_a_nan_still_resumes(tmp_path):

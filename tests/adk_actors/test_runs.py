@@ -11,11 +11,11 @@ import pytest
 
 import adk_actors as adk
 import supervision as sv
-from adk_actors.app import RUN_SUPERVISOR, TASK_SUPERVISOR
-from adk_actors.runs.actor import RunServer
-from adk_actors.runs.handoff import Handoffs, RunRequest
-from supervision.process import current_process, live_processes, resolve
-from supervision.task_supervisor import default_task_supervisor
+from adk_actors.app import RUN_SUPERVISOR
+from adk_actors.runner.request import Fresh, Handoffs, InvocationRequest
+from adk_actors.runner.server import InvocationServer
+from supervision import default_task_supervisor
+from supervision.process import current_process, live_processes
 from tests.helpers import in_thread, wait_until
 
 
@@ -52,7 +52,7 @@ def drain(run_id, after=0):
 
 
 def run_processes():
-    kinds = ("RunServer", "_StreamServer", "run subscription")
+    kinds = ("InvocationServer", "_StreamServer", "run subscription")
     return sorted((p for p in live_processes() if p.label in kinds), key=lambda p: p.pid)
 
 
@@ -62,10 +62,6 @@ def gone(run_id):
     except adk.AdkError as error:
         return error.reason == "not_found"
     return False
-
-
-def task_count():
-    return resolve(TASK_SUPERVISOR).count()
 
 
 class Publish(adk.Tool):
@@ -398,16 +394,17 @@ def test_cancel_while_blocked(sessions):
     run_id = adk.runs.start(runner, "u", "s", "hi")
     sub = adk.runs.subscribe(run_id)
     assert sub.next(timeout=5).seq == 1  # the user event: the invocation is under way
-    assert task_count() == 1
+    assert default_task_supervisor().count() == baseline_turns + 1  # its turn
     adk.runs.cancel(run_id, reason="user_cancel")
     adk.runs.cancel(run_id, reason="second")  # still running: accepted, the first reason wins
     outcome = adk.runs.wait(run_id, timeout=10)
     assert outcome == adk.Cancelled("user_cancel")
-    assert sub.next(timeout=5) == adk.runs.RunTerminal(2, outcome)
+    cancelled = sub.next(timeout=5)  # the stream carries every stored event, the end too
+    assert cancelled.seq == 2 and cancelled.event.error.reason == "user_cancel"
+    assert sub.next(timeout=5) == adk.runs.RunTerminal(3, outcome)
     assert adk.runs.status(run_id)["state"] == "cancelled"
     assert refused(lambda: adk.runs.cancel(run_id)).reason == "already_terminal"
-    wait_until(lambda: task_count() == 0)  # the worker died ...
-    wait_until(lambda: default_task_supervisor().count() <= baseline_turns)  # ... and its turn
+    wait_until(lambda: default_task_supervisor().count() <= baseline_turns)  # its turn died
     events = sessions.get_session("app", "u", "s").events
     assert [event.author for event in events] == ["user", "Stuck"]
     assert events[1].error.reason == "user_cancel"
@@ -528,13 +525,13 @@ def test_a_duplicate_run_id_is_refused_and_leaves_nothing_behind(sessions):
 
 def test_handoffs_are_one_shot(sessions):
     table = Handoffs()
-    request = RunRequest("run-x", None, "u", "s", "hi", 60.0, 256)
+    request = InvocationRequest(None, "u", "s", "inv-x", "token", Fresh(adk.content.new(["hi"])))
     ref = table.put(request)
     assert table.take(ref) is request
     assert refused(lambda: table.take(ref)).reason == "handoff_taken"
     assert table.pending() == 0
-    spec = sv.ChildSpec(ref, lambda: RunServer.start_link(ref), restart="temporary")
-    with pytest.raises(sv.SupervisorError) as info:  # an actor started on a spent handoff
+    spec = sv.ChildSpec(ref, lambda: InvocationServer.start_link(ref), restart="temporary")
+    with pytest.raises(sv.SupervisorError) as info:  # a server started on a spent handoff
         sv.DynamicSupervisor.start_child(RUN_SUPERVISOR, spec)
     assert info.value.reason == ("shutdown", "handoff_taken")
     assert adk.runs.stats()["actors"] == 0
@@ -546,7 +543,7 @@ def test_runs_sit_after_the_task_supervisor_in_the_root_tree():
 
 
 def test_a_killed_run_actor_still_has_exactly_one_outcome(sessions):
-    from adk_actors.runs.registry import run_name
+    from adk_actors.runner.request import run_name
 
     runner = runner_for(sessions, "Doomed", slow(delay=5.0))
     sessions.create_session("app", "u", "doomed")

@@ -15,7 +15,7 @@ import adk_actors as adk
 import supervision as sv
 from adk_actors import admission
 from adk_actors.app import RUN_SUPERVISOR
-from adk_actors.runs.registry import run_name
+from adk_actors.runner.request import run_name
 from supervision import DynamicSupervisor
 from tests.helpers import wait_until
 

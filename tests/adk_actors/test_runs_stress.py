@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 
 import pytest
 
 import adk_actors as adk
 from adk_actors.app import RUN_SUPERVISOR, TASK_SUPERVISOR
-from supervision import DynamicSupervisor
+from supervision import DynamicSupervisor, default_task_supervisor
 from supervision.process import current_process, resolve
-from supervision.task_supervisor import default_task_supervisor
 from tests.helpers import wait_until
 
 RUNS = 1_000
@@ -64,4 +64,46 @@ def test_1000_stable_runs_over_32_agents():
     wait_until(lambda: counts() == baseline, timeout=60)
     assert adk.runs.stats() == {"actors": 0, "retained": 0, "pending_handoffs": 0}
     assert me.pending() == mailbox  # nothing of the runs reached the caller's mailbox
+    sessions.close()
+
+
+@pytest.mark.timeout(300)
+def test_1000_runs_at_128_way_on_lmdb_each_store_one_opening_and_one_terminal(tmp_path):
+    """Under concurrent load on LMDB every invocation stores its opening and exactly one
+    terminal (the old design ended some ``invocation_ended_elsewhere`` with nothing
+    stored). Some sessions are shared, so lanes serialize their runs too."""
+    sessions = adk.sessions.LmdbSessionService(tmp_path / "sessions")
+    runners = [
+        adk.Runner(
+            adk.spawn_agent(f"Durable{n}", {"provider": adk.ScriptedProvider(fn=echo)}),
+            "lmdb",
+            sessions,
+        )
+        for n in range(8)
+    ]
+    width, total, shared = 128, 1_000, 250
+    outcomes: dict[int, object] = {}
+    slots = asyncio.Semaphore(width)
+
+    async def one(n: int) -> None:
+        async with slots:  # at most 128 runs in flight; each waited for from its start
+            run_id = adk.runs.start(runners[n % 8], "u", f"s{n % shared}", f"m{n}")
+            outcomes[n] = await adk.runs.wait_async(run_id, timeout=60)
+
+    async def main() -> None:
+        await asyncio.gather(*(one(n) for n in range(total)))
+
+    asyncio.run(main())
+    assert outcomes == {n: adk.Completed(f"m{n}") for n in range(total)}
+    for s in range(shared):
+        session = sessions.get_session("lmdb", "u", f"s{s}")
+        by_invocation: dict[str, list] = {}
+        for event in session.events:
+            by_invocation.setdefault(event.invocation_id, []).append(event)
+        assert len(by_invocation) == len(range(s, total, shared))
+        for events in by_invocation.values():
+            assert events[0].author == "user"
+            assert sum(1 for event in events if event.is_final or event.error) == 1
+            assert events[-1].is_final
+        assert not any(key.startswith("_adk:") for key in session.state)
     sessions.close()

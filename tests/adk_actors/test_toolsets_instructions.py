@@ -75,13 +75,13 @@ def test_toolset_names_are_checked_like_any_tool():
 def test_instruction_templates_over_scoped_state():
     seen = []
     model = adk.ScriptedProvider(fn=lambda history, tools: {"text": "ok"})
-    original_generate = model.generate
+    original_generate = model.agenerate  # turns call the model as a coroutine
 
-    def spy(config, history, tools):
+    async def spy(config, history, tools):
         seen.append(config.get("instructions"))
-        return original_generate(config, history, tools)
+        return await original_generate(config, history, tools)
 
-    model.generate = spy
+    model.agenerate = spy
     agent = adk.spawn_agent(
         "Greeter", {"provider": model, "instructions": "Greet {user:name}. Plan: {app:plan?}."}
     )
@@ -108,11 +108,13 @@ def test_dynamic_instruction_provider_gets_a_read_only_scope():
 
     seen = []
     model = adk.ScriptedProvider(fn=lambda history, tools: {"text": "ok"})
-    original = model.generate
-    model.generate = lambda config, history, tools: (
-        seen.append(config["instructions"]),
-        original(config, history, tools),
-    )[1]
+    original = model.agenerate  # turns call the model as a coroutine
+
+    async def spy(config, history, tools):
+        seen.append(config["instructions"])
+        return await original(config, history, tools)
+
+    model.agenerate = spy
     agent = adk.spawn_agent("Dynamic", {"provider": model, "instructions": instructions})
     adk.invoke(agent, "hi", scope=("app", "u7", "s"), state={"k": 1})
     assert seen == ["You serve u7 (1 state keys)."]

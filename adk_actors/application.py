@@ -1,0 +1,114 @@
+"""The application: the root supervision tree of DESIGN.md §4.
+
+`start_tree` (idempotent) starts ``adk.app``, a `rest_for_one` supervisor, with the
+children that exist so far, in the order the design fixes; `app.stop()` shuts it down
+in reverse order. Later issues add their children in their place.
+
+This is the composition root: it imports the areas whose servers it starts (sessions,
+runs, admission). Those areas import the tree's names from `app.py`, never this
+module, and `adk_actors/__init__.py` installs `start_tree` as `app.start`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from adk_actors import admission
+from adk_actors.app import (
+    AGENT_SUPERVISOR,
+    APP_NAME,
+    MAX_RUNS,
+    RUN_SUPERVISOR,
+    TASK_SUPERVISOR,
+    tree_lock,
+)
+from adk_actors.runs.registry import start_registry
+from adk_actors.sessions.memory import OWNER_NAME, SessionOwner
+from providers.errors import AdkError
+from supervision import (
+    ChildSpec,
+    DynamicSupervisor,
+    Pid,
+    Supervisor,
+    register,
+    start_task_supervisor,
+    whereis,
+)
+
+
+def _children(admission_config: admission.AdmissionConfig) -> list[ChildSpec]:
+    # rest_for_one: a child that dies takes down every child after it, so nothing
+    # outlives what it depends on. Agents come before the task supervisor in the
+    # design's order; agent turns use the kernel's task supervisor for now.
+    return [
+        # first: agents and runs record into sessions, so they start after it
+        ChildSpec("session_owner", _start_session_owner),
+        ChildSpec(
+            "agent_supervisor",
+            lambda: DynamicSupervisor.start_link(name=AGENT_SUPERVISOR, intensity=100, period=5.0),
+            type="supervisor",
+        ),
+        ChildSpec("task_supervisor", _start_tasks, type="supervisor", shutdown="brutal_kill"),
+        # Runs, after the task supervisor (every run's worker and settle tasks live under
+        # it): first the run registry, which retains ended runs and shuts them down when
+        # their retention is over, then the supervisor of run actors. If the registry
+        # dies, rest_for_one stops every run with it: no run outlives the registry.
+        ChildSpec("run_registry", start_registry),
+        ChildSpec(
+            "run_supervisor",
+            lambda: DynamicSupervisor.start_link(MAX_RUNS, name=RUN_SUPERVISOR),
+            type="supervisor",
+        ),
+        # Admission control, after the runs as the design orders it. Nothing depends on
+        # it restarting with them: a restarted controller starts empty, and releasing a
+        # permit of the old one is a harmless no-op.
+        admission.child_spec(admission_config),
+    ]
+
+
+def _start_session_owner() -> Pid:
+    return SessionOwner.start_link(name=OWNER_NAME)
+
+
+def _start_tasks() -> Pid:
+    pid = start_task_supervisor()
+    register(TASK_SUPERVISOR, pid)
+    return pid  # type: ignore[no-any-return]
+
+
+def start_tree(admission_control: Mapping[str, Any] | None = None) -> Pid:
+    """Start the root tree if it is not running; returns its pid (see `app.start`)."""
+    try:
+        admission_config = admission.validate_config(admission_control)
+    except AdkError as error:
+        raise AdkError(
+            ("invalid_application_env", "admission_control", error.reason), error.detail
+        ) from None
+    with tree_lock:
+        pid = whereis(APP_NAME)
+        if pid is not None:
+            if admission_control is not None and not _admission_matches(admission_config):
+                raise AdkError(
+                    ("application_already_started", "admission_control"),
+                    "the application runs with another admission_control; stop() it first",
+                )
+            return pid
+        return Supervisor.start(
+            _children(admission_config),
+            strategy="rest_for_one",
+            intensity=10,
+            period=5.0,
+            name=APP_NAME,
+        )
+
+
+def _admission_matches(config: admission.AdmissionConfig) -> bool:
+    try:
+        running = admission.status()
+    except AdkError:
+        return False
+    wanted = msgspec.structs.asdict(config)
+    return all(running.get(key, value) == value for key, value in wanted.items())

@@ -1,0 +1,95 @@
+"""The invocation server's protocol: one small typed class per message.
+
+Callers (`Runner`, `adk.runs`) send `Cancel`, `Wait`, `Status` and the resume
+links; the turn task sends `TurnStep` and `AuditStep`; timers send `GraceOver` and
+`DeadlineReached`. Calls answer ``("ok", value)`` or ``("error", reason)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from adk_actors.events import Event
+from supervision import Ref
+
+
+class Cancel(NamedTuple):
+    """End the invocation with `reason` (the first reason wins). An open invocation's
+    turn has `grace` seconds to end on its own (its outcome then stands), then it is
+    killed and the session records the cancel."""
+
+    reason: Any
+    grace: float
+
+
+class Wait(NamedTuple):
+    """Answered with the outcome once there is one; `token` names this waiter."""
+
+    token: Ref
+
+
+class Unwait(NamedTuple):
+    """Cast: the waiter `token` gave up."""
+
+    token: Ref
+
+
+class Status(NamedTuple):
+    """A JSON-safe view of the invocation (and of its run, for a stable run)."""
+
+
+class BeginResume(NamedTuple):
+    """A paused run is being resumed as `new_run_id`: ``run_not_paused``,
+    ``already_resumed`` or ``resume_in_progress`` if it may not be."""
+
+    new_run_id: str
+
+
+class ForgetResume(NamedTuple):
+    """The resume `run_id` ended without claiming the pause: resumable again."""
+
+    run_id: str
+
+
+class EndResume(NamedTuple):
+    """The resume `new_run_id` started (`committed`) or was not started."""
+
+    new_run_id: str
+    committed: bool
+
+
+class TurnStep(NamedTuple):
+    """From the turn task: ``("model", Content, metadata)``, ``("tool", Content,
+    None)`` or ``("delta", text or Content, None)``."""
+
+    kind: str
+    value: Any
+    metadata: Any
+
+
+class AuditStep(NamedTuple):
+    """From the turn task: a runtime-policy audit event to store."""
+
+    event: Event
+
+
+class GraceOver(NamedTuple):
+    """Timer: a cancelled turn had its chance to end on its own."""
+
+
+class DeadlineReached(NamedTuple):
+    """Timer: the invocation's `run_timeout` is over."""
+
+
+class Terminal(NamedTuple):
+    """Cast to the run registry: the run `run_id` (served by `server`) ended with
+    `outcome`; retain it for `retention` seconds."""
+
+    run_id: str
+    server: Any
+    retention: float
+    outcome: Any
+
+
+class Begin(NamedTuple):
+    """To itself, right after `init`: start admission (so `init` returns at once)."""

@@ -1,0 +1,123 @@
+"""What starts an invocation server: the request, and the one-shot handoff it crosses.
+
+The invocation supervisor's child spec carries only an opaque reference; the request
+(runner, message or continuation, options) waits in `handoffs` under it and the
+server takes it exactly once in `init`, so a restarted or duplicated child can never
+run a request twice, and the starter withdraws whatever was not taken.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from adk_actors.agents.turn_outcome import Answer, Continuation
+from providers.content import Content
+from providers.errors import AdkError
+from supervision import Pid
+
+if TYPE_CHECKING:
+    from adk_actors.runner.runner import Runner
+
+MAX_PENDING_HANDOFFS = 10_000
+
+
+@dataclass(frozen=True)
+class Fresh:
+    """A new invocation: the user's message (history is read once the lane is ours)."""
+
+    message: Content
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """A resume: the stored continuation to claim, the checked answer, and the
+    invocation so far (history before it, its own contents)."""
+
+    stored: dict[str, Any]
+    continuation: Continuation
+    answer: Answer
+    history: list[Content]
+    contents: list[Content]
+    state: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """What makes an invocation a stable run: its id, retention, replay window, and
+    the registry that retains it (told `Terminal` at its end)."""
+
+    run_id: str
+    retention: float
+    max_buffered_events: int
+    registry: Any
+    parent_run_id: str | None = None
+
+
+def run_name(run_id: str) -> tuple[str, str]:
+    """The registered name of a run's invocation server."""
+    return ("adk.run", run_id)
+
+
+def stream_name(run_id: str) -> tuple[str, str]:
+    """The registered name of a run's credit stream."""
+    return ("adk.run_stream", run_id)
+
+
+@dataclass(frozen=True)
+class InvocationRequest:
+    """Everything an invocation server needs; crosses the handoff, never the child spec."""
+
+    runner: Runner
+    user_id: str
+    session_id: str
+    invocation_id: str
+    token: str
+    work: Fresh | Resumed
+    owner: Pid | None = None
+    """A caller whose exit cancels the invocation (`Runner.run`); None for a run."""
+    subscriber: Pid | None = None
+    """Subscribed to the event stream before anything is published."""
+    run: RunIdentity | None = None
+    max_buffered_events: int = 256
+
+
+class Handoffs:
+    """A locked table of requests waiting for their server; each is taken at most once."""
+
+    def __init__(self, max_pending: int = MAX_PENDING_HANDOFFS) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[str, InvocationRequest] = {}
+        self._max_pending = max_pending
+
+    def put(self, request: InvocationRequest) -> str:
+        """Store `request`; returns the opaque reference the child spec will carry."""
+        ref = f"handoff-{uuid.uuid4().hex}"
+        with self._lock:
+            if len(self._pending) >= self._max_pending:
+                raise AdkError("busy", f"{self._max_pending} invocation starts are in flight")
+            self._pending[ref] = request
+        return ref
+
+    def take(self, ref: str) -> InvocationRequest:
+        """The request under `ref`, removed; ``handoff_taken`` if it is gone."""
+        with self._lock:
+            request = self._pending.pop(ref, None)
+        if request is None:
+            raise AdkError("handoff_taken", "this handoff was already taken or withdrawn")
+        return request
+
+    def discard(self, ref: str) -> bool:
+        """Withdraw an untaken request; True if it was still there."""
+        with self._lock:
+            return self._pending.pop(ref, None) is not None
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+
+handoffs = Handoffs()
+"""The process-wide table starters put into and invocation servers take from."""

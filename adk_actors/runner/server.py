@@ -1,0 +1,826 @@
+"""The invocation server: one supervised process per invocation (DESIGN.md §4.1).
+
+A `temporary` child of the invocation supervisor (``adk.runs``). It owns everything
+of one invocation: its admission permit, its lane slot in the agent, the opening
+event, the turn task it starts and monitors, every session write, its credit stream
+and its single terminal. Its phase (`Phase`) only moves forward:
+
+    ADMITTING -> QUEUED_IN_LANE -> OPEN -> PAUSED | COMPLETED | FAILED | CANCELLED
+
+Waiting is a message: the permit and the lane slot are requested with
+`send_request` and arrive as `Response`s; the turn runs in a `Task` and reports each
+step (`TurnStep`, `AuditStep`) and its end (`TaskResult`); cancel, the deadline and
+the owner's exit are messages too. Only this process writes the invocation's events,
+and a step that arrives after the terminal is dropped, so a late or killed turn can
+never write. A plain invocation (`Runner.run`) stops once its terminal is published;
+a stable run stays, answering `Wait`/`Status`, until the run registry ends its
+retention.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import structlog
+
+from adk_actors import admission as admission_api
+from adk_actors.agents.messages import EnterLane, LeaveLane
+from adk_actors.agents.names import registered_name
+from adk_actors.agents.scope import Scope, TurnOptions
+from adk_actors.agents.turn import resume_turn, run_turn
+from adk_actors.agents.turn_outcome import TurnCompleted, TurnFailed, TurnPaused
+from adk_actors.app import RUN_SUPERVISOR, ensure_started
+from adk_actors.events import Event
+from adk_actors.outcomes import Cancelled, Completed, Failed, Outcome, Paused
+from adk_actors.runner import continuations, steps
+from adk_actors.runner.guard import Guard
+from adk_actors.runner.history import model_history, split_events, visible_state
+from adk_actors.runner.messages import (
+    AuditStep,
+    Begin,
+    BeginResume,
+    Cancel,
+    DeadlineReached,
+    EndResume,
+    ForgetResume,
+    GraceOver,
+    Status,
+    Terminal,
+    TurnStep,
+    Unwait,
+    Wait,
+)
+from adk_actors.runner.phase import Phase, advance
+from adk_actors.runner.request import (
+    Fresh,
+    InvocationRequest,
+    Resumed,
+    handoffs,
+    run_name,
+    stream_name,
+)
+from providers.errors import AdkError
+from supervision import (
+    DEADLINE_REASON,
+    AlreadyStarted,
+    ChildSpec,
+    CreditStream,
+    Down,
+    DynamicSupervisor,
+    From,
+    GenServer,
+    MaxChildrenReached,
+    NameTaken,
+    NoReply,
+    Pid,
+    ProcessExit,
+    Ref,
+    Reply,
+    Response,
+    Stop,
+    StreamError,
+    SupervisorError,
+    SyncPool,
+    Task,
+    TaskBusy,
+    TaskResult,
+    TimerRef,
+    cancel_request,
+    cancel_timer,
+    cast,
+    monitor,
+    register,
+    reply,
+    self_pid,
+    send,
+    send_after,
+    send_request,
+    shared_pool,
+    whereis,
+)
+
+PUSH_BOUND = 65_536
+"""A caller's unread events before its subscription is detached (``slow_subscriber``)."""
+LANE_RETRIES = 3
+"""Times a lane request follows a restarted agent before the invocation fails."""
+_log = structlog.get_logger("adk_actors.runner")
+
+
+@dataclass
+class _Invocation:
+    """The server's state. Invariants: `turn` is set only while OPEN; `permit` is held
+    from its grant to the terminal; `outcome` is set exactly when the phase is
+    terminal, and never changes after; nothing is written to the session before OPEN
+    except a policy refusal's audit event."""
+
+    request: InvocationRequest
+    stream: Pid
+    deadline_at: float
+    phase: Phase = Phase.ADMITTING
+    spec: Any = None
+    permit: admission_api.Permit | None = None
+    admission_request: Ref | None = None
+    admission_request_id: str | None = None
+    lane_request: Ref | None = None
+    lane_agent: Pid | None = None
+    lane_attempts: int = 0
+    turn: Task | None = None
+    preparing: Task | None = None
+    opening: Event | None = None
+    owner_ref: Ref | None = None
+    deadline_timer: TimerRef | None = None
+    partials: steps.Partials = field(default_factory=steps.Partials)
+    final: tuple[Any, Any] = (None, None)
+    cancel_reason: Any = None
+    grace: TimerRef | None = None
+    outcome: Outcome | None = None
+    terminal_sequence: int | None = None
+    published: int = 0
+    waiters: dict[Ref, From] = field(default_factory=dict)
+    resumed_to: str | None = None
+    resume_pending: str | None = None
+    started_at: float = field(default_factory=time.time)
+    ended_at: float | None = None
+
+    @property
+    def runner(self) -> Any:
+        return self.request.runner
+
+    @property
+    def invocation_id(self) -> str:
+        return self.request.invocation_id
+
+
+class InvocationServer(GenServer):
+    """One invocation: its permit, lane slot, turn, session writes, stream, terminal."""
+
+    def init(self, ref: str) -> Any:
+        try:
+            request = handoffs.take(ref)
+        except AdkError:
+            return Stop(("shutdown", "handoff_taken"))
+        run = request.run
+        try:
+            if run is not None:
+                register(run_name(run.run_id), self_pid())
+            stream = CreditStream.start_link(
+                max_buffered=run.max_buffered_events if run else request.max_buffered_events,
+                push_bound=PUSH_BOUND,
+                name=stream_name(run.run_id) if run else None,
+            )
+        except (NameTaken, AlreadyStarted):  # the name was the first step: nothing started
+            return Stop(("shutdown", "already_exists"))
+        if request.subscriber is not None:
+            try:
+                CreditStream.subscribe(stream, after=0, subscriber=request.subscriber)
+            except StreamError:
+                pass  # the caller is gone already: its owner monitor says so next
+        timeout = request.runner.run_timeout
+        state = _Invocation(request, stream, time.monotonic() + timeout)
+        state.deadline_timer = send_after(self_pid(), DeadlineReached(), timeout)
+        if request.owner is not None:
+            state.owner_ref = monitor(request.owner)
+        send(self_pid(), Begin())
+        return state
+
+    # -- requests --------------------------------------------------------------------
+
+    def handle_call(self, request: Any, from_: From, state: _Invocation) -> Any:
+        answer = self._call(request, from_, state)
+        if isinstance(answer, Reply) and state.phase.terminal and state.request.run is None:
+            return Stop("normal", state, reply=answer.value)  # ended by this call
+        return answer
+
+    def _call(self, request: Any, from_: From, state: _Invocation) -> Any:
+        match request:
+            case Wait(token):
+                if state.outcome is not None:
+                    return Reply(state.outcome, state)
+                state.waiters[token] = from_
+                return NoReply(state)
+            case Status():
+                return Reply(("ok", _status(state)), state)
+            case Cancel(reason, float() | int() as grace):
+                return Reply(self._cancel(state, reason, float(grace)), state)
+            case BeginResume(str() as new_run_id):
+                return Reply(_begin_resume(state, new_run_id), state)
+            case ForgetResume(str() as run_id):
+                if state.resumed_to == run_id and _still_paused(state):
+                    state.resumed_to = None
+                return Reply(("ok", None), state)
+            case EndResume(str() as new_run_id, bool() as committed):
+                if state.resume_pending == new_run_id:
+                    state.resume_pending = None
+                    if committed:
+                        state.resumed_to = new_run_id
+                return Reply(("ok", None), state)
+        return Reply(("error", ("invalid_request", type(request).__name__)), state)
+
+    def handle_cast(self, msg: Any, state: _Invocation) -> Any:
+        match msg:
+            case Unwait(token):
+                state.waiters.pop(token, None)
+        return state
+
+    def handle_info(self, msg: Any, state: _Invocation) -> Any:
+        match msg:
+            case TurnStep(kind, value, metadata) if state.phase is Phase.OPEN:
+                self._step(state, kind, value, metadata)
+            case AuditStep(event) if state.phase is Phase.OPEN:
+                self._store(state, event)
+            case TaskResult(pid=pid) if state.turn is not None and pid == state.turn.pid:
+                state.turn = None
+                self._turn_ended(state, msg)
+            case TaskResult(pid=pid) if state.preparing is not None and pid == state.preparing.pid:
+                state.preparing = None
+                if state.phase is Phase.QUEUED_IN_LANE:
+                    self._prepared(state, msg)
+            case Response(request_id=request_id):
+                self._response(state, request_id, msg)
+            case Begin() if state.phase is Phase.ADMITTING:
+                self._begin(state)
+            case GraceOver() if not state.phase.terminal:
+                state.grace = None
+                _log.info("adk.invocation.turn_killed", invocation_id=state.invocation_id)
+                self._end_cancelled(state)
+            case DeadlineReached() if not state.phase.terminal:
+                state.deadline_timer = None
+                self._deadline(state)
+            case Down(ref=ref) if ref == state.owner_ref and not state.phase.terminal:
+                state.owner_ref = None  # whoever waited for it is gone: stop at once
+                state.cancel_reason = "consumer_closed"
+                self._end_cancelled(state)
+        return self._after(state)
+
+    def terminate(self, reason: Any, state: Any) -> None:
+        if isinstance(state, _Invocation):
+            _release(state)
+            CreditStream.close_async(state.stream)  # after the items it still has to send
+
+    # -- admission and the lane --------------------------------------------------------
+
+    def _begin(self, state: _Invocation) -> None:
+        request = state.request
+        runner = request.runner
+        if isinstance(request.work, Fresh) and runner.runtime_policy is not None:
+            guard = Guard(runner.runtime_policy, state.invocation_id, self._audit_refusal(state))
+            try:
+                guard.admit(runner.agent_name, request.work.message)
+            except AdkError as error:
+                self._refuse(state, error.reason)
+                return
+        admission = runner.admission_control
+        if admission is None:
+            self._enter_lane(state)
+            return
+        state.admission_request_id = admission_api.new_request_id()
+        try:
+            state.admission_request = admission_api.request_permit(
+                runner.agent_name,
+                overflow=admission.overflow,
+                deadline=min(state.deadline_at, time.monotonic() + admission.queue_timeout),
+                request_id=state.admission_request_id,
+                server=_admission_server(state),
+            )
+        except AdkError as error:
+            self._refuse(state, ("admission_failed", error.reason))
+
+    def _response(self, state: _Invocation, request_id: Ref, response: Response) -> None:
+        if request_id == state.admission_request:
+            state.admission_request = None
+            try:
+                permit = admission_api.permit_from_response(
+                    response, server=_admission_server(state)
+                )
+            except AdkError as error:
+                if state.phase is Phase.ADMITTING:
+                    self._refuse(state, ("admission_failed", error.reason))
+                return
+            if state.phase is not Phase.ADMITTING:  # ended meanwhile: give it back
+                _give_back(permit)
+                return
+            state.permit = permit
+            self._enter_lane(state)
+        elif request_id == state.lane_request:
+            state.lane_request = None
+            if state.phase is not Phase.QUEUED_IN_LANE:
+                return
+            if response.ok and response.value[0] == "ok":
+                self._prepare(state, response.value[1])
+            elif response.ok:
+                self._refuse(state, response.value[1])
+            elif state.lane_attempts < LANE_RETRIES and _agent(state) is not None:
+                self._enter_lane(state)  # the agent restarted meanwhile: ask the new one
+            else:
+                self._refuse(state, "noproc")
+
+    def _enter_lane(self, state: _Invocation) -> None:
+        if state.phase is Phase.ADMITTING:
+            state.phase = advance(state.phase, Phase.QUEUED_IN_LANE)
+        request = state.request
+        lane = Scope(request.runner.app_name, request.user_id, request.session_id).lane()
+        state.lane_attempts += 1
+        state.lane_agent = _agent(state)
+        if state.lane_agent is None:
+            self._refuse(state, "noproc")
+            return
+        state.lane_request = send_request(state.lane_agent, EnterLane(lane, self_pid()))
+
+    # -- opening -------------------------------------------------------------------------
+
+    def _prepare(self, state: _Invocation, spec: Any) -> None:
+        """The lane is ours. A fresh invocation first reads its session and chooses the
+        history its model sees (a context policy may run a compressor), in a task of its
+        own so this server stays responsive; a resume chose its history when checked."""
+        state.spec = spec
+        request = state.request
+        if isinstance(request.work, Resumed):
+            self._open(state, request.work.history, visible_state(request.work.state))
+            return
+        state.opening = Event.new("user", state.invocation_id, request.work.message)
+        try:
+            state.preparing = Task.start(
+                _read_history,
+                request,
+                state.opening,
+                spec.name,
+                notify=True,
+                pool=invocation_pool(),
+            )
+        except TaskBusy:
+            self._refuse(state, "busy")
+
+    def _prepared(self, state: _Invocation, result: TaskResult) -> None:
+        if not result.ok:
+            kind = getattr(result.value, "kind", None) or str(result.value)
+            self._refuse(state, ("invocation_worker_exit", kind[:200]))
+        elif isinstance(result.value, TurnFailed):
+            self._refuse(state, result.value.reason)
+        else:
+            self._open(state, *result.value)
+
+    def _open(self, state: _Invocation, history: list[Any], visible: dict[str, Any]) -> None:
+        """Store the opening (the user's message, or a resume's claim) and start the
+        turn. A claim someone else made first is ``no_paused_invocation``."""
+        spec = state.spec
+        request = state.request
+        runner = request.runner
+        work = request.work
+        inv = state.invocation_id
+        if isinstance(work, Fresh):
+            assert state.opening is not None
+            opening = state.opening
+            expected: dict[str, Any] = {continuations.open_key(inv): None}
+            delta = continuations.opened_delta(inv, request.token)
+        else:
+            opening = continuations.claim_event(inv, work.continuation.type, work.answer.how)
+            expected = {continuations.key_of(inv): work.stored, continuations.open_key(inv): None}
+            delta = continuations.claimed_delta(inv, request.token)
+        try:
+            if not self._write(state, opening, delta, expected):
+                self._refuse(state, "no_paused_invocation")
+                return
+        except AdkError as error:
+            self._refuse(state, error.reason)
+            return
+        state.phase = advance(state.phase, Phase.OPEN)
+        me = self_pid()
+        guard = Guard(runner.runtime_policy, inv, lambda event: send(me, AuditStep(event)))
+        options = TurnOptions(
+            state=visible,
+            observer=lambda kind, value, metadata: send(me, TurnStep(kind, value, metadata)),
+            max_llm_calls=runner.max_llm_calls,
+            max_tool_rounds=runner.max_tool_rounds,
+            streaming=runner.streaming_mode,
+            pausable=True,
+            before_request=runner.context_policy.check_request,
+            tool_gate=guard.tool_call,
+            result_gate=guard.tool_result,
+        )
+        scope = Scope(runner.app_name, request.user_id, request.session_id)
+        turn: Any = (
+            run_turn(spec, history, work.message, scope, inv, options)
+            if isinstance(work, Fresh)
+            else resume_turn(
+                spec,
+                work.history,
+                work.contents,
+                work.continuation,
+                work.answer,
+                scope,
+                inv,
+                options,
+            )
+        )
+        try:  # a coroutine: it runs on the kernel's reactor, holding no thread while it waits
+            state.turn = Task.start(turn, deadline=state.deadline_at, notify=True)
+        except TaskBusy:
+            self._publish(state, opening)
+            self._end_failed(state, "busy")
+            return
+        self._publish(state, opening)  # once its turn runs: a subscriber may count on it
+
+    # -- steps ---------------------------------------------------------------------------
+
+    def _step(self, state: _Invocation, kind: str, value: Any, metadata: Any) -> None:
+        """A step of the turn becomes a stored event; deltas wait for their round's end,
+        and the final round's deltas wait for the final-output policy."""
+        name = state.spec.name
+        if kind == "delta":
+            limit = state.runner.max_stream_output_bytes
+            if not state.partials.add(name, state.invocation_id, value, limit):
+                state.partials.clear()  # none of this round's deltas is stored
+                self._kill_turn(state)
+                self._end_failed(state, "stream_output_limit_exceeded")
+        elif kind == "tool":
+            self._store(state, Event.new(name, state.invocation_id, value))
+        elif kind == "model" and steps.has_calls(value):
+            self._flush_partials(state)
+            self._store(
+                state, Event.new(name, state.invocation_id, value, provider_metadata=metadata)
+            )
+        elif kind == "model":
+            state.final = (value, metadata)
+
+    def _flush_partials(self, state: _Invocation) -> None:
+        for partial in state.partials.take():
+            self._store(state, partial)
+
+    def _store(self, state: _Invocation, event: Event) -> None:
+        """Store and publish one step of the open invocation (nothing after its end)."""
+        if state.phase is not Phase.OPEN:
+            return
+        try:
+            stored = self._write(state, event)
+        except AdkError as error:  # e.g. a state delta over the limit
+            self._kill_turn(state)
+            self._end_failed(state, ("step_not_stored", error.reason))
+            return
+        if stored:
+            self._publish(state, event)
+
+    # -- the end ---------------------------------------------------------------------------
+
+    def _turn_ended(self, state: _Invocation, result: TaskResult) -> None:
+        if state.grace is not None:  # an outcome reached within the grace stands
+            cancel_timer(state.grace)
+            state.grace = None
+        if not result.ok:
+            if state.cancel_reason is not None:
+                self._end_cancelled(state)
+            elif result.value == DEADLINE_REASON:
+                self._end_failed(state, "timeout")
+            else:  # the kind only: exception text stays out of sessions
+                kind = getattr(result.value, "kind", None) or str(result.value)
+                self._end_failed(state, ("invocation_worker_exit", kind[:200]))
+            return
+        match result.value:
+            case TurnCompleted(output=output):
+                self._end_completed(state, output)
+            case TurnPaused(continuation, call, message):
+                self._end_paused(state, continuation, call, message)
+            case TurnFailed(reason=reason):
+                self._end_failed(state, reason)
+            case other:
+                self._end_failed(state, ("invalid_turn_outcome", type(other).__name__))
+
+    def _end_completed(self, state: _Invocation, output: Any) -> None:
+        runner = state.runner
+        guard = Guard(runner.runtime_policy, state.invocation_id, self._audit_step(state))
+        try:
+            guard.final(state.spec.name, output)
+        except AdkError as error:  # its deltas and text are never stored
+            state.partials.clear()
+            self._end_failed(state, error.reason)
+            return
+        self._flush_partials(state)
+        if state.phase.terminal:  # a step could not be stored: that ended it
+            return
+        content, metadata = state.final
+        event = steps.final_event(state.spec, state.invocation_id, output, content, metadata)
+        try:
+            delta = continuations.closed_delta(state.invocation_id)
+            stored = self._write(state, event, delta, clear_temp=True)
+        except AdkError as error:  # e.g. an output_key value over the state limit
+            self._end_failed(state, ("final_not_stored", error.reason))
+            return
+        self._terminal(state, Phase.COMPLETED, Completed(output), event if stored else None)
+
+    def _end_paused(self, state: _Invocation, continuation: Any, call: Any, message: str) -> None:
+        continuation = msgspec.structs.replace(continuation, token=state.request.token)
+        inv = state.invocation_id
+        event = continuations.pause_event(steps.PAUSE_AUTHOR, inv, continuation, call, message)
+        delta = continuations.paused_delta(inv, continuation.dump())
+        try:  # temp: state stays until the resumed invocation ends
+            stored = self._write(state, event, delta, clear_temp=False)
+        except AdkError as error:  # e.g. a continuation over the state limit
+            self._end_failed(state, ("pause_not_stored", error.reason))
+            return
+        self._terminal(state, Phase.PAUSED, Paused(event), event if stored else None)
+
+    def _end_failed(self, state: _Invocation, reason: Any) -> None:
+        event = steps.error_event(state, reason, "the invocation failed")
+        stored = self._write_end(state, event)
+        self._terminal(state, Phase.FAILED, Failed(reason), event if stored else None)
+
+    def _end_cancelled(self, state: _Invocation) -> None:
+        """Kill the turn and record the cancel (or the caller's leaving) as the end."""
+        self._kill_turn(state)
+        reason = state.cancel_reason
+        if state.phase is not Phase.OPEN:  # nothing of it is in the session
+            self._terminal(state, Phase.CANCELLED, Cancelled(reason), None)
+            return
+        event = steps.error_event(state, reason, "the invocation was cancelled")
+        stored = self._write_end(state, event)
+        self._terminal(state, Phase.CANCELLED, Cancelled(reason), event if stored else None)
+
+    def _refuse(self, state: _Invocation, reason: Any) -> None:
+        """End before opening: nothing (but a policy's audit event) is in the session."""
+        self._terminal(state, Phase.FAILED, Failed(reason), None)
+
+    def _deadline(self, state: _Invocation) -> None:
+        if state.phase is Phase.ADMITTING and state.admission_request is not None:
+            return  # the controller holds the same deadline and answers it
+        self._kill_turn(state)
+        if state.phase is Phase.OPEN:
+            self._end_failed(state, "timeout")
+        else:
+            self._refuse(state, "timeout")
+
+    def _terminal(
+        self, state: _Invocation, phase: Phase, outcome: Outcome, event: Event | None
+    ) -> None:
+        """The one terminal: publish it, give back permit and lane, answer waiters."""
+        state.phase = advance(state.phase, phase)
+        state.outcome = outcome
+        state.ended_at = time.time()
+        if event is not None:
+            self._publish(state, event)
+        _release(state)  # before anyone hears of the end: a caller may reuse both at once
+        state.published += 1
+        state.terminal_sequence = state.published
+        CreditStream.finish_async(state.stream, outcome)
+        waiters, state.waiters = state.waiters, {}
+        for from_ in waiters.values():
+            reply(from_, outcome)
+        run = state.request.run
+        if run is not None:
+            cast(run.registry, Terminal(run.run_id, self_pid(), run.retention, outcome))
+        _log.debug("adk.invocation.ended", invocation_id=state.invocation_id, phase=phase.value)
+
+    def _after(self, state: _Invocation) -> Any:
+        """A plain invocation stops once its terminal is out; a run stays retained."""
+        if state.phase.terminal and state.request.run is None:
+            return Stop("normal", state)
+        return state
+
+    # -- cancel --------------------------------------------------------------------------
+
+    def _cancel(self, state: _Invocation, reason: Any, grace: float) -> tuple[str, Any]:
+        if state.phase.terminal:
+            return ("error", "already_terminal")
+        if state.cancel_reason is not None:
+            return ("ok", None)  # the first reason wins
+        state.cancel_reason = reason
+        _log.info("adk.invocation.cancel_requested", invocation_id=state.invocation_id)
+        if state.phase is Phase.OPEN and grace > 0:
+            state.grace = send_after(self_pid(), GraceOver(), grace)
+        else:
+            self._end_cancelled(state)
+        return ("ok", None)
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _kill_turn(self, state: _Invocation) -> None:
+        for task in (state.turn, state.preparing):
+            if task is not None:
+                task.kill()
+        state.turn = state.preparing = None
+
+    def _write(
+        self,
+        state: _Invocation,
+        event: Event,
+        delta: Mapping[str, Any] | None = None,
+        expected: Mapping[str, Any] | None = None,
+        clear_temp: bool = False,
+    ) -> bool:
+        """One atomic step: store `event` (and apply `delta`) if the invocation is still
+        open for us (or, for the opening, if `expected` holds); False otherwise."""
+        runner = state.runner
+        request = state.request
+        condition = (
+            expected
+            if expected is not None
+            else continuations.is_open(state.invocation_id, request.token)
+        )
+        try:
+            runner.sessions.add_event_if_state(
+                runner.app_name,
+                request.user_id,
+                request.session_id,
+                event,
+                condition,
+                runtime_delta=delta,
+            )
+        except AdkError as error:
+            if error.reason in ("conflict", "not_found"):
+                return False
+            raise
+        if clear_temp:
+            runner.sessions.clear_temp_state(runner.app_name, request.user_id, request.session_id)
+        return True
+
+    def _write_end(self, state: _Invocation, event: Event) -> bool:
+        """Store an error end (closing the invocation, clearing ``temp:``), if it was open."""
+        if state.phase is not Phase.OPEN:
+            return False
+        try:
+            return self._write(
+                state, event, continuations.closed_delta(state.invocation_id), clear_temp=True
+            )
+        except AdkError as error:  # the store refused even that: the caller still hears
+            _log.warning("adk.invocation.end_not_stored", reason=str(error.reason)[:200])
+            return False
+
+    def _publish(self, state: _Invocation, event: Event) -> None:
+        """Append to the stream without waiting (this server is its only publisher, so
+        it numbers the items itself)."""
+        state.published += 1
+        CreditStream.publish_async(state.stream, event)
+
+    def _audit_refusal(self, state: _Invocation) -> Any:
+        """Store an audit event of a refusal before opening (the only thing it leaves)."""
+
+        def store(event: Event) -> None:
+            runner = state.runner
+            request = state.request
+            sessions = runner.sessions
+            sessions.create_session(runner.app_name, request.user_id, request.session_id)
+            sessions.add_event(runner.app_name, request.user_id, request.session_id, event)
+            self._publish(state, event)
+
+        return store
+
+    def _audit_step(self, state: _Invocation) -> Any:
+        return lambda event: self._store(state, event)
+
+
+def _release(state: _Invocation) -> None:
+    """Give back the permit and the lane slot, withdraw pending requests; idempotent.
+    A permit still being asked for is cancelled at the controller; should it be
+    granted anyway, its `Response` still comes here and is given back at once."""
+    if state.admission_request is not None and state.admission_request_id is not None:
+        # whatever became of it (queued, or granted on the way here): the controller
+        # drops or releases it; its answer is not awaited
+        cancel_request(state.admission_request)
+        withdraw = admission_api.Withdraw(state.admission_request_id, self_pid())
+        send_request(_admission_server(state), withdraw)
+        state.admission_request = state.admission_request_id = None
+    if state.permit is not None:
+        permit, state.permit = state.permit, None
+        _give_back(permit)
+    if state.lane_request is not None:
+        cancel_request(state.lane_request)
+        state.lane_request = None
+    if state.lane_agent is not None:
+        cast(state.lane_agent, LeaveLane(self_pid()))
+        state.lane_agent = None
+    if state.deadline_timer is not None:
+        cancel_timer(state.deadline_timer)
+        state.deadline_timer = None
+    if state.grace is not None:
+        cancel_timer(state.grace)
+        state.grace = None
+    for task in (state.turn, state.preparing):
+        if task is not None:
+            task.kill()
+    state.turn = state.preparing = None
+
+
+def _read_history(request: InvocationRequest, opening: Event, agent: str) -> Any:
+    """In the preparing task: create or read the session, and choose the history the
+    model sees; (history, visible state), or `TurnFailed` (a context budget refused)."""
+    runner = request.runner
+    assert isinstance(request.work, Fresh)
+    try:
+        session = runner.sessions.create_session(
+            runner.app_name, request.user_id, request.session_id
+        )
+        past, _ = split_events(session.events, None, runner.context_policy.include_partial)
+        chosen = runner.context_policy.select(past, opening, agent)
+    except AdkError as error:
+        return TurnFailed(error.reason)
+    return model_history(chosen[:-1]), visible_state(session.state)
+
+
+def _agent(state: _Invocation) -> Pid | None:
+    return whereis(registered_name(state.runner.agent_name))
+
+
+def _admission_server(state: _Invocation) -> Any:
+    return state.runner.admission_control.controller
+
+
+def _give_back(permit: admission_api.Permit) -> None:
+    """Release a permit without waiting: its `Response` comes back and is dropped (a
+    controller that is gone took its permits with it)."""
+    send_request(permit.server, admission_api.Release(permit.id))
+
+
+def _begin_resume(state: _Invocation, new_run_id: str) -> tuple[str, Any]:
+    if not isinstance(state.outcome, Paused):
+        return ("error", "run_not_paused")
+    if state.resumed_to is not None:
+        return ("error", ("already_resumed", state.resumed_to))
+    if state.resume_pending is not None:
+        return ("error", "resume_in_progress")
+    state.resume_pending = new_run_id
+    request = state.request
+    run = request.run
+    return (
+        "ok",
+        {
+            "runner": request.runner,
+            "user_id": request.user_id,
+            "session_id": request.session_id,
+            "event": state.outcome.event,
+            "retention": run.retention if run else None,
+            "max_buffered_events": run.max_buffered_events if run else None,
+        },
+    )
+
+
+def _still_paused(state: _Invocation) -> bool:
+    """Is this run's continuation still unclaimed in its session (a short read)?"""
+    if not isinstance(state.outcome, Paused) or state.resume_pending is not None:
+        return False
+    request = state.request
+    try:
+        paused = request.runner.paused_invocations(request.user_id, request.session_id)
+    except Exception:
+        return False
+    return state.outcome.event.invocation_id in paused
+
+
+def _status(state: _Invocation) -> dict[str, Any]:
+    request = state.request
+    run = request.run
+    return {
+        "run_id": run.run_id if run else None,
+        "state": "running" if state.outcome is None else state.phase.value,
+        "phase": state.phase.value,
+        "parent_run_id": run.parent_run_id if run else None,
+        "resumed_to": state.resumed_to,
+        "invocation_id": state.invocation_id,
+        "agent": request.runner.agent_name,
+        "app_name": request.runner.app_name,
+        "user_id": request.user_id,
+        "session_id": request.session_id,
+        "started_at": state.started_at,
+        "ended_at": state.ended_at,
+        "terminal_sequence": state.terminal_sequence,
+        "outcome": steps.outcome_builtins(state.outcome),
+        "retention": run.retention if run else None,
+        "max_buffered_events": run.max_buffered_events if run else None,
+    }
+
+
+def invocation_pool() -> SyncPool:
+    """Turn tasks' own threads (`ADK_INVOCATION_THREADS`, default 256): a sync turn
+    waits for its model, and must never starve the default pool that parallel tool
+    calls run on."""
+    return shared_pool("adk.invocations", "ADK_INVOCATION_THREADS", 256, 10_000)
+
+
+def launch(request: InvocationRequest) -> Pid:
+    """Start an invocation server under the invocation supervisor; the request crosses
+    the one-shot handoff (the child spec holds only its reference). Refusals raise
+    `AdkError`: ``already_exists`` (a run id in use), ``too_many_runs``, ``not_started``."""
+    ensure_started()
+    ref = handoffs.put(request)
+    spec = ChildSpec(ref, lambda: InvocationServer.start_link(ref), restart="temporary")
+    try:
+        server = DynamicSupervisor.start_child(RUN_SUPERVISOR, spec)
+    except MaxChildrenReached:
+        raise AdkError("too_many_runs", "the invocation supervisor is at max_children") from None
+    except SupervisorError as error:
+        reason = error.reason
+        if isinstance(reason, tuple) and len(reason) == 2 and reason[0] == "shutdown":
+            reason = reason[1]
+        if reason in ("already_exists", "handoff_taken"):
+            raise AdkError(reason, "the invocation was not started") from None
+        raise AdkError(
+            ("invocation_start_failed", str(reason)[:200]), "the invocation did not start"
+        ) from None
+    except ProcessExit:
+        raise AdkError("not_started", "the application is not running") from None
+    finally:
+        handoffs.discard(ref)  # taken by the server, or withdrawn: never left behind
+    if server is None:  # a temporary child that ended at once (cannot happen: it waits)
+        raise AdkError("not_started", "the invocation ended before it started")
+    return server
