@@ -52,6 +52,9 @@ bench: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python benchmarks/agents.py
 	$(BENCH_VENV)/bin/python benchmarks/runner.py
 	$(BENCH_VENV)/bin/python benchmarks/runs.py
+	$(BENCH_VENV)/bin/python benchmarks/sessions.py
+	$(BENCH_VENV)/bin/python benchmarks/history.py
+	$(BENCH_VENV)/bin/python benchmarks/inflight.py
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache

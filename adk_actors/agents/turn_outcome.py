@@ -40,6 +40,8 @@ class Continuation(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     operation_id: str | None = None
     token: str | None = None
     """Whose pause it is: the opening token of the invocation that paused."""
+    run_id: str | None = None
+    """The stable run that paused, if any: how a daemon finds it again after a restart."""
 
     def dump(self) -> dict[str, Any]:
         """JSON-normalised builtins (a NaN becomes null), so what is stored compares

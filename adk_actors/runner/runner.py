@@ -19,6 +19,7 @@ from typing import Any
 
 from adk_actors.agents.api import AgentLike, _name
 from adk_actors.agents.scope import as_content
+from adk_actors.agents.turn_outcome import Continuation
 from adk_actors.events import Event, EventError
 from adk_actors.outcomes import OUTCOME_TYPES, Completed, Failed, Outcome, Paused
 from adk_actors.policy import RuntimePolicy
@@ -50,6 +51,7 @@ from supervision import (
 )
 
 MAX_INVOCATION_ID_CHARS = 128
+MAX_PENDING_RESULTS = 100
 
 
 class Runner:
@@ -338,6 +340,58 @@ class Runner:
                 return []
             raise
         return sorted(continuations.paused(session.state))
+
+    def pending(
+        self, user_id: str, session_id: str | None = None, *, limit: int = MAX_PENDING_RESULTS
+    ) -> list[dict[str, Any]]:
+        """What waits for a human or an operation, read from the sessions (so it survives a
+        restart): one JSON-safe record per unclaimed pause of this Runner's agent, in
+        `session_id` or in every session of the user (newest sessions first), at most
+        `limit`. Each has ``invocation_id``, ``session_id``, ``type``, ``tool_name``,
+        ``action_id``/``operation_id``/``hint`` when set, and ``run_id`` for a stable run."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 500:
+            raise AdkError("invalid_limit", "limit is 1..500")
+        if session_id is not None:
+            try:
+                chosen = [self.sessions.get_session(self.app_name, user_id, session_id)]
+            except AdkError as error:
+                if error.reason != "not_found":
+                    raise
+                chosen = []
+        else:
+            chosen = self.sessions.list_sessions(self.app_name, user_id, limit=500)
+        found: list[dict[str, Any]] = []
+        for session in chosen:
+            for invocation_id, stored in sorted(continuations.paused(session.state).items()):
+                try:
+                    paused = Continuation.load(stored)
+                except AdkError:
+                    continue  # not one this runtime can resume: nothing to show
+                if paused.agent != self.agent_name:
+                    continue
+                record = {
+                    "invocation_id": invocation_id,
+                    "app_name": self.app_name,
+                    "user_id": user_id,
+                    "session_id": session.id,
+                    "agent": paused.agent,
+                    "tool_name": paused.tool_name,
+                    "run_id": paused.run_id,
+                    **paused.details(),
+                }
+                if paused.hint is not None:
+                    record["hint"] = paused.hint
+                found.append(record)
+                if len(found) >= limit:
+                    return found
+        return found
+
+    def find_paused_run(self, user_id: str, run_id: str) -> tuple[str, str] | None:
+        """(session id, invocation id) of the pause a stable run left, from the sessions."""
+        for record in self.pending(user_id, limit=500):
+            if record["run_id"] == run_id:
+                return record["session_id"], record["invocation_id"]
+        return None
 
     def _paused_session(self, user_id: str, session_id: str) -> Any:
         try:  # never creates a session: no session, no pause

@@ -511,7 +511,10 @@ class InvocationServer(GenServer):
         self._terminal(state, Phase.COMPLETED, Completed(output), event if stored else None)
 
     def _end_paused(self, state: _Invocation, continuation: Any, call: Any, message: str) -> None:
-        continuation = msgspec.structs.replace(continuation, token=state.request.token)
+        run = state.request.run
+        continuation = msgspec.structs.replace(
+            continuation, token=state.request.token, run_id=run.run_id if run else None
+        )
         inv = state.invocation_id
         event = continuations.pause_event(steps.PAUSE_AUTHOR, inv, continuation, call, message)
         delta = continuations.paused_delta(inv, continuation.dump())

@@ -7,6 +7,7 @@ outcome = adk.runs.wait(run_id, timeout=120.0)
 
 from adk_actors.runs.api import (
     cancel,
+    pending,
     resume,
     start,
     stats,
@@ -16,6 +17,7 @@ from adk_actors.runs.api import (
     wait,
     wait_async,
 )
+from adk_actors.runs.api import list_runs as list
 from adk_actors.runs.subscription import CreditSubscription, Subscription
 from adk_actors.runs.values import (
     CANCEL_GRACE,
@@ -40,6 +42,8 @@ __all__ = [
     "RunTimeout",
     "Subscription",
     "cancel",
+    "list",
+    "pending",
     "resume",
     "start",
     "stats",

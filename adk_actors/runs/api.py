@@ -29,7 +29,7 @@ from adk_actors.runner.messages import (
 )
 from adk_actors.runner.request import RunIdentity, handoffs, run_name, stream_name
 from adk_actors.runs.options import RunOptions, run_options
-from adk_actors.runs.registry import RUN_REGISTRY, Lost, Stats, Track
+from adk_actors.runs.registry import RUN_REGISTRY, Known, Lost, Stats, Track
 from adk_actors.runs.subscription import CreditSubscription, Subscription
 from adk_actors.runs.values import (
     CANCEL_GRACE,
@@ -56,6 +56,8 @@ from supervision import (
 )
 
 MAX_CANCEL_REASON_BYTES = 1024
+DEFAULT_LIST_LIMIT = 50
+MAX_LIST_LIMIT = 500
 _log = structlog.get_logger("adk_actors.runs")
 
 
@@ -183,8 +185,14 @@ def resume(
     *,
     retention: float | None = None,
     max_buffered_events: int | None = None,
+    runner: Any = None,
+    user_id: str | None = None,
 ) -> str:
     """Resume a paused run with the human's `response`; returns the new run's id.
+
+    A paused run stays resumable for as long as its continuation exists: once its
+    retention is over, it was evicted, or the process restarted, pass the `runner` and
+    `user_id` it ran for and the pause is found in the sessions.
 
     The paused run is left as it was except its ``resumed_to``. The Runner checks the
     response before anything is started, so a refused response changes nothing. The
@@ -192,7 +200,14 @@ def resume(
     (admission refused it), the paused run can be resumed again. ``run_not_paused``;
     ``already_resumed`` (its `run_id` is the run that resumed it).
     """
-    server, _ = _lookup(run_id)
+    try:
+        server, _ = _lookup(run_id)
+    except RunError:
+        if runner is None or user_id is None:
+            raise
+        return _resume_from_session(
+            run_id, response, runner, user_id, retention, max_buffered_events
+        )
     child_id = new_run_id()
     try:
         parent = _answer(server, BeginResume(child_id))
@@ -234,6 +249,112 @@ def resume(
             pass  # the paused run expired meanwhile; the new run goes on
     _log.info("adk.runs.resumed", run_id=run_id, resumed_to=child_id)
     return child_id
+
+
+def _resume_from_session(
+    run_id: str,
+    response: Any,
+    runner: Any,
+    user_id: str,
+    retention: float | None,
+    max_buffered_events: int | None,
+) -> str:
+    """Resume a run no longer in memory: its pause, found in the sessions, is claimed by
+    the new run exactly once (a second resume finds no pause: ``no_paused_invocation``)."""
+    found = runner.find_paused_run(user_id, run_id)
+    if found is None:
+        raise RunError("not_found", "no such run, and no pause of it in the sessions")
+    session_id, invocation_id = found
+    options = _options(
+        retention=DEFAULT_RETENTION if retention is None else retention,
+        max_buffered_events=(
+            DEFAULT_MAX_BUFFERED_EVENTS if max_buffered_events is None else max_buffered_events
+        ),
+    )
+    identity = RunIdentity(
+        run_id=new_run_id(),
+        retention=options.retention,
+        max_buffered_events=options.max_buffered_events,
+        registry=RUN_REGISTRY,
+        parent_run_id=run_id,
+    )
+    token = uuid.uuid4().hex
+    child = _started(
+        lambda: runner.start_resume(
+            user_id, session_id, response, invocation_id, token=token, run=identity
+        )
+    )
+    _track(identity, child, (runner, user_id, session_id, invocation_id, token))
+    _log.info("adk.runs.resumed_from_session", run_id=run_id, resumed_to=identity.run_id)
+    return identity.run_id
+
+
+def list_runs(
+    *,
+    state: str | None = None,
+    agent: str | None = None,
+    app_name: str | None = None,
+    user_id: str | None = None,
+    session_id: str | None = None,
+    limit: int = DEFAULT_LIST_LIMIT,
+    cursor: str | None = None,
+) -> dict[str, Any]:
+    """The runs this process knows (running and retained), oldest first, as `status`
+    views filtered by `state` (running, paused, completed, failed, cancelled), `agent`
+    and app/user/session; ``{"runs": [...], "next_cursor": str | None}``, at most
+    `limit` (1..500) a page. For pauses that outlived a restart, see `pending`."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIST_LIMIT:
+        raise RunError("invalid_limit", f"limit is 1..{MAX_LIST_LIMIT}")
+    start = _cursor_offset(cursor)
+    wanted = {
+        "state": state,
+        "agent": agent,
+        "app_name": app_name,
+        "user_id": user_id,
+        "session_id": session_id,
+    }
+    try:
+        known = call(RUN_REGISTRY, Known())
+    except ProcessExit:
+        known = []
+    views = []
+    for run_id, server, lost in known:
+        view = _view(run_id, server, lost)
+        if view is not None and all(v is None or view.get(k) == v for k, v in wanted.items()):
+            views.append(view)
+    page = views[start : start + limit]
+    more = start + limit < len(views)
+    return {"runs": page, "next_cursor": f"offset:{start + limit}" if more else None}
+
+
+def pending(
+    runner: Any, user_id: str, session_id: str | None = None, *, limit: int = 100
+) -> list[dict[str, Any]]:
+    """What waits for a human or an operation, from the sessions (it survives a
+    restart): see `Runner.pending`. A record's ``run_id`` resumes with
+    ``resume(run_id, response, runner=runner, user_id=user_id)``."""
+    records: list[dict[str, Any]] = runner.pending(user_id, session_id, limit=limit)
+    return records
+
+
+def _view(run_id: str, server: Pid | None, lost: Any) -> dict[str, Any] | None:
+    if server is None:
+        if lost is None:
+            return None
+        return {"run_id": run_id, "state": "failed", "outcome": msgspec.to_builtins(lost)}
+    try:
+        status, value = call(server, Status())
+    except ProcessExit:
+        return None  # it went away meanwhile
+    return value if status == "ok" else None
+
+
+def _cursor_offset(cursor: str | None) -> int:
+    if cursor is None:
+        return 0
+    if isinstance(cursor, str) and cursor.startswith("offset:") and cursor[7:].isdigit():
+        return int(cursor[7:])
+    raise RunError("invalid_cursor", "pass back a next_cursor this function returned")
 
 
 def stats() -> dict[str, int]:

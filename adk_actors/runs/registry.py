@@ -53,7 +53,16 @@ RUN_REGISTRY = "adk.run_registry"
 _log = structlog.get_logger("adk_actors.runs")
 
 
-__all__ = ["RUN_REGISTRY", "Lost", "RunRegistry", "Stats", "Track", "run_name", "stream_name"]
+__all__ = [
+    "RUN_REGISTRY",
+    "Known",
+    "Lost",
+    "RunRegistry",
+    "Stats",
+    "Track",
+    "run_name",
+    "stream_name",
+]
 
 
 class Track(NamedTuple):
@@ -73,6 +82,11 @@ class Lost(NamedTuple):
 
 class Stats(NamedTuple):
     """Call: ``{"retained": n}``."""
+
+
+class Known(NamedTuple):
+    """Call: every run the registry knows, oldest first: ``(run_id, server or None,
+    outcome recorded for a lost run or None)``."""
 
 
 class _Retained:
@@ -122,6 +136,15 @@ class RunRegistry(GenServer):
         match request:
             case Stats():
                 return Reply({"retained": len(state.retained)}, state)
+            case Known():
+                known: list[tuple[str, Pid | None, Any]] = [
+                    (run_id, t.actor, None) for run_id, t in state.tracked.items()
+                ]
+                known += [
+                    (e.run_id, e.actor, e.outcome if e.actor is None else None)
+                    for e in state.retained.values()
+                ]
+                return Reply(known, state)
             case Lost(run_id):  # the outcome of a run whose server died, if any
                 tracked = state.tracked.get(run_id)
                 if tracked is not None and not tracked.actor.is_alive():

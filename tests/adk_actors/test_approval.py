@@ -517,3 +517,38 @@ def test_an_lmdb_continuation_with_a_nan_still_resumes(tmp_path):
     assert isinstance(runner.run("u", "s", "go"), Paused)
     assert runner.resume("u", "s", {"confirmed": True}) == "scored"
     lmdb_sessions.close()
+
+
+def test_a_paused_run_resumes_after_a_process_restart(tmp_path):
+    """What waits for a human survives the process: a daemon lists it from the sessions
+    (`runs.pending`) and resumes the run by its id."""
+    path = tmp_path / "sessions"
+    script = textwrap.dedent(
+        f"""
+        import adk_actors as adk
+        from tests.adk_actors.test_approval import publish_agent
+        adk.start()
+        agent, _model, _tool = publish_agent(name="Daemon")
+        runner = adk.Runner(agent, "app", adk.sessions.LmdbSessionService({str(path)!r}))
+        run_id = adk.runs.start(runner, "u", "s", "Publish")
+        assert isinstance(adk.runs.wait(run_id, timeout=30), adk.Paused)
+        print("RUN_ID=" + run_id)
+        """
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", script], cwd=os.getcwd(), timeout=60, capture_output=True, text=True
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    run_id = completed.stdout.rsplit("RUN_ID=", 1)[1].split()[0]
+    sessions = adk.sessions.LmdbSessionService(path)
+    tool = Publish()
+    model = adk.ScriptedProvider(["published after restart"])
+    runner = adk.Runner(
+        adk.spawn_agent("Daemon", {"provider": model}, tools=[tool]), "app", sessions
+    )
+    (waiting,) = adk.runs.pending(runner, "u")
+    assert waiting["run_id"] == run_id and waiting["type"] == "tool_confirmation"
+    resumed = adk.runs.resume(run_id, {"confirmed": True}, runner=runner, user_id="u")
+    assert adk.runs.wait(resumed, timeout=10) == adk.Completed("published after restart")
+    assert len(tool.ran) == 1 and adk.runs.pending(runner, "u") == []
+    sessions.close()

@@ -14,6 +14,7 @@ import supervision as sv
 from adk_actors.app import RUN_SUPERVISOR
 from adk_actors.runner.request import Fresh, Handoffs, InvocationRequest
 from adk_actors.runner.server import InvocationServer
+from adk_actors.runs.values import MAX_RETAINED_TERMINAL_RUNS
 from supervision import default_task_supervisor
 from supervision.process import current_process, live_processes
 from tests.helpers import in_thread, wait_until
@@ -585,3 +586,54 @@ def test_a_resume_refused_by_admission_can_be_resumed_again(sessions):
     assert refused(lambda: adk.runs.resume(parent, {"confirmed": True})).reason == (
         "already_resumed"
     )
+
+
+# -- runs that wait for people --------------------------------------------------------------------
+
+
+def test_a_paused_run_resumes_after_its_retention_and_does_not_count_as_retained(sessions):
+    script = [{"tool_calls": [{"name": "publish", "args": {}}]}, {"text": "published"}]
+    runner = runner_for(sessions, "Patient", adk.ScriptedProvider(script), tools=[Publish()])
+    run_id = adk.runs.start(runner, "u", "patient", "Publish it.", retention=0.2)
+    assert isinstance(adk.runs.wait(run_id, timeout=10), adk.Paused)
+    wait_until(lambda: gone(run_id))  # its retention is over: not in memory any more
+    assert refused(lambda: adk.runs.resume(run_id, {"confirmed": True})).reason == "not_found"
+    (waiting,) = adk.runs.pending(runner, "u")  # the sessions still know it
+    assert waiting["run_id"] == run_id and waiting["type"] == "tool_confirmation"
+    assert waiting["session_id"] == "patient" and waiting["tool_name"] == "publish"
+    resumed = adk.runs.resume(run_id, {"confirmed": True}, runner=runner, user_id="u")
+    assert adk.runs.wait(resumed, timeout=10) == adk.Completed("published")
+    assert adk.runs.status(resumed)["parent_run_id"] == run_id
+    assert adk.runs.pending(runner, "u") == []
+    again = refused(
+        lambda: adk.runs.resume(run_id, {"confirmed": True}, runner=runner, user_id="u")
+    )
+    assert again.reason == "not_found"  # the pause was claimed once
+
+
+def test_paused_runs_are_never_evicted_by_ended_ones(sessions):
+    run_id, _ = paused_run(sessions)
+    quick = runner_for(sessions, "Quick")
+    for n in range(MAX_RETAINED_TERMINAL_RUNS + 5):
+        adk.runs.wait(adk.runs.start(quick, "u", f"q{n}", "hi"), timeout=10)
+    assert isinstance(adk.runs.wait(run_id, timeout=5), adk.Paused)  # still in memory
+    assert adk.runs.stats()["retained"] == MAX_RETAINED_TERMINAL_RUNS + 1
+
+
+def test_runs_list_filters_and_pages(sessions):
+    paused_id, _ = paused_run(sessions, session_id="p")
+    echoing = runner_for(sessions, "Lister")
+    done = [adk.runs.start(echoing, "u", f"l{n}", f"m{n}") for n in range(5)]
+    for run_id in done:
+        adk.runs.wait(run_id, timeout=10)
+    waiting = adk.runs.list(state="paused")
+    assert [view["run_id"] for view in waiting["runs"]] == [paused_id]
+    assert waiting["runs"][0]["agent"] == "Releaser" and waiting["next_cursor"] is None
+    first = adk.runs.list(agent="Lister", limit=2)
+    second = adk.runs.list(agent="Lister", limit=2, cursor=first["next_cursor"])
+    third = adk.runs.list(agent="Lister", limit=2, cursor=second["next_cursor"])
+    listed = [v["run_id"] for page in (first, second, third) for v in page["runs"]]
+    assert sorted(listed) == sorted(done) and third["next_cursor"] is None
+    assert adk.runs.list(session_id="l3")["runs"][0]["run_id"] == done[3]
+    assert refused(lambda: adk.runs.list(limit=0)).reason == "invalid_limit"
+    assert refused(lambda: adk.runs.list(cursor="nope")).reason == "invalid_cursor"
