@@ -53,7 +53,11 @@ def start(*, admission_control: Mapping[str, Any] | None = None) -> Pid:
     return starter(admission_control)
 
 
-ensure_started = start
+def ensure_started() -> Pid:
+    """The running tree's pid, starting it with the defaults if it is not running (the
+    fast path is one registry lookup: every invocation start passes here)."""
+    pid = whereis(APP_NAME)
+    return pid if pid is not None else start()
 
 
 def stop(timeout: float = 30.0) -> None:

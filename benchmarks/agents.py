@@ -42,7 +42,7 @@ def model(history, tools):
 
 
 def config() -> dict:
-    return {"provider": adk.ScriptedProvider(fn=model)}
+    return {"provider": adk.ScriptedProvider(fn=model, inline=True)}
 
 
 def sequential(count: int) -> float:

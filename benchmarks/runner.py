@@ -56,7 +56,7 @@ _names = itertools.count()
 def our_rate(count: int, width: int, sessions: Any) -> float:
     agent = adk.spawn_agent(
         f"Bench{next(_names)}",
-        {"provider": adk.ScriptedProvider(fn=model)},
+        {"provider": adk.ScriptedProvider(fn=model, inline=True)},
         tools=[adk.tool(get_weather)],
     )
     runner = adk.Runner(agent, "bench", sessions)

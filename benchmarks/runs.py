@@ -71,7 +71,7 @@ def our_round(count: int) -> Result:
     sessions = adk.sessions.InMemorySessionService()
     agent = adk.spawn_agent(
         f"RunBench{next(_names)}",
-        {"provider": adk.ScriptedProvider(fn=model)},
+        {"provider": adk.ScriptedProvider(fn=model, inline=True)},
         tools=[adk.tool(get_weather)],
     )
     runner = adk.Runner(agent, "bench", sessions)

@@ -1,7 +1,8 @@
 """The workload `runner.py` and `runs.py` share: one tool, one tool round, offline models.
 
-Ours is a `ScriptedProvider(fn=model)`; google-adk's is `FakeLlm`, a `BaseLlm` that
-asks for the tool once and answers after the tool responded. Needs google-adk.
+Ours is a `ScriptedProvider(fn=model, inline=True)` (a pure function, run on the
+event loop like the peer's); google-adk's is `FakeLlm`, a `BaseLlm` that asks for the
+tool once and answers after the tool responded. Needs google-adk.
 """
 
 from __future__ import annotations

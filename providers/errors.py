@@ -140,7 +140,7 @@ def decode_options(
         options = _struct_mapping(options)
     if not isinstance(options, Mapping):
         raise AdkError(reason, f"{what} must be a mapping")
-    fields = {field.encode_name for field in msgspec.structs.fields(struct_type)}
+    fields = set(struct_type.__struct_encode_fields__)  # cheap: no annotation evaluation
     unknown = sorted({_key_name(key) for key in options if key not in fields})
     if unknown:
         named = unknown[:MAX_KEYS_NAMED]
@@ -164,12 +164,14 @@ def decode_options(
 def _struct_mapping(value: msgspec.Struct) -> dict[str, Any]:
     """A struct's fields as a mapping, nested structs too, so `convert` checks them again."""
     return {
-        field.encode_name: (
+        encoded: (
             _struct_mapping(item)
-            if isinstance(item := getattr(value, field.name), msgspec.Struct)
+            if isinstance(item := getattr(value, name), msgspec.Struct)
             else item
         )
-        for field in msgspec.structs.fields(value)
+        for name, encoded in zip(
+            value.__struct_fields__, value.__struct_encode_fields__, strict=True
+        )
     }
 
 

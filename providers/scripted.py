@@ -52,12 +52,19 @@ class ScriptedProvider:
     name = "scripted"
 
     def __init__(
-        self, steps: Sequence[Step] | None = None, *, fn: StepFunction | None = None
+        self,
+        steps: Sequence[Step] | None = None,
+        *,
+        fn: StepFunction | None = None,
+        inline: bool = False,
     ) -> None:
         if (steps is None) == (fn is None):
             raise AdkError("invalid_script", "give either steps or fn")
         self._steps = [_check_step(step) for step in steps] if steps is not None else []
         self._fn = fn
+        self._inline = inline
+        """`fn` is quick and never blocks: the async calls run it on the event loop
+        itself instead of in a pool task (a blocking one would stall the loop)."""
         self._next = 0
         self._lock = threading.Lock()
         self.calls = 0
@@ -187,7 +194,7 @@ class ScriptedProvider:
         """`_frames` with the step's delay awaited. A step function is user code that may
         block: it runs in a kernel task on the pool (its pid is the model call's), and
         the coroutine awaits it without holding a thread."""
-        if self._fn is None:
+        if self._fn is None or self._inline:
             step = self._take(history, tools)
         else:
             kind, value = await wait_task(Task.start(_taken, self, history, tools))

@@ -140,6 +140,11 @@ class ContextPolicy:
 
     # -- selection ---------------------------------------------------------------------
 
+    @property
+    def runs_user_code(self) -> bool:
+        """Does choosing the history call user code (a compressor) that may block?"""
+        return self.overflow == "compress"
+
     def select(self, past: Sequence[Event], current: Event, agent: str) -> list[Event]:
         """The events the next model call sees, ending with `current` (always kept)."""
         candidates = [*past, current]

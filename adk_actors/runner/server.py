@@ -342,6 +342,9 @@ class InvocationServer(GenServer):
             self._open(state, request.work.history, visible_state(request.work.state))
             return
         state.opening = Event.new("user", state.invocation_id, request.work.message)
+        if not request.runner.context_policy.runs_user_code:  # a short read: do it here
+            self._prepared_inline(state, _read_history(request, state.opening, spec.name))
+            return
         try:
             state.preparing = Task.start(
                 _read_history,
@@ -353,6 +356,12 @@ class InvocationServer(GenServer):
             )
         except TaskBusy:
             self._refuse(state, "busy")
+
+    def _prepared_inline(self, state: _Invocation, value: Any) -> None:
+        if isinstance(value, TurnFailed):
+            self._refuse(state, value.reason)
+        else:
+            self._open(state, *value)
 
     def _prepared(self, state: _Invocation, result: TaskResult) -> None:
         if not result.ok:

@@ -696,3 +696,20 @@ def test_repeated_calls_send_the_same_body_warm_or_cold(fake, config):
     run(protocol.agenerate(config, history))
     cold, warm = fake.requests[-2:]
     assert json.dumps(cold.body) == json.dumps(warm.body)
+
+
+def test_an_inline_scripted_fn_runs_on_the_loop():
+    """`inline=True` is for quick, pure step functions: no pool task per model call."""
+    threads: list[int] = []
+
+    def answer(history: Sequence[Content], tools: Sequence[Any]) -> dict[str, Any]:
+        threads.append(threading.get_ident())
+        return {"text": "ok"}
+
+    scripted = providers.ScriptedProvider(fn=answer, inline=True)
+
+    async def scenario() -> int:
+        assert await protocol.agenerate({"provider": scripted}, HISTORY) == "ok"
+        return threading.get_ident()
+
+    assert threads == [run(scenario())]
