@@ -17,6 +17,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from types import MappingProxyType
 from typing import Any
 
+import fastjsonschema
 import structlog
 from opentelemetry import trace
 
@@ -496,8 +497,6 @@ def _as_payload(value: Any) -> dict[str, Any]:
 
 
 def _check_json(validator: Any, text: str, reason: str) -> None:
-    import fastjsonschema
-
     try:
         value = json.loads(text)
     except ValueError:

@@ -20,7 +20,7 @@ retention.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -411,22 +411,16 @@ class InvocationServer(GenServer):
             result_gate=guard.tool_result,
         )
         scope = Scope(runner.app_name, request.user_id, request.session_id)
-        turn: Any = (
-            run_turn(spec, history, work.message, scope, inv, options)
-            if isinstance(work, Fresh)
-            else resume_turn(
-                spec,
-                work.history,
-                work.contents,
-                work.continuation,
-                work.answer,
-                scope,
-                inv,
-                options,
-            )
-        )
+        turn: Callable[..., Any]
+        args: tuple[Any, ...]
+        if isinstance(work, Fresh):
+            turn, args = run_turn, (spec, history, work.message, scope, inv, options)
+        else:
+            turn = resume_turn
+            args = (spec, work.history, work.contents, work.continuation, work.answer)
+            args = (*args, scope, inv, options)
         try:  # a coroutine: it runs on the kernel's reactor, holding no thread while it waits
-            state.turn = Task.start(turn, deadline=state.deadline_at, notify=True)
+            state.turn = Task.start(turn, *args, deadline=state.deadline_at, notify=True)
         except TaskBusy:
             self._publish(state, opening)
             self._end_failed(state, "busy")
