@@ -81,6 +81,13 @@ class DeadlineReached(NamedTuple):
     """Timer: the invocation's `run_timeout` is over."""
 
 
+class StreamOpened(NamedTuple):
+    """To a subscriber, from `init`, before anything is published: the stream it will
+    read (and monitor: the stream ends after the terminal, or dies with the server)."""
+
+    stream: Any
+
+
 class Terminal(NamedTuple):
     """Cast to the run registry: the run `run_id` (served by `server`) ended with
     `outcome`; retain it for `retention` seconds."""

@@ -26,7 +26,7 @@ from adk_actors.policy import RuntimePolicy
 from adk_actors.runner import continuations
 from adk_actors.runner.context import ContextPolicy
 from adk_actors.runner.history import model_history, split_events
-from adk_actors.runner.messages import Cancel
+from adk_actors.runner.messages import Cancel, StreamOpened
 from adk_actors.runner.options import (
     DEFAULT_MAX_STREAM_OUTPUT_BYTES,
     runner_admission,
@@ -422,7 +422,8 @@ def _follow(start: Callable[[Pid], Pid]) -> Iterator[Event | Outcome]:
     except BaseException:
         inbox.close()
         raise
-    inbox.monitor(server)
+    opened = inbox.receive(5.0, lambda message: type(message) is StreamOpened)
+    inbox.monitor(opened.stream)  # closed after the terminal; killed with its server
     ended = False
     try:
         while True:

@@ -49,6 +49,7 @@ from adk_actors.runner.messages import (
     ForgetResume,
     GraceOver,
     Status,
+    StreamOpened,
     Terminal,
     TurnStep,
     Unwait,
@@ -175,6 +176,7 @@ class InvocationServer(GenServer):
         except (NameTaken, AlreadyStarted):  # the name was the first step: nothing started
             return Stop(("shutdown", "already_exists"))
         if request.subscriber is not None:
+            send(request.subscriber, StreamOpened(stream))
             try:
                 CreditStream.subscribe(stream, after=0, subscriber=request.subscriber)
             except StreamError:
