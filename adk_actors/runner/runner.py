@@ -47,7 +47,6 @@ from supervision import (
     StreamTerminal,
     aio,
     call,
-    is_normal_exit,
 )
 
 MAX_INVOCATION_ID_CHARS = 128
@@ -422,10 +421,10 @@ def _follow(start: Callable[[Pid], Pid]) -> Iterator[Event | Outcome]:
     except BaseException:
         inbox.close()
         raise
-    opened = inbox.receive(5.0, lambda message: type(message) is StreamOpened)
-    inbox.monitor(opened.stream)  # closed after the terminal; killed with its server
     ended = False
     try:
+        opened = inbox.receive(5.0, lambda message: type(message) is StreamOpened)
+        inbox.monitor(opened.stream)  # closed after the terminal; killed with its server
         while True:
             match inbox.receive(None, None):
                 case StreamItem(item=item):
@@ -436,7 +435,7 @@ def _follow(start: Callable[[Pid], Pid]) -> Iterator[Event | Outcome]:
                     return
                 case StreamDetached():
                     raise AdkError("slow_subscriber", "the caller fell too far behind")
-                case Down(reason=reason) if not is_normal_exit(reason):
+                case Down(reason=reason):  # before its terminal: the invocation is gone
                     ended = True
                     kind = getattr(reason, "kind", None) or str(reason)
                     yield Failed(("invocation_exit", kind[:200]))

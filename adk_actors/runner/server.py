@@ -106,6 +106,9 @@ from supervision import (
 
 PUSH_BOUND = 65_536
 """A caller's unread events before its subscription is detached (``slow_subscriber``)."""
+ENDED_ELSEWHERE = "invocation_ended_elsewhere"
+"""The session no longer holds the invocation open (an abandonment from outside, a
+deleted session): its own outcome is not reported as stored."""
 LANE_RETRIES = 3
 """Times a lane request follows a restarted agent before the invocation fails."""
 _log = structlog.get_logger("adk_actors.runner")
@@ -305,6 +308,10 @@ class InvocationServer(GenServer):
             if state.phase is not Phase.ADMITTING:  # ended meanwhile: give it back
                 _give_back(permit)
                 return
+            if time.monotonic() >= state.deadline_at:  # granted after our deadline passed
+                _give_back(permit)
+                self._refuse(state, "timeout")
+                return
             state.permit = permit
             self._enter_lane(state)
         elif request_id == state.lane_request:
@@ -393,7 +400,8 @@ class InvocationServer(GenServer):
             delta = continuations.claimed_delta(inv, request.token)
         try:
             if not self._write(state, opening, delta, expected):
-                self._refuse(state, "no_paused_invocation")
+                fresh = isinstance(work, Fresh)
+                self._refuse(state, "invocation_already_open" if fresh else "no_paused_invocation")
                 return
         except AdkError as error:
             self._refuse(state, error.reason)
@@ -467,6 +475,9 @@ class InvocationServer(GenServer):
             return
         if stored:
             self._publish(state, event)
+        else:  # closed from outside (an abandonment, a deleted session): stop here
+            self._kill_turn(state)
+            self._terminal(state, Phase.FAILED, Failed(ENDED_ELSEWHERE), None)
 
     # -- the end ---------------------------------------------------------------------------
 
@@ -513,7 +524,10 @@ class InvocationServer(GenServer):
         except AdkError as error:  # e.g. an output_key value over the state limit
             self._end_failed(state, ("final_not_stored", error.reason))
             return
-        self._terminal(state, Phase.COMPLETED, Completed(output), event if stored else None)
+        if not stored:
+            self._terminal(state, Phase.FAILED, Failed(ENDED_ELSEWHERE), None)
+            return
+        self._terminal(state, Phase.COMPLETED, Completed(output), event)
 
     def _end_paused(self, state: _Invocation, continuation: Any, call: Any, message: str) -> None:
         run = state.request.run
@@ -528,9 +542,14 @@ class InvocationServer(GenServer):
         except AdkError as error:  # e.g. a continuation over the state limit
             self._end_failed(state, ("pause_not_stored", error.reason))
             return
-        self._terminal(state, Phase.PAUSED, Paused(event), event if stored else None)
+        if not stored:  # nothing to resume: say so rather than report a pause
+            self._terminal(state, Phase.FAILED, Failed(ENDED_ELSEWHERE), None)
+            return
+        self._terminal(state, Phase.PAUSED, Paused(event), event)
 
     def _end_failed(self, state: _Invocation, reason: Any) -> None:
+        if state.phase.terminal:  # a failed step already ended it
+            return
         event = steps.error_event(state, reason, "the invocation failed")
         stored = self._write_end(state, event)
         self._terminal(state, Phase.FAILED, Failed(reason), event if stored else None)
@@ -548,6 +567,8 @@ class InvocationServer(GenServer):
 
     def _refuse(self, state: _Invocation, reason: Any) -> None:
         """End before opening: nothing (but a policy's audit event) is in the session."""
+        if state.phase.terminal:
+            return
         self._terminal(state, Phase.FAILED, Failed(reason), None)
 
     def _deadline(self, state: _Invocation) -> None:
@@ -639,8 +660,13 @@ class InvocationServer(GenServer):
             if error.reason in ("conflict", "not_found"):
                 return False
             raise
-        if clear_temp:
-            runner.sessions.clear_temp_state(runner.app_name, request.user_id, request.session_id)
+        if clear_temp:  # after the end is stored: a failure here changes no outcome
+            try:
+                runner.sessions.clear_temp_state(
+                    runner.app_name, request.user_id, request.session_id
+                )
+            except AdkError as error:
+                _log.warning("adk.invocation.temp_not_cleared", reason=str(error.reason)[:200])
         return True
 
     def _write_end(self, state: _Invocation, event: Event) -> bool:

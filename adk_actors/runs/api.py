@@ -17,7 +17,7 @@ import msgspec
 import structlog
 
 from adk_actors.app import RUN_SUPERVISOR, ensure_started
-from adk_actors.outcomes import Failed, Outcome
+from adk_actors.outcomes import Cancelled, Failed, Outcome
 from adk_actors.runner.messages import (
     BeginResume,
     Cancel,
@@ -343,9 +343,9 @@ def _view(run_id: str, server: Pid | None, lost: Any) -> dict[str, Any] | None:
             return None
         return {"run_id": run_id, "state": "failed", "outcome": msgspec.to_builtins(lost)}
     try:
-        status, value = call(server, Status())
-    except ProcessExit:
-        return None  # it went away meanwhile
+        status, value = call(server, Status(), timeout=2.0)
+    except (ProcessExit, CallTimeout):
+        return None  # it went away meanwhile, or is too busy to say
     return value if status == "ok" else None
 
 
@@ -407,8 +407,8 @@ def _unclaimed(error: RunError) -> bool:
     claimed the continuation; the paused run's server checks the session)?"""
     if error.reason != "already_resumed" or error.run_id is None:
         return False
-    try:
-        return isinstance(wait(error.run_id, timeout=1.0), Failed)
+    try:  # ended without a pause or an answer: it may never have claimed it
+        return isinstance(wait(error.run_id, timeout=1.0), Failed | Cancelled)
     except RunError:
         return False  # still running, or gone
 

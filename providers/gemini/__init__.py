@@ -49,6 +49,21 @@ ClientKey = tuple[str, str | None, int | None, int]
 """(api_key, base_url, timeout_ms, max_connections): what makes clients differ."""
 LoopClient = tuple[genai.Client, httpx.AsyncClient]
 """A google-genai client for one event loop and the httpx client it sends with."""
+SHARD_CONNECTIONS = 64
+"""Connections per httpx client on one loop. httpcore's pool looks at every connection
+for every request, so one client with thousands of connections spends its CPU there;
+`max_connections` is spread over ceil(max_connections / 64) clients, used in turn."""
+
+
+class _Shards:
+    """The clients of one loop and settings: created on first use, picked in turn."""
+
+    __slots__ = ("clients", "count", "next")
+
+    def __init__(self, count: int) -> None:
+        self.clients: list[LoopClient] = []
+        self.count = count
+        self.next = 0
 
 
 class _ResponseTooLarge(Exception):
@@ -146,7 +161,7 @@ class GeminiProvider:
     def __init__(self) -> None:
         self._clients: OrderedDict[ClientKey, tuple[genai.Client, httpx.Client]] = OrderedDict()
         self._loop_clients: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, OrderedDict[ClientKey, LoopClient]
+            asyncio.AbstractEventLoop, OrderedDict[ClientKey, _Shards]
         ] = weakref.WeakKeyDictionary()
         self._unused_sync_http: httpx.Client | None = None
         self._lock = threading.Lock()
@@ -219,8 +234,13 @@ class GeminiProvider:
             chunks = self._client(settings).models.generate_content_stream(
                 model=settings.model, contents=requests.placeholder_contents(), config=request
             )
-            for chunk in chunks:
-                frames.add(chunk)
+            try:
+                for chunk in chunks:
+                    frames.add(chunk)
+            finally:  # leaving early (a refused frame) releases the connection now
+                close = getattr(chunks, "close", None)
+                if close is not None:
+                    close()
             return frames.output()
 
     # -- async calls (on the running loop) -----------------------------------------------
@@ -313,33 +333,41 @@ class GeminiProvider:
         return client
 
     def _async_client(self, settings: GeminiSettings) -> genai.Client:
-        """The async client for these settings on the running loop (one per loop and
-        settings: an httpx.AsyncClient's connections belong to the loop that opened them)."""
+        """An async client for these settings on the running loop (its own per loop: an
+        httpx.AsyncClient's connections belong to the loop that opened them), one of
+        the loop's `_Shards` in turn."""
         loop = asyncio.get_running_loop()
         key = _key(settings)
         with self._lock:
             for other in [other for other in self._loop_clients if other.is_closed()]:
                 del self._loop_clients[other]
-            clients = self._loop_clients.get(loop)
-            if clients is not None and key in clients:
-                clients.move_to_end(key)
-                return clients[key][0]
+            clients = self._loop_clients.setdefault(loop, OrderedDict())
+            shards = clients.get(key)
+            if shards is None:
+                count = -(-settings.max_connections // SHARD_CONNECTIONS)
+                shards = clients[key] = _Shards(count)
+                if len(clients) > _CLIENT_CACHE_SIZE:
+                    clients.popitem(last=False)  # not closed: a call may still be using it
+            clients.move_to_end(key)
+            index = shards.next
+            shards.next = (index + 1) % shards.count
+            if index < len(shards.clients):
+                return shards.clients[index][0]
             if self._unused_sync_http is None:
                 self._unused_sync_http = httpx.Client(
                     transport=_CappedTransport(verify=_ssl_context()), follow_redirects=False
                 )
             unused_sync_http = self._unused_sync_http
+        per_shard = min(settings.max_connections, SHARD_CONNECTIONS)
+        limits = httpx.Limits(max_connections=per_shard, max_keepalive_connections=per_shard)
         http = httpx.AsyncClient(
-            transport=_CappedAsyncTransport(verify=_ssl_context(), limits=_limits(settings)),
+            transport=_CappedAsyncTransport(verify=_ssl_context(), limits=limits),
             timeout=_timeout(settings),
             follow_redirects=False,
         )
         client = self._genai_client(settings, unused_sync_http, http)
         with self._lock:
-            clients = self._loop_clients.setdefault(loop, OrderedDict())
-            clients[key] = (client, http)
-            if len(clients) > _CLIENT_CACHE_SIZE:
-                clients.popitem(last=False)  # not closed: a call may still be using it
+            shards.clients.append((client, http))
         return client
 
     async def aclose(self) -> None:
@@ -348,8 +376,9 @@ class GeminiProvider:
         dropped, and the garbage collector releases their sockets."""
         with self._lock:
             clients = self._loop_clients.pop(asyncio.get_running_loop(), None)
-        for _, http in (clients or {}).values():
-            await http.aclose()
+        for shards in (clients or {}).values():
+            for _, http in shards.clients:
+                await http.aclose()
 
     @staticmethod
     def _genai_client(

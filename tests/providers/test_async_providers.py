@@ -589,6 +589,7 @@ def test_concurrent_async_calls_overlap_on_one_loop_without_threads(fake, config
 
 
 def test_each_event_loop_gets_its_own_http_client(config):
+    config = {**config, "max_connections": 64}  # one client per loop and settings
     provider = protocol.resolve_provider(config)
     settings = check(config)
 
@@ -599,7 +600,12 @@ def test_each_event_loop_gets_its_own_http_client(config):
         return first, again, other
 
     def http_clients() -> list[Any]:
-        return [http for entries in provider._loop_clients.values() for _, http in entries.values()]
+        return [
+            http
+            for entries in provider._loop_clients.values()
+            for shards in entries.values()
+            for _, http in shards.clients
+        ]
 
     first, again, other = run(clients())
     first_http = http_clients()
@@ -612,7 +618,8 @@ def test_each_event_loop_gets_its_own_http_client(config):
 
     async def closing() -> bool:
         provider._async_client(settings)
-        (http,) = [http for _, http in provider._loop_clients[asyncio.get_running_loop()].values()]
+        entries = provider._loop_clients[asyncio.get_running_loop()].values()
+        (http,) = [http for shards in entries for _, http in shards.clients]
         await provider.aclose()
         return http.is_closed and asyncio.get_running_loop() not in provider._loop_clients
 
@@ -643,7 +650,7 @@ def test_connection_limits_come_from_config_or_environment(config, monkeypatch):
     async def pool_limit() -> int:
         provider._async_client(settings)
         entries = provider._loop_clients[asyncio.get_running_loop()].values()
-        (http,) = [http for _, http in entries]
+        (http,) = [http for shards in entries for _, http in shards.clients]
         return int(http._transport._pool._max_connections)
 
     assert run(pool_limit()) == 7
@@ -713,3 +720,20 @@ def test_an_inline_scripted_fn_runs_on_the_loop():
         return threading.get_ident()
 
     assert threads == [run(scenario())]
+
+
+def test_many_connections_are_spread_over_clients_used_in_turn(config):
+    """httpcore scans every connection of a pool per request: 1,024 connections are 16
+    clients of 64, picked in turn, each created on first use."""
+    settings = check({**config, "max_connections": 130})
+    provider = protocol.resolve_provider(config)
+
+    async def picks() -> tuple[list[Any], list[int]]:
+        chosen = [provider._async_client(settings) for _ in range(4)]
+        (shards,) = provider._loop_clients[asyncio.get_running_loop()].values()
+        limits = [int(http._transport._pool._max_connections) for _, http in shards.clients]
+        return chosen, limits
+
+    chosen, limits = run(picks())
+    assert chosen[0] is chosen[3] and len({id(c) for c in chosen[:3]}) == 3
+    assert limits == [64, 64, 64]
