@@ -21,8 +21,9 @@ APP_NAME = "adk.app"
 AGENT_SUPERVISOR = "adk.agents"
 TASK_SUPERVISOR = "adk.tasks"
 RUN_SUPERVISOR = "adk.runs"
-MAX_RUNS = 10_000
-"""Run actors alive at once (running and retained); past it `runs.start` is refused."""
+MAX_RUNS = 100_000
+"""Invocation servers alive at once (running, and retained runs); past it a start is
+refused with ``too_many_runs``."""
 
 Starter = Callable[[Mapping[str, Any] | None], Pid]
 """Starts the tree if it is not running (given its admission config) and returns its pid."""
