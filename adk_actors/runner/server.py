@@ -84,6 +84,8 @@ from supervision import (
     Response,
     Stop,
     StreamError,
+    StreamItem,
+    StreamTerminal,
     SupervisorError,
     SyncPool,
     Task,
@@ -122,7 +124,9 @@ class _Invocation:
     except a policy refusal's audit event."""
 
     request: InvocationRequest
-    stream: Pid
+    stream: Pid | None
+    """The credit stream of a run (replay, many subscribers); None for a plain
+    invocation, whose one subscriber gets the same messages from this server."""
     deadline_at: float
     phase: Phase = Phase.ADMITTING
     spec: Any = None
@@ -168,22 +172,27 @@ class InvocationServer(GenServer):
         except AdkError:
             return Stop(("shutdown", "handoff_taken"))
         run = request.run
-        try:
-            if run is not None:
-                register(run_name(run.run_id), self_pid())
-            stream = CreditStream.start_link(
-                max_buffered=run.max_buffered_events if run else request.max_buffered_events,
-                push_bound=PUSH_BOUND,
-                name=stream_name(run.run_id) if run else None,
-            )
-        except (NameTaken, AlreadyStarted):  # the name was the first step: nothing started
-            return Stop(("shutdown", "already_exists"))
-        if request.subscriber is not None:
-            send(request.subscriber, StreamOpened(stream))
+        stream: Pid | None = None
+        if run is not None or request.subscriber is None:
             try:
-                CreditStream.subscribe(stream, after=0, subscriber=request.subscriber)
-            except StreamError:
-                pass  # the caller is gone already: its owner monitor says so next
+                if run is not None:
+                    register(run_name(run.run_id), self_pid())
+                stream = CreditStream.start_link(
+                    max_buffered=run.max_buffered_events if run else request.max_buffered_events,
+                    push_bound=PUSH_BOUND,
+                    name=stream_name(run.run_id) if run else None,
+                )
+            except (NameTaken, AlreadyStarted):  # the name was the first step: nothing started
+                return Stop(("shutdown", "already_exists"))
+        if request.subscriber is not None:
+            # a plain invocation's one caller is sent its items directly (the server is
+            # its stream: same messages, no second process); a run's subscribe to it
+            send(request.subscriber, StreamOpened(stream or self_pid()))
+            if stream is not None:
+                try:
+                    CreditStream.subscribe(stream, after=0, subscriber=request.subscriber)
+                except StreamError:
+                    pass  # the caller is gone already: its owner monitor says so next
         timeout = request.runner.run_timeout
         state = _Invocation(request, stream, time.monotonic() + timeout)
         state.deadline_timer = send_after(self_pid(), DeadlineReached(), timeout)
@@ -264,7 +273,8 @@ class InvocationServer(GenServer):
     def terminate(self, reason: Any, state: Any) -> None:
         if isinstance(state, _Invocation):
             _release(state)
-            CreditStream.close_async(state.stream)  # after the items it still has to send
+            if state.stream is not None:
+                CreditStream.close_async(state.stream)  # after the items it still has to send
 
     # -- admission and the lane --------------------------------------------------------
 
@@ -592,7 +602,10 @@ class InvocationServer(GenServer):
         _release(state)  # before anyone hears of the end: a caller may reuse both at once
         state.published += 1
         state.terminal_sequence = state.published
-        CreditStream.finish_async(state.stream, outcome)
+        if state.stream is not None:
+            CreditStream.finish_async(state.stream, outcome)
+        elif state.request.subscriber is not None:
+            send(state.request.subscriber, StreamTerminal(self_pid(), state.published, outcome))
         waiters, state.waiters = state.waiters, {}
         for from_ in waiters.values():
             reply(from_, outcome)
@@ -685,7 +698,10 @@ class InvocationServer(GenServer):
         """Append to the stream without waiting (this server is its only publisher, so
         it numbers the items itself)."""
         state.published += 1
-        CreditStream.publish_async(state.stream, event)
+        if state.stream is not None:
+            CreditStream.publish_async(state.stream, event)
+        elif state.request.subscriber is not None:
+            send(state.request.subscriber, StreamItem(self_pid(), state.published, event))
 
     def _audit_refusal(self, state: _Invocation) -> Any:
         """Store an audit event of a refusal before opening (the only thing it leaves)."""
