@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -42,7 +42,7 @@ from providers import protocol
 from providers.content import Content, FunctionCallPart, FunctionResponsePart
 from providers.errors import AdkError
 from providers.protocol import ToolCalls
-from supervision import Task, TaskFailed, TaskTimeout, is_fenced_thread
+from supervision import Task, TaskBusy, TaskFailed, TaskTimeout, is_fenced_thread
 from supervision.aio import wait_task, wait_tasks
 
 _log = structlog.get_logger("adk.agents")
@@ -110,11 +110,21 @@ class _Turn:
         self.ancestry = options.ancestry
         self.global_instruction = options.global_instruction or spec.global_instruction
         self.state = MappingProxyType(dict(options.state))
-        self.provider_config = render_instructions(spec, self._callback_context(), self.state)
+        self.provider_config: Mapping[str, Any] = spec.provider_config
         self.options = options
         self.llm_calls = 0
 
+    async def _render(self) -> None:
+        """The turn's instructions: a dynamic instruction provider is user code, run in a
+        pool task; templates and static text are rendered here."""
+        render = (render_instructions, self.spec, self._callback_context(), self.state)
+        if callable(self.spec.instructions):
+            self.provider_config = await _off_loop(*render)
+        else:
+            self.provider_config = render[0](*render[1:])
+
     async def run(self, history: Sequence[Content], message: Content) -> TurnOutcome:
+        await self._render()
         if self.spec.input_validator is not None:
             _check_json(self.spec.input_validator, message.text_value(), "invalid_input")
         return await self._loop([*history, message], len(history), 0, None)
@@ -126,6 +136,7 @@ class _Turn:
         continuation: Continuation,
         answer: Answer,
     ) -> TurnOutcome:
+        await self._render()
         self.llm_calls = continuation.llm_calls
         rounds = continuation.rounds
         calls = contents[-1].function_calls() if contents else []
@@ -304,7 +315,7 @@ class _Turn:
                 spec.tool_mode == "parallel"
                 and tool is not None
                 and tool.parallel_safe
-                and not self._needs_approval(call)
+                and not await self._needs_approval(call)
             ):
                 batch.append(call)
                 continue
@@ -317,13 +328,14 @@ class _Turn:
         responses.extend(await self._parallel(batch))
         return responses
 
-    def _needs_approval(self, call: FunctionCallPart) -> bool:
+    async def _needs_approval(self, call: FunctionCallPart) -> bool:
         """Would this call pause for approval? (An approval is a serial barrier.)"""
         tool = self.spec.catalog.tool(call.name)
         if not self.options.pausable or tool is None:
             return False
         try:
-            return tool.confirmation(dict(call.args), self._context(call))[0]
+            required, _hint = await _confirmation(tool, call, self._context(call))
+            return bool(required)
         except Exception:
             return True  # let the serial path report the failing check
 
@@ -370,7 +382,7 @@ class _Turn:
         tool = spec.catalog.tool(call.name)
         if self.options.pausable and not approved and tool is not None:
             try:
-                required, hint = tool.confirmation(dict(call.args), ctx)
+                required, hint = await _confirmation(tool, call, ctx)
             except Exception as error:
                 _log.warning(
                     "adk.tool.confirmation_failed", tool=call.name, error=type(error).__name__
@@ -459,11 +471,24 @@ class _Turn:
         }
 
 
+async def _confirmation(tool: Any, call: FunctionCallPart, ctx: ToolContext) -> Any:
+    """A tool's approval check: a `require_confirmation` method is user code (a pool
+    task); a plain True/False attribute is read here."""
+    if callable(getattr(tool, "require_confirmation", None)):
+        return await _off_loop(tool.confirmation, dict(call.args), ctx)
+    return tool.confirmation(dict(call.args), ctx)
+
+
 async def _off_loop(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run sync user code (a tool, a callback) in a pool task owned by this turn, and
     await it without holding a thread; an exception it raises is raised here as is.
-    The task dies with the turn (a killed turn's tool is fenced)."""
-    kind, value = await wait_task(Task.start(_caught, fn, args, kwargs))
+    The task dies with the turn (a killed turn's tool is fenced). A full pool is
+    ``busy``."""
+    try:
+        task = Task.start(_caught, fn, args, kwargs)
+    except TaskBusy:
+        raise AdkError("busy", "the pool for tools and callbacks is full") from None
+    kind, value = await wait_task(task)
     if kind == "error":
         raise value
     return value

@@ -552,3 +552,28 @@ def test_a_paused_run_resumes_after_a_process_restart(tmp_path):
     assert adk.runs.wait(resumed, timeout=10) == adk.Completed("published after restart")
     assert len(tool.ran) == 1 and adk.runs.pending(runner, "u") == []
     sessions.close()
+
+
+def test_user_checks_run_off_the_reactor(sessions):
+    """A `require_confirmation` method and a dynamic instruction provider are user code:
+    they run on pool threads, never on the reactor where turns wait."""
+    import threading
+
+    seen: list[str] = []
+
+    class Checked(Publish):
+        def require_confirmation(self, args, ctx):
+            seen.append(threading.current_thread().name)
+            return False
+
+    def instructions(scope):
+        seen.append(threading.current_thread().name)
+        return "Be brief."
+
+    call = {"name": "publish", "args": {"dry_run": True}}
+    model = adk.ScriptedProvider([{"tool_calls": [call]}, "done"])
+    agent = adk.spawn_agent(
+        "Offloop", {"provider": model, "instructions": instructions}, tools=[Checked()]
+    )
+    assert adk.Runner(agent, "app", sessions).run("u", "s", "go") == "done"
+    assert len(seen) == 2 and "supervision-reactor" not in seen
