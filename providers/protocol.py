@@ -22,6 +22,7 @@ then called from that thread.
 
 from __future__ import annotations
 
+import importlib
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -122,14 +123,19 @@ def resolve_provider(config: Mapping[str, Any]) -> Provider:
     raise AdkError("invalid_provider", "config['provider'] must be a provider name or instance")
 
 
-def _load_builtin(name: str) -> None:
-    if name == "gemini" and "gemini" not in _registry:
-        # import cost, not a cycle: google-genai takes ~0.5 s to import; only Gemini users pay it
-        from providers.gemini import GeminiProvider
+_PLUGINS = {"gemini": ("providers.gemini", "GeminiProvider")}
+"""Built-in providers loaded by name on first use: google-genai takes about 0.5 s to
+import, and only Gemini users should pay for it (a plugin load, not a hidden cycle)."""
 
-        register_provider(GeminiProvider())
-    elif name == "scripted" and "scripted" not in _registry:
+
+def _load_builtin(name: str) -> None:
+    if name in _registry:
+        return
+    if name == "scripted":
         register_provider(ScriptedProvider.from_config_provider())
+    elif name in _PLUGINS:
+        module, attribute = _PLUGINS[name]
+        register_provider(getattr(importlib.import_module(module), attribute)())
 
 
 def capabilities(provider: str | Provider) -> dict[str, Any]:

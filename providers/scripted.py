@@ -129,11 +129,7 @@ class ScriptedProvider:
         tools: Sequence[ToolDeclaration],
         on_delta: Callable[[str], None],
     ) -> ModelOutput:
-        frames, answer = self._frames(history, tools)
-        for frame in frames:
-            for delta in visible_text_deltas(frame.parts):
-                on_delta(delta)
-        return answer
+        return _deliver_text(*self._frames(history, tools), on_delta)
 
     def stream_content(
         self,
@@ -142,10 +138,7 @@ class ScriptedProvider:
         tools: Sequence[ToolDeclaration],
         on_delta: Callable[[Content], None],
     ) -> ModelOutput:
-        frames, answer = self._frames(history, tools)
-        for frame in frames:
-            on_delta(frame)
-        return answer
+        return _deliver_frames(*self._frames(history, tools), on_delta)
 
     async def agenerate(
         self,
@@ -162,11 +155,7 @@ class ScriptedProvider:
         tools: Sequence[ToolDeclaration],
         on_delta: Callable[[str], None],
     ) -> ModelOutput:
-        frames, answer = await self._aframes(history, tools)
-        for frame in frames:
-            for delta in visible_text_deltas(frame.parts):
-                on_delta(delta)
-        return answer
+        return _deliver_text(*await self._aframes(history, tools), on_delta)
 
     async def astream_content(
         self,
@@ -175,10 +164,7 @@ class ScriptedProvider:
         tools: Sequence[ToolDeclaration],
         on_delta: Callable[[Content], None],
     ) -> ModelOutput:
-        frames, answer = await self._aframes(history, tools)
-        for frame in frames:
-            on_delta(frame)
-        return answer
+        return _deliver_frames(*await self._aframes(history, tools), on_delta)
 
     def _frames(
         self, history: Sequence[Content], tools: Sequence[ToolDeclaration]
@@ -216,6 +202,25 @@ def _taken(
         return "ok", provider._take(history, tools)
     except Exception as error:
         return "error", error
+
+
+def _deliver_text(
+    frames: list[Content], answer: ModelOutput, on_delta: Callable[[str], None]
+) -> ModelOutput:
+    """A text stream: each frame's visible text deltas, then the whole answer."""
+    for frame in frames:
+        for delta in visible_text_deltas(frame.parts):
+            on_delta(delta)
+    return answer
+
+
+def _deliver_frames(
+    frames: list[Content], answer: ModelOutput, on_delta: Callable[[Content], None]
+) -> ModelOutput:
+    """A content stream: one Content per frame, then the whole answer."""
+    for frame in frames:
+        on_delta(frame)
+    return answer
 
 
 def _step_frames(step: Mapping[str, Any]) -> tuple[list[Content], ModelOutput]:

@@ -26,6 +26,7 @@ from adk_actors.policy import RuntimePolicy
 from adk_actors.runner import continuations
 from adk_actors.runner.context import ContextPolicy
 from adk_actors.runner.history import model_history, split_events
+from adk_actors.runner.launch import launch
 from adk_actors.runner.messages import Cancel, StreamOpened
 from adk_actors.runner.options import (
     DEFAULT_MAX_STREAM_OUTPUT_BYTES,
@@ -33,7 +34,6 @@ from adk_actors.runner.options import (
     runner_options,
 )
 from adk_actors.runner.request import Fresh, InvocationRequest, Resumed, RunIdentity
-from adk_actors.runner.server import launch
 from adk_actors.sessions.service import SessionService
 from providers.content import Content
 from providers.errors import AdkError
@@ -145,18 +145,9 @@ class Runner:
         """Start the invocation's server and return its pid (what `adk.runs` drives).
         `owner`'s exit cancels it; `subscriber` gets its stream from the first item;
         `run` makes it a retained stable run."""
-        request = InvocationRequest(
-            self,
-            user_id,
-            session_id,
-            _invocation_id(invocation_id),
-            token or continuations.new_token(),
-            Fresh(as_content(message)),
-            owner=owner,
-            subscriber=subscriber,
-            run=run,
-        )
-        return launch(request)
+        work = Fresh(as_content(message))
+        chosen = _invocation_id(invocation_id)
+        return self._launch(user_id, session_id, chosen, token, work, owner, subscriber, run)
 
     def abandon(
         self,
@@ -240,18 +231,7 @@ class Runner:
         """
         chosen, work = self._resumed(user_id, session_id, response, invocation_id)
         return _follow(
-            lambda inbox: launch(
-                InvocationRequest(
-                    self,
-                    user_id,
-                    session_id,
-                    chosen,
-                    token or continuations.new_token(),
-                    work,
-                    owner=inbox,
-                    subscriber=inbox,
-                )
-            )
+            lambda inbox: self._launch(user_id, session_id, chosen, token, work, inbox, inbox)
         )
 
     def start_resume(
@@ -267,8 +247,23 @@ class Runner:
         """`resume_invocation` as a server of its own (what `adk.runs.resume` drives):
         checked now, claimed once admitted."""
         chosen, work = self._resumed(user_id, session_id, response, invocation_id)
+        return self._launch(user_id, session_id, chosen, token, work, run=run)
+
+    def _launch(
+        self,
+        user_id: str,
+        session_id: str,
+        invocation_id: str,
+        token: str | None,
+        work: Fresh | Resumed,
+        owner: Pid | None = None,
+        subscriber: Pid | None = None,
+        run: RunIdentity | None = None,
+    ) -> Pid:
+        """Start the invocation's server (see `InvocationRequest` for the fields)."""
+        token = token or continuations.new_token()
         request = InvocationRequest(
-            self, user_id, session_id, chosen, token or continuations.new_token(), work, run=run
+            self, user_id, session_id, invocation_id, token, work, owner, subscriber, run
         )
         return launch(request)
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -33,7 +32,6 @@ from adk_actors.agents.names import registered_name
 from adk_actors.agents.scope import Scope, TurnOptions
 from adk_actors.agents.turn import resume_turn, run_turn
 from adk_actors.agents.turn_outcome import TurnCompleted, TurnFailed, TurnPaused
-from adk_actors.app import RUN_SUPERVISOR, ensure_started
 from adk_actors.events import Event
 from adk_actors.outcomes import Cancelled, Completed, Failed, Outcome, Paused
 from adk_actors.runner import continuations, steps
@@ -64,21 +62,18 @@ from adk_actors.runner.request import (
     run_name,
     stream_name,
 )
+from adk_actors.runner.state import InvocationState, begin_resume, status_view, still_paused
 from providers.errors import AdkError
 from supervision import (
     DEADLINE_REASON,
     AlreadyStarted,
-    ChildSpec,
     CreditStream,
     Down,
-    DynamicSupervisor,
     From,
     GenServer,
-    MaxChildrenReached,
     NameTaken,
     NoReply,
     Pid,
-    ProcessExit,
     Ref,
     Reply,
     Response,
@@ -86,12 +81,10 @@ from supervision import (
     StreamError,
     StreamItem,
     StreamTerminal,
-    SupervisorError,
     SyncPool,
     Task,
     TaskBusy,
     TaskResult,
-    TimerRef,
     cancel_request,
     cancel_timer,
     cast,
@@ -114,53 +107,6 @@ deleted session): its own outcome is not reported as stored."""
 LANE_RETRIES = 3
 """Times a lane request follows a restarted agent before the invocation fails."""
 _log = structlog.get_logger("adk_actors.runner")
-
-
-@dataclass
-class _Invocation:
-    """The server's state. Invariants: `turn` is set only while OPEN; `permit` is held
-    from its grant to the terminal; `outcome` is set exactly when the phase is
-    terminal, and never changes after; nothing is written to the session before OPEN
-    except a policy refusal's audit event."""
-
-    request: InvocationRequest
-    stream: Pid | None
-    """The credit stream of a run (replay, many subscribers); None for a plain
-    invocation, whose one subscriber gets the same messages from this server."""
-    deadline_at: float
-    phase: Phase = Phase.ADMITTING
-    spec: Any = None
-    permit: admission_api.Permit | None = None
-    admission_request: Ref | None = None
-    admission_request_id: str | None = None
-    lane_request: Ref | None = None
-    lane_agent: Pid | None = None
-    lane_attempts: int = 0
-    turn: Task | None = None
-    preparing: Task | None = None
-    opening: Event | None = None
-    owner_ref: Ref | None = None
-    deadline_timer: TimerRef | None = None
-    partials: steps.Partials = field(default_factory=steps.Partials)
-    final: tuple[Any, Any] = (None, None)
-    cancel_reason: Any = None
-    grace: TimerRef | None = None
-    outcome: Outcome | None = None
-    terminal_sequence: int | None = None
-    published: int = 0
-    waiters: dict[Ref, From] = field(default_factory=dict)
-    resumed_to: str | None = None
-    resume_pending: str | None = None
-    started_at: float = field(default_factory=time.time)
-    ended_at: float | None = None
-
-    @property
-    def runner(self) -> Any:
-        return self.request.runner
-
-    @property
-    def invocation_id(self) -> str:
-        return self.request.invocation_id
 
 
 class InvocationServer(GenServer):
@@ -194,7 +140,7 @@ class InvocationServer(GenServer):
                 except StreamError:
                     pass  # the caller is gone already: its owner monitor says so next
         timeout = request.runner.run_timeout
-        state = _Invocation(request, stream, time.monotonic() + timeout)
+        state = InvocationState(request, stream, time.monotonic() + timeout)
         state.deadline_timer = send_after(self_pid(), DeadlineReached(), timeout)
         if request.owner is not None:
             state.owner_ref = monitor(request.owner)
@@ -203,13 +149,13 @@ class InvocationServer(GenServer):
 
     # -- requests --------------------------------------------------------------------
 
-    def handle_call(self, request: Any, from_: From, state: _Invocation) -> Any:
+    def handle_call(self, request: Any, from_: From, state: InvocationState) -> Any:
         answer = self._call(request, from_, state)
         if isinstance(answer, Reply) and state.phase.terminal and state.request.run is None:
             return Stop("normal", state, reply=answer.value)  # ended by this call
         return answer
 
-    def _call(self, request: Any, from_: From, state: _Invocation) -> Any:
+    def _call(self, request: Any, from_: From, state: InvocationState) -> Any:
         match request:
             case Wait(token):
                 if state.outcome is not None:
@@ -217,13 +163,13 @@ class InvocationServer(GenServer):
                 state.waiters[token] = from_
                 return NoReply(state)
             case Status():
-                return Reply(("ok", _status(state)), state)
+                return Reply(("ok", status_view(state)), state)
             case Cancel(reason, float() | int() as grace):
                 return Reply(self._cancel(state, reason, float(grace)), state)
             case BeginResume(str() as new_run_id):
-                return Reply(_begin_resume(state, new_run_id), state)
+                return Reply(begin_resume(state, new_run_id), state)
             case ForgetResume(str() as run_id):
-                if state.resumed_to == run_id and _still_paused(state):
+                if state.resumed_to == run_id and still_paused(state):
                     state.resumed_to = None
                 return Reply(("ok", None), state)
             case EndResume(str() as new_run_id, bool() as committed):
@@ -234,13 +180,13 @@ class InvocationServer(GenServer):
                 return Reply(("ok", None), state)
         return Reply(("error", ("invalid_request", type(request).__name__)), state)
 
-    def handle_cast(self, msg: Any, state: _Invocation) -> Any:
+    def handle_cast(self, msg: Any, state: InvocationState) -> Any:
         match msg:
             case Unwait(token):
                 state.waiters.pop(token, None)
         return state
 
-    def handle_info(self, msg: Any, state: _Invocation) -> Any:
+    def handle_info(self, msg: Any, state: InvocationState) -> Any:
         match msg:
             case TurnStep(kind, value, metadata) if state.phase is Phase.OPEN:
                 self._step(state, kind, value, metadata)
@@ -271,14 +217,14 @@ class InvocationServer(GenServer):
         return self._after(state)
 
     def terminate(self, reason: Any, state: Any) -> None:
-        if isinstance(state, _Invocation):
+        if isinstance(state, InvocationState):
             _release(state)
             if state.stream is not None:
                 CreditStream.close_async(state.stream)  # after the items it still has to send
 
     # -- admission and the lane --------------------------------------------------------
 
-    def _begin(self, state: _Invocation) -> None:
+    def _begin(self, state: InvocationState) -> None:
         request = state.request
         runner = request.runner
         if isinstance(request.work, Fresh) and runner.runtime_policy is not None:
@@ -304,7 +250,7 @@ class InvocationServer(GenServer):
         except AdkError as error:
             self._refuse(state, ("admission_failed", error.reason))
 
-    def _response(self, state: _Invocation, request_id: Ref, response: Response) -> None:
+    def _response(self, state: InvocationState, request_id: Ref, response: Response) -> None:
         if request_id == state.admission_request:
             state.admission_request = None
             try:
@@ -337,7 +283,7 @@ class InvocationServer(GenServer):
             else:
                 self._refuse(state, "noproc")
 
-    def _enter_lane(self, state: _Invocation) -> None:
+    def _enter_lane(self, state: InvocationState) -> None:
         if state.phase is Phase.ADMITTING:
             state.phase = advance(state.phase, Phase.QUEUED_IN_LANE)
         request = state.request
@@ -351,7 +297,7 @@ class InvocationServer(GenServer):
 
     # -- opening -------------------------------------------------------------------------
 
-    def _prepare(self, state: _Invocation, spec: Any) -> None:
+    def _prepare(self, state: InvocationState, spec: Any) -> None:
         """The lane is ours. A fresh invocation first reads its session and chooses the
         history its model sees (a context policy may run a compressor), in a task of its
         own so this server stays responsive; a resume chose its history when checked."""
@@ -362,7 +308,7 @@ class InvocationServer(GenServer):
             return
         state.opening = Event.new("user", state.invocation_id, request.work.message)
         if not request.runner.context_policy.runs_user_code:  # a short read: do it here
-            self._prepared_inline(state, _read_history(request, state.opening, spec.name))
+            self._prepared(state, _read_history(request, state.opening, spec.name))
             return
         try:
             state.preparing = Task.start(
@@ -376,22 +322,20 @@ class InvocationServer(GenServer):
         except TaskBusy:
             self._refuse(state, "busy")
 
-    def _prepared_inline(self, state: _Invocation, value: Any) -> None:
-        if isinstance(value, TurnFailed):
-            self._refuse(state, value.reason)
+    def _prepared(self, state: InvocationState, result: Any) -> None:
+        """The history task's result (a `TaskResult`), or the value it would return."""
+        if isinstance(result, TaskResult):
+            if not result.ok:
+                kind = getattr(result.value, "kind", None) or str(result.value)
+                self._refuse(state, ("invocation_worker_exit", kind[:200]))
+                return
+            result = result.value
+        if isinstance(result, TurnFailed):
+            self._refuse(state, result.reason)
         else:
-            self._open(state, *value)
+            self._open(state, *result)
 
-    def _prepared(self, state: _Invocation, result: TaskResult) -> None:
-        if not result.ok:
-            kind = getattr(result.value, "kind", None) or str(result.value)
-            self._refuse(state, ("invocation_worker_exit", kind[:200]))
-        elif isinstance(result.value, TurnFailed):
-            self._refuse(state, result.value.reason)
-        else:
-            self._open(state, *result.value)
-
-    def _open(self, state: _Invocation, history: list[Any], visible: dict[str, Any]) -> None:
+    def _open(self, state: InvocationState, history: list[Any], visible: dict[str, Any]) -> None:
         """Store the opening (the user's message, or a resume's claim) and start the
         turn. A claim someone else made first is ``no_paused_invocation``."""
         spec = state.spec
@@ -449,7 +393,7 @@ class InvocationServer(GenServer):
 
     # -- steps ---------------------------------------------------------------------------
 
-    def _step(self, state: _Invocation, kind: str, value: Any, metadata: Any) -> None:
+    def _step(self, state: InvocationState, kind: str, value: Any, metadata: Any) -> None:
         """A step of the turn becomes a stored event; deltas wait for their round's end,
         and the final round's deltas wait for the final-output policy."""
         name = state.spec.name
@@ -469,11 +413,11 @@ class InvocationServer(GenServer):
         elif kind == "model":
             state.final = (value, metadata)
 
-    def _flush_partials(self, state: _Invocation) -> None:
+    def _flush_partials(self, state: InvocationState) -> None:
         for partial in state.partials.take():
             self._store(state, partial)
 
-    def _store(self, state: _Invocation, event: Event) -> None:
+    def _store(self, state: InvocationState, event: Event) -> None:
         """Store and publish one step of the open invocation (nothing after its end)."""
         if state.phase is not Phase.OPEN:
             return
@@ -491,7 +435,7 @@ class InvocationServer(GenServer):
 
     # -- the end ---------------------------------------------------------------------------
 
-    def _turn_ended(self, state: _Invocation, result: TaskResult) -> None:
+    def _turn_ended(self, state: InvocationState, result: TaskResult) -> None:
         if state.grace is not None:  # an outcome reached within the grace stands
             cancel_timer(state.grace)
             state.grace = None
@@ -514,7 +458,7 @@ class InvocationServer(GenServer):
             case other:
                 self._end_failed(state, ("invalid_turn_outcome", type(other).__name__))
 
-    def _end_completed(self, state: _Invocation, output: Any) -> None:
+    def _end_completed(self, state: InvocationState, output: Any) -> None:
         runner = state.runner
         guard = Guard(runner.runtime_policy, state.invocation_id, self._audit_step(state))
         try:
@@ -539,7 +483,9 @@ class InvocationServer(GenServer):
             return
         self._terminal(state, Phase.COMPLETED, Completed(output), event)
 
-    def _end_paused(self, state: _Invocation, continuation: Any, call: Any, message: str) -> None:
+    def _end_paused(
+        self, state: InvocationState, continuation: Any, call: Any, message: str
+    ) -> None:
         run = state.request.run
         continuation = msgspec.structs.replace(
             continuation, token=state.request.token, run_id=run.run_id if run else None
@@ -557,14 +503,14 @@ class InvocationServer(GenServer):
             return
         self._terminal(state, Phase.PAUSED, Paused(event), event)
 
-    def _end_failed(self, state: _Invocation, reason: Any) -> None:
+    def _end_failed(self, state: InvocationState, reason: Any) -> None:
         if state.phase.terminal:  # a failed step already ended it
             return
         event = steps.error_event(state, reason, "the invocation failed")
         stored = self._write_end(state, event)
         self._terminal(state, Phase.FAILED, Failed(reason), event if stored else None)
 
-    def _end_cancelled(self, state: _Invocation) -> None:
+    def _end_cancelled(self, state: InvocationState) -> None:
         """Kill the turn and record the cancel (or the caller's leaving) as the end."""
         self._kill_turn(state)
         reason = state.cancel_reason
@@ -575,13 +521,13 @@ class InvocationServer(GenServer):
         stored = self._write_end(state, event)
         self._terminal(state, Phase.CANCELLED, Cancelled(reason), event if stored else None)
 
-    def _refuse(self, state: _Invocation, reason: Any) -> None:
+    def _refuse(self, state: InvocationState, reason: Any) -> None:
         """End before opening: nothing (but a policy's audit event) is in the session."""
         if state.phase.terminal:
             return
         self._terminal(state, Phase.FAILED, Failed(reason), None)
 
-    def _deadline(self, state: _Invocation) -> None:
+    def _deadline(self, state: InvocationState) -> None:
         if state.phase is Phase.ADMITTING and state.admission_request is not None:
             return  # the controller holds the same deadline and answers it
         self._kill_turn(state)
@@ -591,7 +537,7 @@ class InvocationServer(GenServer):
             self._refuse(state, "timeout")
 
     def _terminal(
-        self, state: _Invocation, phase: Phase, outcome: Outcome, event: Event | None
+        self, state: InvocationState, phase: Phase, outcome: Outcome, event: Event | None
     ) -> None:
         """The one terminal: publish it, give back permit and lane, answer waiters."""
         state.phase = advance(state.phase, phase)
@@ -614,7 +560,7 @@ class InvocationServer(GenServer):
             cast(run.registry, Terminal(run.run_id, self_pid(), run.retention, outcome))
         _log.debug("adk.invocation.ended", invocation_id=state.invocation_id, phase=phase.value)
 
-    def _after(self, state: _Invocation) -> Any:
+    def _after(self, state: InvocationState) -> Any:
         """A plain invocation stops once its terminal is out; a run stays retained."""
         if state.phase.terminal and state.request.run is None:
             return Stop("normal", state)
@@ -622,7 +568,7 @@ class InvocationServer(GenServer):
 
     # -- cancel --------------------------------------------------------------------------
 
-    def _cancel(self, state: _Invocation, reason: Any, grace: float) -> tuple[str, Any]:
+    def _cancel(self, state: InvocationState, reason: Any, grace: float) -> tuple[str, Any]:
         if state.phase.terminal:
             return ("error", "already_terminal")
         if state.cancel_reason is not None:
@@ -637,15 +583,12 @@ class InvocationServer(GenServer):
 
     # -- plumbing --------------------------------------------------------------------------
 
-    def _kill_turn(self, state: _Invocation) -> None:
-        for task in (state.turn, state.preparing):
-            if task is not None:
-                task.kill()
-        state.turn = state.preparing = None
+    def _kill_turn(self, state: InvocationState) -> None:
+        _kill_tasks(state)
 
     def _write(
         self,
-        state: _Invocation,
+        state: InvocationState,
         event: Event,
         delta: Mapping[str, Any] | None = None,
         expected: Mapping[str, Any] | None = None,
@@ -682,7 +625,7 @@ class InvocationServer(GenServer):
                 _log.warning("adk.invocation.temp_not_cleared", reason=str(error.reason)[:200])
         return True
 
-    def _write_end(self, state: _Invocation, event: Event) -> bool:
+    def _write_end(self, state: InvocationState, event: Event) -> bool:
         """Store an error end (closing the invocation, clearing ``temp:``), if it was open."""
         if state.phase is not Phase.OPEN:
             return False
@@ -694,7 +637,7 @@ class InvocationServer(GenServer):
             _log.warning("adk.invocation.end_not_stored", reason=str(error.reason)[:200])
             return False
 
-    def _publish(self, state: _Invocation, event: Event) -> None:
+    def _publish(self, state: InvocationState, event: Event) -> None:
         """Append to the stream without waiting (this server is its only publisher, so
         it numbers the items itself)."""
         state.published += 1
@@ -703,7 +646,7 @@ class InvocationServer(GenServer):
         elif state.request.subscriber is not None:
             send(state.request.subscriber, StreamItem(self_pid(), state.published, event))
 
-    def _audit_refusal(self, state: _Invocation) -> Any:
+    def _audit_refusal(self, state: InvocationState) -> Any:
         """Store an audit event of a refusal before opening (the only thing it leaves)."""
 
         def store(event: Event) -> None:
@@ -716,11 +659,11 @@ class InvocationServer(GenServer):
 
         return store
 
-    def _audit_step(self, state: _Invocation) -> Any:
+    def _audit_step(self, state: InvocationState) -> Any:
         return lambda event: self._store(state, event)
 
 
-def _release(state: _Invocation) -> None:
+def _release(state: InvocationState) -> None:
     """Give back the permit and the lane slot, withdraw pending requests; idempotent.
     A permit still being asked for is cancelled at the controller; should it be
     granted anyway, its `Response` still comes here and is given back at once."""
@@ -746,6 +689,11 @@ def _release(state: _Invocation) -> None:
     if state.grace is not None:
         cancel_timer(state.grace)
         state.grace = None
+    _kill_tasks(state)
+
+
+def _kill_tasks(state: InvocationState) -> None:
+    """Stop the turn and the history task, if running (a sync one is fenced)."""
     for task in (state.turn, state.preparing):
         if task is not None:
             task.kill()
@@ -768,11 +716,11 @@ def _read_history(request: InvocationRequest, opening: Event, agent: str) -> Any
     return model_history(chosen[:-1]), visible_state(session.state)
 
 
-def _agent(state: _Invocation) -> Pid | None:
+def _agent(state: InvocationState) -> Pid | None:
     return whereis(registered_name(state.runner.agent_name))
 
 
-def _admission_server(state: _Invocation) -> Any:
+def _admission_server(state: InvocationState) -> Any:
     return state.runner.admission_control.controller
 
 
@@ -782,95 +730,8 @@ def _give_back(permit: admission_api.Permit) -> None:
     send_request(permit.server, admission_api.Release(permit.id))
 
 
-def _begin_resume(state: _Invocation, new_run_id: str) -> tuple[str, Any]:
-    if not isinstance(state.outcome, Paused):
-        return ("error", "run_not_paused")
-    if state.resumed_to is not None:
-        return ("error", ("already_resumed", state.resumed_to))
-    if state.resume_pending is not None:
-        return ("error", "resume_in_progress")
-    state.resume_pending = new_run_id
-    request = state.request
-    run = request.run
-    return (
-        "ok",
-        {
-            "runner": request.runner,
-            "user_id": request.user_id,
-            "session_id": request.session_id,
-            "event": state.outcome.event,
-            "retention": run.retention if run else None,
-            "max_buffered_events": run.max_buffered_events if run else None,
-        },
-    )
-
-
-def _still_paused(state: _Invocation) -> bool:
-    """Is this run's continuation still unclaimed in its session (a short read)?"""
-    if not isinstance(state.outcome, Paused) or state.resume_pending is not None:
-        return False
-    request = state.request
-    try:
-        paused = request.runner.paused_invocations(request.user_id, request.session_id)
-    except Exception:
-        return False
-    return state.outcome.event.invocation_id in paused
-
-
-def _status(state: _Invocation) -> dict[str, Any]:
-    request = state.request
-    run = request.run
-    return {
-        "run_id": run.run_id if run else None,
-        "state": "running" if state.outcome is None else state.phase.value,
-        "phase": state.phase.value,
-        "parent_run_id": run.parent_run_id if run else None,
-        "resumed_to": state.resumed_to,
-        "invocation_id": state.invocation_id,
-        "agent": request.runner.agent_name,
-        "app_name": request.runner.app_name,
-        "user_id": request.user_id,
-        "session_id": request.session_id,
-        "started_at": state.started_at,
-        "ended_at": state.ended_at,
-        "terminal_sequence": state.terminal_sequence,
-        "outcome": steps.outcome_builtins(state.outcome),
-        "retention": run.retention if run else None,
-        "max_buffered_events": run.max_buffered_events if run else None,
-    }
-
-
 def invocation_pool() -> SyncPool:
     """Turn tasks' own threads (`ADK_INVOCATION_THREADS`, default 256): a sync turn
     waits for its model, and must never starve the default pool that parallel tool
     calls run on."""
     return shared_pool("adk.invocations", "ADK_INVOCATION_THREADS", 256, 10_000)
-
-
-def launch(request: InvocationRequest) -> Pid:
-    """Start an invocation server under the invocation supervisor; the request crosses
-    the one-shot handoff (the child spec holds only its reference). Refusals raise
-    `AdkError`: ``already_exists`` (a run id in use), ``too_many_runs``, ``not_started``."""
-    ensure_started()
-    ref = handoffs.put(request)
-    spec = ChildSpec(ref, lambda: InvocationServer.start_link(ref), restart="temporary")
-    try:
-        server = DynamicSupervisor.start_child(RUN_SUPERVISOR, spec)
-    except MaxChildrenReached:
-        raise AdkError("too_many_runs", "the invocation supervisor is at max_children") from None
-    except SupervisorError as error:
-        reason = error.reason
-        if isinstance(reason, tuple) and len(reason) == 2 and reason[0] == "shutdown":
-            reason = reason[1]
-        if reason in ("already_exists", "handoff_taken"):
-            raise AdkError(reason, "the invocation was not started") from None
-        raise AdkError(
-            ("invocation_start_failed", str(reason)[:200]), "the invocation did not start"
-        ) from None
-    except ProcessExit:
-        raise AdkError("not_started", "the application is not running") from None
-    finally:
-        handoffs.discard(ref)  # taken by the server, or withdrawn: never left behind
-    if server is None:  # a temporary child that ended at once (cannot happen: it waits)
-        raise AdkError("not_started", "the invocation ended before it started")
-    return server

@@ -218,7 +218,12 @@ def resume(
         parent = _answer(server, BeginResume(child_id))
     committed = False
     try:
-        options = _options(
+        _start_child(
+            child_id,
+            run_id,
+            (parent["runner"], parent["user_id"], parent["session_id"]),
+            parent["event"].invocation_id,
+            response,
             retention=parent["retention"] if retention is None else retention,
             max_buffered_events=(
                 parent["max_buffered_events"]
@@ -226,21 +231,6 @@ def resume(
                 else max_buffered_events
             ),
         )
-        identity = RunIdentity(
-            run_id=child_id,
-            retention=options.retention,
-            max_buffered_events=options.max_buffered_events,
-            registry=RUN_REGISTRY,
-            parent_run_id=run_id,
-        )
-        runner, user_id, session_id = parent["runner"], parent["user_id"], parent["session_id"]
-        invocation_id, token = parent["event"].invocation_id, uuid.uuid4().hex
-        child = _started(
-            lambda: runner.start_resume(
-                user_id, session_id, response, invocation_id, token=token, run=identity
-            )
-        )
-        _track(identity, child, (runner, user_id, session_id, invocation_id, token))
         committed = True
     finally:
         try:
@@ -265,18 +255,41 @@ def _resume_from_session(
     if found is None:
         raise RunError("not_found", "no such run, and no pause of it in the sessions")
     session_id, invocation_id = found
-    options = _options(
+    child_id = _start_child(
+        new_run_id(),
+        run_id,
+        (runner, user_id, session_id),
+        invocation_id,
+        response,
         retention=DEFAULT_RETENTION if retention is None else retention,
         max_buffered_events=(
             DEFAULT_MAX_BUFFERED_EVENTS if max_buffered_events is None else max_buffered_events
         ),
     )
+    _log.info("adk.runs.resumed_from_session", run_id=run_id, resumed_to=child_id)
+    return child_id
+
+
+def _start_child(
+    child_id: str,
+    parent_run_id: str,
+    where: tuple[Any, str, str],
+    invocation_id: str,
+    response: Any,
+    *,
+    retention: Any,
+    max_buffered_events: Any,
+) -> str:
+    """Start the run that resumes `parent_run_id`'s pause (checked by the Runner before
+    anything starts), tracked by the registry; its id."""
+    runner, user_id, session_id = where
+    options = _options(retention=retention, max_buffered_events=max_buffered_events)
     identity = RunIdentity(
-        run_id=new_run_id(),
+        run_id=child_id,
         retention=options.retention,
         max_buffered_events=options.max_buffered_events,
         registry=RUN_REGISTRY,
-        parent_run_id=run_id,
+        parent_run_id=parent_run_id,
     )
     token = uuid.uuid4().hex
     child = _started(
@@ -285,8 +298,7 @@ def _resume_from_session(
         )
     )
     _track(identity, child, (runner, user_id, session_id, invocation_id, token))
-    _log.info("adk.runs.resumed_from_session", run_id=run_id, resumed_to=identity.run_id)
-    return identity.run_id
+    return child_id
 
 
 def list_runs(

@@ -1,0 +1,127 @@
+"""An invocation server's state, and the answers it gives about itself.
+
+`InvocationState` is what the server (`server.py`) threads through its callbacks;
+`status_view`, `begin_resume` and `still_paused` answer `Status` and the resume links
+of a stable run from it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from adk_actors import admission as admission_api
+from adk_actors.events import Event
+from adk_actors.outcomes import Outcome, Paused
+from adk_actors.runner import steps
+from adk_actors.runner.phase import Phase
+from adk_actors.runner.request import InvocationRequest
+from supervision import From, Pid, Ref, Task, TimerRef
+
+
+@dataclass
+class InvocationState:
+    """The server's state. Invariants: `turn` is set only while OPEN; `permit` is held
+    from its grant to the terminal; `outcome` is set exactly when the phase is
+    terminal, and never changes after; nothing is written to the session before OPEN
+    except a policy refusal's audit event."""
+
+    request: InvocationRequest
+    stream: Pid | None
+    """The credit stream of a run (replay, many subscribers); None for a plain
+    invocation, whose one subscriber gets the same messages from this server."""
+    deadline_at: float
+    phase: Phase = Phase.ADMITTING
+    spec: Any = None
+    permit: admission_api.Permit | None = None
+    admission_request: Ref | None = None
+    admission_request_id: str | None = None
+    lane_request: Ref | None = None
+    lane_agent: Pid | None = None
+    lane_attempts: int = 0
+    turn: Task | None = None
+    preparing: Task | None = None
+    opening: Event | None = None
+    owner_ref: Ref | None = None
+    deadline_timer: TimerRef | None = None
+    partials: steps.Partials = field(default_factory=steps.Partials)
+    final: tuple[Any, Any] = (None, None)
+    cancel_reason: Any = None
+    grace: TimerRef | None = None
+    outcome: Outcome | None = None
+    terminal_sequence: int | None = None
+    published: int = 0
+    waiters: dict[Ref, From] = field(default_factory=dict)
+    resumed_to: str | None = None
+    resume_pending: str | None = None
+    started_at: float = field(default_factory=time.time)
+    ended_at: float | None = None
+
+    @property
+    def runner(self) -> Any:
+        return self.request.runner
+
+    @property
+    def invocation_id(self) -> str:
+        return self.request.invocation_id
+
+
+def begin_resume(state: InvocationState, new_run_id: str) -> tuple[str, Any]:
+    """A paused run is being resumed as `new_run_id`: what the resume needs, or why not."""
+    if not isinstance(state.outcome, Paused):
+        return ("error", "run_not_paused")
+    if state.resumed_to is not None:
+        return ("error", ("already_resumed", state.resumed_to))
+    if state.resume_pending is not None:
+        return ("error", "resume_in_progress")
+    state.resume_pending = new_run_id
+    request = state.request
+    run = request.run
+    return (
+        "ok",
+        {
+            "runner": request.runner,
+            "user_id": request.user_id,
+            "session_id": request.session_id,
+            "event": state.outcome.event,
+            "retention": run.retention if run else None,
+            "max_buffered_events": run.max_buffered_events if run else None,
+        },
+    )
+
+
+def still_paused(state: InvocationState) -> bool:
+    """Is this run's continuation still unclaimed in its session (a short read)?"""
+    if not isinstance(state.outcome, Paused) or state.resume_pending is not None:
+        return False
+    request = state.request
+    try:
+        paused = request.runner.paused_invocations(request.user_id, request.session_id)
+    except Exception:
+        return False
+    return state.outcome.event.invocation_id in paused
+
+
+def status_view(state: InvocationState) -> dict[str, Any]:
+    """A JSON-safe view of the invocation (and of its run): what `Status` answers."""
+    request = state.request
+    run = request.run
+    return {
+        "run_id": run.run_id if run else None,
+        "state": "running" if state.outcome is None else state.phase.value,
+        "phase": state.phase.value,
+        "parent_run_id": run.parent_run_id if run else None,
+        "resumed_to": state.resumed_to,
+        "invocation_id": state.invocation_id,
+        "agent": request.runner.agent_name,
+        "app_name": request.runner.app_name,
+        "user_id": request.user_id,
+        "session_id": request.session_id,
+        "started_at": state.started_at,
+        "ended_at": state.ended_at,
+        "terminal_sequence": state.terminal_sequence,
+        "outcome": steps.outcome_builtins(state.outcome),
+        "retention": run.retention if run else None,
+        "max_buffered_events": run.max_buffered_events if run else None,
+    }
