@@ -10,9 +10,8 @@ from __future__ import annotations
 import logging
 import os
 
-import structlog
-
 import adk_actors as adk
+from supervision.logs import configure_console
 
 
 @adk.tool
@@ -43,7 +42,7 @@ def config() -> dict:
 
 
 def main() -> None:
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    configure_console(logging.WARNING)  # the library's warnings, readable, on stderr
     chosen = config()
     print(f"provider: {chosen['provider']}")
     adk.start()

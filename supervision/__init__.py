@@ -50,6 +50,7 @@ from supervision.leases import (
     MemoryLeases,
     system_clock,
 )
+from supervision.logs import configure_console, get_logger
 from supervision.pid import Pid
 from supervision.primitives import demonitor, exit, link, monitor, send, trap_exit, unlink
 from supervision.process import is_fenced_thread, receive, self_pid
@@ -132,10 +133,12 @@ __all__ = [
     "cancel_request",
     "cancel_timer",
     "cast",
+    "configure_console",
     "default_sync_pool",
     "default_task_supervisor",
     "demonitor",
     "exit",
+    "get_logger",
     "is_fenced_thread",
     "is_normal_exit",
     "kernel_stats",

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import structlog
-
+from supervision.logs import get_logger
 from supervision.signals import Crash, scrub_message
 
-_log = structlog.get_logger("supervision")
+_log = get_logger("supervision")
 
 MAX_REASON_CHARS = 512
 

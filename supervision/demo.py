@@ -15,16 +15,13 @@ root (one_for_one)
 
 from __future__ import annotations
 
-import logging
-import sys
 import time
 from typing import Any
 
-import structlog
-
 import supervision as sv
+from supervision.logs import configure_console, get_logger
 
-_log = structlog.get_logger("demo")
+_log = get_logger("demo")
 
 
 class Stage(sv.GenServer):
@@ -70,14 +67,7 @@ def _pids(*names: str) -> dict[str, str]:
 
 
 def main() -> None:
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="%H:%M:%S.%f"),
-            structlog.dev.ConsoleRenderer(colors=sys.stdout.isatty()),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-    )
+    configure_console()
     root = sv.Supervisor.start_link(
         [
             sv.ChildSpec("cache", lambda: Stage.start_link("cache", name="cache")),

@@ -20,12 +20,11 @@ import time
 from collections import deque
 from typing import Any
 
-import structlog
-
+from supervision.logs import get_logger
 from supervision.process import Process, bind_thread
 from supervision.server_process import ServerProcess
 
-_log = structlog.get_logger("supervision")
+_log = get_logger("supervision")
 
 QUANTUM = 32
 """Messages a server may handle before it yields its thread to the next ready server."""

@@ -14,12 +14,11 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any, ClassVar, Literal
 
-import structlog
-
 from supervision import crash_report
 from supervision.dispatch_pool import PooledServerProcess
 from supervision.dispatch_thread import ThreadServerProcess
 from supervision.errors import AlreadyStarted, CallTimeout, KernelError, ProcessExit, StartError
+from supervision.logs import get_logger
 from supervision.pid import Pid
 from supervision.process import (
     _current,
@@ -55,7 +54,7 @@ __all__ = [
     "stop",
 ]
 
-_log = structlog.get_logger("supervision")
+_log = get_logger("supervision")
 
 Dispatcher = Literal["thread", "pooled"]
 

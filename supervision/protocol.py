@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import structlog
-
 from supervision.errors import KernelError
+from supervision.logs import get_logger
 
-_log = structlog.get_logger("supervision")
+_log = get_logger("supervision")
 
 
 class Ok(NamedTuple):

@@ -14,8 +14,6 @@ import time
 import uuid
 from typing import Any, NamedTuple
 
-import structlog
-
 from adk_actors.admission.config import MAX_TIMEOUT, AdmissionConfig, Overflow
 from adk_actors.admission.ledger import Grant, Ledger, Waiter
 from supervision import (
@@ -33,8 +31,9 @@ from supervision import (
     self_pid,
     send_after,
 )
+from supervision.logs import get_logger
 
-_log = structlog.get_logger("adk.admission")
+_log = get_logger("adk.admission")
 
 
 # -- the protocol: what clients send (see `api.py`) and what the controller answers ------

@@ -12,13 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import structlog
-
 from providers.errors import AdkError
+from supervision.logs import get_logger
 
 HOOKS = ("before_model", "after_model", "before_tool", "after_tool")
 
-_log = structlog.get_logger("adk.agents")
+_log = get_logger("adk.agents")
 
 
 def check_callbacks(callbacks: Any) -> Mapping[str, Callable[..., Any]]:

@@ -18,7 +18,6 @@ from types import MappingProxyType
 from typing import Any
 
 import fastjsonschema
-import structlog
 from opentelemetry import trace
 
 from adk_actors.agents.callbacks import run_callback
@@ -44,8 +43,9 @@ from providers.errors import AdkError
 from providers.protocol import ToolCalls
 from supervision import Task, TaskBusy, TaskFailed, TaskTimeout, is_fenced_thread
 from supervision.aio import wait_task, wait_tasks
+from supervision.logs import get_logger
 
-_log = structlog.get_logger("adk.agents")
+_log = get_logger("adk.agents")
 _tracer = trace.get_tracer("adk_actors")
 
 

@@ -23,15 +23,15 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, get_args
 
 import msgspec
-import structlog
 
 from adk_actors.events import Event
 from providers import content as content_codec
 from providers.content import Content, FunctionCallPart, FunctionResponsePart, canonical
 from providers.errors import AdkError, decode_options, is_secret_key
 from supervision import Task, TaskFailed, TaskTimeout
+from supervision.logs import get_logger
 
-_log = structlog.get_logger("adk.context")
+_log = get_logger("adk.context")
 
 DEFAULT_MAX_INPUT_EVENTS = 10_000
 MAX_INPUT_EVENTS = 100_000

@@ -24,7 +24,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
-import structlog
 
 from adk_actors import admission as admission_api
 from adk_actors.agents.messages import EnterLane, LeaveLane
@@ -98,6 +97,7 @@ from supervision import (
     shared_pool,
     whereis,
 )
+from supervision.logs import get_logger
 
 PUSH_BOUND = 65_536
 """A caller's unread events before its subscription is detached (``slow_subscriber``)."""
@@ -106,7 +106,7 @@ ENDED_ELSEWHERE = "invocation_ended_elsewhere"
 deleted session): its own outcome is not reported as stored."""
 LANE_RETRIES = 3
 """Times a lane request follows a restarted agent before the invocation fails."""
-_log = structlog.get_logger("adk_actors.runner")
+_log = get_logger("adk_actors.runner")
 
 
 class InvocationServer(GenServer):

@@ -14,7 +14,6 @@ import uuid
 from typing import Any
 
 import msgspec
-import structlog
 
 from adk_actors.app import RUN_SUPERVISOR, ensure_started
 from adk_actors.outcomes import Cancelled, Failed, Outcome
@@ -54,11 +53,12 @@ from supervision import (
     cast,
     whereis,
 )
+from supervision.logs import get_logger
 
 MAX_CANCEL_REASON_BYTES = 1024
 DEFAULT_LIST_LIMIT = 50
 MAX_LIST_LIMIT = 500
-_log = structlog.get_logger("adk_actors.runs")
+_log = get_logger("adk_actors.runs")
 
 
 def start(

@@ -26,8 +26,6 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, NamedTuple
 
-import structlog
-
 from adk_actors.outcomes import Failed, Paused
 from adk_actors.runner.messages import Terminal
 from adk_actors.runner.request import run_name, stream_name
@@ -48,9 +46,10 @@ from supervision import (
     self_pid,
     send_after,
 )
+from supervision.logs import get_logger
 
 RUN_REGISTRY = "adk.run_registry"
-_log = structlog.get_logger("adk_actors.runs")
+_log = get_logger("adk_actors.runs")
 
 
 __all__ = [

@@ -25,17 +25,17 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import msgspec
-import structlog
 
 from adk_actors.events import Event
 from adk_actors.sessions.core import SessionRecord
 from adk_actors.sessions.service import SessionService
 from providers.errors import AdkError
 from supervision import CallTimeout, From, GenServer, Pid, ProcessExit, Reply, call, self_pid
+from supervision.logs import get_logger
 
 OWNER_NAME = "adk.sessions"
 _table_ids = itertools.count(1)
-_log = structlog.get_logger("adk.sessions")
+_log = get_logger("adk.sessions")
 
 
 class Tables:

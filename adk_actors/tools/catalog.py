@@ -16,15 +16,15 @@ from typing import Any
 
 import fastjsonschema
 import msgspec
-import structlog
 
 from adk_actors.tools.suspension import Suspension
 from adk_actors.tools.tool import Tool, ToolContext, check_name
 from adk_actors.tools.toolset import Toolset, ToolsetSnapshot
 from providers.content import FunctionCallPart, FunctionResponsePart
 from providers.errors import AdkError
+from supervision.logs import get_logger
 
-_log = structlog.get_logger("adk.tools")
+_log = get_logger("adk.tools")
 
 MAX_RESULT_BYTES = 1 << 20
 
