@@ -1,4 +1,4 @@
-"""The ADK domain layer and its public facade (DESIGN.md §5).
+"""The ADK domain layer and its public facade.
 
 import adk_actors as adk
 
@@ -32,7 +32,8 @@ from providers import AdkError, Content, ScriptedProvider, content, redact
 from providers import protocol as _protocol
 
 providers = _protocol
-"""`providers.generate/stream/stream_content/capabilities/validate_config`."""
+"""`adk.providers`: `generate`, `stream`, `stream_content` (and their async twins),
+`capabilities`, `validate_config`, `register_provider` and `ScriptedProvider`."""
 
 app.install(application.start_tree)  # the tree's composition root, behind `start`
 

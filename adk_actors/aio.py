@@ -1,4 +1,4 @@
-"""The facade for asyncio code (DESIGN.md §5): the same calls, as coroutines.
+"""The facade for asyncio code: the same calls, as coroutines.
 
 Each one runs the blocking call on a small thread pool, never on the event loop, so
 a server handling many requests can ``await adk.aio.prompt(...)`` freely. Streams

@@ -1,4 +1,4 @@
-"""The application's names and entry points (DESIGN.md §4).
+"""The application's names and entry points.
 
 A leaf: agents, the Runner and runs import the tree's registered names and
 `ensure_started` from here, and the tree itself (`application.py`) imports them, so

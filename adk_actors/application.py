@@ -1,8 +1,9 @@
-"""The application: the root supervision tree of DESIGN.md §4.
+"""The application: the root supervision tree.
 
-`start_tree` (idempotent) starts ``adk.app``, a `rest_for_one` supervisor, with the
-children that exist so far, in the order the design fixes; `app.stop()` shuts it down
-in reverse order. Later issues add their children in their place.
+`start_tree` (idempotent) starts ``adk.app``, a `rest_for_one` supervisor, with its
+children in dependency order (a service starts after the services it uses);
+`app.stop()` shuts them down in reverse order. A new service's supervisor takes its
+place in that order.
 
 This is the composition root: it imports the areas whose servers it starts (sessions,
 runs, admission). Those areas import the tree's names from `app.py`, never this

@@ -1,7 +1,7 @@
 """How an invocation or a run ends: exactly one of four outcomes.
 
 `Completed(output)`, `Paused(event)`, `Cancelled(reason)`, `Failed(reason)` are
-frozen, JSON-safe values (DESIGN.md §5), shared by the Runner and `adk.runs`.
+frozen, JSON-safe values, shared by the Runner and `adk.runs`.
 """
 
 from __future__ import annotations

@@ -46,6 +46,7 @@ __all__ = [
     "ModelOutput",
     "Provider",
     "ProviderResult",
+    "ScriptedProvider",
     "ToolCalls",
     "ToolDeclaration",
     "agenerate",

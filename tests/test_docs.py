@@ -32,3 +32,34 @@ def test_examples_run(page: str, capsys: pytest.CaptureFixture[str]) -> None:
     namespace: dict[str, object] = {"__name__": f"docs_{Path(page).stem}"}
     for block in blocks:
         exec(compile(block, page, "exec"), namespace)
+
+
+_SELF_CONTAINED = [
+    *PAGES,
+    "docs/BENCHMARKS.md",
+    "supervision/README.md",
+    "providers/README.md",
+    "adk_actors/README.md",
+]
+_OUTSIDE_OR_TRACKER = re.compile(
+    r"\.\./shared|DESIGN\.md|\(issue[:)]|the next issues?|later issues?|come with the next",
+    flags=re.IGNORECASE,
+)
+
+
+@pytest.mark.parametrize("page", _SELF_CONTAINED)
+def test_docs_are_self_contained(page: str) -> None:
+    """README and docs describe what exists in their own words: no files outside the
+    repository, no internal tracker language."""
+    found = _OUTSIDE_OR_TRACKER.findall((ROOT / page).read_text())
+    assert not found, f"{page}: {found}"
+
+
+def test_code_has_no_tracker_language() -> None:
+    offenders = [
+        str(path.relative_to(ROOT))
+        for package in ("supervision", "providers", "adk_actors", "examples")
+        for path in (ROOT / package).rglob("*.py")
+        if _OUTSIDE_OR_TRACKER.search(path.read_text())
+    ]
+    assert not offenders
