@@ -1,21 +1,26 @@
 """What supervisors share: `ChildSpec`, `ChildInfo`, the requests both supervisors
 answer, starting and stopping a child, the restart decision and the restart-intensity
 window.
+
+A spec is checked field by field before a supervisor keeps it (`check_spec`): whatever
+object arrives in a request, the check refuses it with ``("invalid_child_spec", field)``
+and never raises anything else, so a malformed request cannot crash a supervisor.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, cast
 
 from supervision import crash_report
 from supervision.errors import KernelError, SupervisorError
 from supervision.pid import Pid
 from supervision.primitives import exit, link, unlink
-from supervision.protocol import Refused, describe, is_hashable
+from supervision.protocol import Refused, describe
 from supervision.signals import Crash, Reason, is_normal_exit
 
 Restart = Literal["permanent", "transient", "temporary"]
@@ -25,6 +30,9 @@ ChildType = Literal["worker", "supervisor"]
 DEFAULT_WORKER_SHUTDOWN = 5.0
 """Seconds a worker gets to stop after ``shutdown`` before it is killed (OTP's default)."""
 
+_MAX_WAIT = threading.TIMEOUT_MAX
+"""The longest a thread can wait (centuries); a longer `shutdown` is ``"infinity"``."""
+
 
 class ChildSpec(NamedTuple):
     """How to start and supervise one child.
@@ -33,6 +41,8 @@ class ChildSpec(NamedTuple):
     ``start_link`` so the child is linked) or None to be ignored. `shutdown` is seconds
     to wait after the ``shutdown`` exit signal before killing, ``"brutal_kill"`` or
     ``"infinity"``; by default 5 s for a worker and ``"infinity"`` for a supervisor.
+    A `significant` child (transient or temporary only) ends its supervisor when it
+    exits on its own, if the supervisor's ``auto_shutdown`` says so (OTP 24+).
     """
 
     id: Hashable
@@ -40,40 +50,85 @@ class ChildSpec(NamedTuple):
     restart: Restart = "permanent"
     shutdown: Shutdown | None = None
     type: ChildType = "worker"
+    significant: bool = False
 
     def checked(self) -> ChildSpec:
         """This spec with defaults filled in; raises `SupervisorError` if it is malformed."""
-        if not is_hashable(self.id):
+        if not hashable(self.id):
             raise SupervisorError(
                 ("invalid_child_spec", "id"), f"child id must be hashable, not {describe(self.id)}"
             )
+        name = _label(self.id)
         if not callable(self.start):
             raise SupervisorError(
-                ("invalid_child_spec", "start"), f"child {self.id!r}: start must be callable"
+                ("invalid_child_spec", "start"), f"child {name}: start must be callable"
             )
-        if self.restart not in ("permanent", "transient", "temporary"):
+        restart = _choice(self.restart, ("permanent", "transient", "temporary"))
+        if restart is None:
             raise SupervisorError(
-                ("invalid_child_spec", "restart"), f"child {self.id!r}: restart {self.restart!r}"
+                ("invalid_child_spec", "restart"),
+                f"child {name}: restart must be permanent, transient or temporary",
             )
-        if self.type not in ("worker", "supervisor"):
+        child_type = _choice(self.type, ("worker", "supervisor"))
+        if child_type is None:
             raise SupervisorError(
-                ("invalid_child_spec", "type"), f"child {self.id!r}: type {self.type!r}"
+                ("invalid_child_spec", "type"), f"child {name}: type must be worker or supervisor"
             )
-        shutdown = self.shutdown
-        if shutdown is None:
-            shutdown = DEFAULT_WORKER_SHUTDOWN if self.type == "worker" else "infinity"
-        elif not (
-            shutdown in ("brutal_kill", "infinity")
-            or (
-                isinstance(shutdown, int | float)
-                and not isinstance(shutdown, bool)
-                and shutdown >= 0
-            )
-        ):
+        if type(self.significant) is not bool:
             raise SupervisorError(
-                ("invalid_child_spec", "shutdown"), f"child {self.id!r}: shutdown {shutdown!r}"
+                ("invalid_child_spec", "significant"), f"child {name}: significant must be a bool"
             )
-        return self._replace(shutdown=shutdown)
+        if self.significant and restart == "permanent":
+            raise SupervisorError(
+                ("invalid_child_spec", "significant"),
+                f"child {name}: a permanent child cannot be significant (OTP: bad_combination)",
+            )
+        return self._replace(
+            restart=cast(Restart, restart),
+            type=cast(ChildType, child_type),
+            shutdown=_checked_shutdown(self.shutdown, child_type, name),
+        )
+
+
+def _checked_shutdown(shutdown: object, child_type: str, name: str) -> Shutdown:
+    if shutdown is None:
+        return DEFAULT_WORKER_SHUTDOWN if child_type == "worker" else "infinity"
+    keyword = _choice(shutdown, ("brutal_kill", "infinity"))
+    if keyword is not None:
+        return keyword  # type: ignore[return-value]
+    if isinstance(shutdown, int | float) and not isinstance(shutdown, bool) and shutdown >= 0:
+        # no thread waits longer than TIMEOUT_MAX (centuries): beyond that is infinity
+        return "infinity" if shutdown >= _MAX_WAIT else shutdown
+    raise SupervisorError(
+        ("invalid_child_spec", "shutdown"),
+        f"child {name}: shutdown must be seconds >= 0, brutal_kill or infinity",
+    )
+
+
+def hashable(value: object) -> bool:
+    """True if `value` can be a dict key (a child id); any error from its ``__hash__`` says no."""
+    try:
+        hash(value)
+    except Exception:
+        return False
+    return True
+
+
+def _choice(value: object, choices: tuple[str, ...]) -> str | None:
+    """The plain string among `choices` that `value` equals, or None. Only `str`'s own
+    comparison runs, so an object with a strange ``__eq__`` cannot raise here."""
+    if isinstance(value, str):
+        for choice in choices:
+            if str.__eq__(value, choice) is True:
+                return choice
+    return None
+
+
+def _label(child_id: object) -> str:
+    """A child id for an error message: bounded, and never a failing ``__repr__``."""
+    if isinstance(child_id, str | int) and not isinstance(child_id, bool):
+        return repr(child_id)[:80]
+    return describe(child_id)
 
 
 def check_spec(spec: object) -> ChildSpec:
@@ -87,11 +142,17 @@ def check_spec(spec: object) -> ChildSpec:
 
 
 class ChildInfo(NamedTuple):
-    """One row of `which_children`: the child's id, its pid (None if not running), its type."""
+    """One row of `which_children`: the child's id, its pid (None if not running), its type.
+
+    `restarting` is True for a child whose restart failed and that the supervisor is
+    trying to start again (OTP lists ``restarting`` in place of its pid); its `pid` is
+    then None.
+    """
 
     id: Hashable
     pid: Pid | None
     type: ChildType
+    restarting: bool = False
 
 
 # -- the requests a supervisor answers, each with `Ok(value)` or `Refused(error)` ------------
@@ -129,6 +190,18 @@ class DeleteChild(NamedTuple):
     child_id: Hashable
 
 
+class WhichChild(NamedTuple):
+    """One child's `ChildInfo` (OTP 27 ``which_child``): by id, or by pid for a dynamic one."""
+
+    child: Hashable
+
+
+class GetChildSpec(NamedTuple):
+    """One child's `ChildSpec` with its defaults filled in: by id, or by pid for a dynamic one."""
+
+    child: Hashable
+
+
 def refuse(reason: Reason) -> Refused:
     """The answer for a request the supervisor refuses with an OTP reason."""
     return Refused(
@@ -148,19 +221,31 @@ class ChildStartFailed(Exception):
         self.reason = reason
 
 
-def start_child_process(spec: ChildSpec) -> Pid | None:
-    """Run `spec.start` in the calling supervisor and make sure the child is linked."""
+def start_child_process(spec: ChildSpec, taken: Callable[[Pid], bool]) -> Pid | None:
+    """Run `spec.start` in the calling supervisor and make sure the child is linked.
+
+    Whatever `start` raises (a `KernelError`, any exception, even ``SystemExit``) or
+    returns besides a new `Pid` or None becomes `ChildStartFailed`: a start cannot crash
+    the supervisor. `taken(pid)` is true for the supervisor itself and its current
+    children, which a start must not return (``bad_start_return``).
+    """
     try:
         pid = spec.start()
     except KernelError as exc:
         raise ChildStartFailed(exc.reason) from None
-    except Exception as exc:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
         raise ChildStartFailed(Crash.from_exception(exc)) from None
     if pid is None:
         return None
     if type(pid) is not Pid:
         raise ChildStartFailed(
             Crash("bad_start_return", f"start returned {type(pid).__name__}, not a Pid")
+        )
+    if taken(pid):
+        raise ChildStartFailed(
+            Crash("bad_start_return", "start returned the supervisor or one of its children")
         )
     try:
         link(pid)  # a no-op for start_link children; makes plain start() children supervised too

@@ -8,6 +8,7 @@ supervisor waits for them together, so stopping 10,000 children does not take
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Hashable
 from typing import Any, NamedTuple
 
@@ -17,9 +18,11 @@ from supervision.child_spec import (
     ChildSpec,
     ChildStartFailed,
     CountChildren,
+    GetChildSpec,
     RestartIntensity,
     StartChild,
     TerminateChild,
+    WhichChild,
     WhichChildren,
     begin_shutdown,
     check_spec,
@@ -41,15 +44,41 @@ from supervision.protocol import Answer, Ok, Refused, log_unexpected, unwrap
 from supervision.signals import ExitSignal, Reason
 
 
+class _Child:
+    """A dynamic child. Running while `token` is None; restarting (its restart failed and
+    a `_RetryStart` carrying `token` is queued) otherwise, keyed by its last pid."""
+
+    __slots__ = ("spec", "token")
+
+    def __init__(self, spec: ChildSpec, token: int | None = None) -> None:
+        self.spec = spec
+        self.token = token
+
+
 class _State:
     def __init__(self, max_children: int | None, intensity: RestartIntensity) -> None:
         self.max_children = max_children
         self.intensity = intensity
-        self.children: dict[Pid, ChildSpec] = {}  # in start order
+        # by pid: a running child's, or a restarting child's last one; in start order
+        self.children: dict[Pid, _Child] = {}
+
+    def taken(self, pid: Pid) -> bool:
+        return pid == self_pid() or pid in self.children
+
+    def info(self, pid: Pid, child: _Child) -> ChildInfo:
+        restarting = child.token is not None
+        return ChildInfo(child.spec.id, None if restarting else pid, child.spec.type, restarting)
 
 
 class _RetryStart(NamedTuple):
-    spec: ChildSpec
+    """Self-message: start the restarting child keyed by `pid` again (a stale `token`,
+    of a child terminated or failed again since, is ignored)."""
+
+    pid: Pid
+    token: int
+
+
+_tokens = itertools.count(1)
 
 
 class _DynamicSupervisorServer(GenServer):
@@ -67,21 +96,21 @@ class _DynamicSupervisorServer(GenServer):
                 return Reply(self._start(state, spec), state)
             case TerminateChild(Pid() as pid):
                 return Reply(self._terminate(state, pid), state)
-            case TerminateChild():
+            case WhichChildren():
+                rows = [state.info(pid, child) for pid, child in state.children.items()]
+                return Reply(Ok(rows), state)
+            case WhichChild(Pid() as pid):
+                child = state.children.get(pid)
+                found = None if child is None else state.info(pid, child)
+                return Reply(refuse("not_found") if found is None else Ok(found), state)
+            case GetChildSpec(Pid() as pid):
+                child = state.children.get(pid)
+                return Reply(refuse("not_found") if child is None else Ok(child.spec), state)
+            case TerminateChild() | WhichChild() | GetChildSpec():
                 why = "a dynamic supervisor's children are named by pid"
                 return Reply(invalid_request(request, why), state)
-            case WhichChildren():
-                rows = [ChildInfo(spec.id, pid, spec.type) for pid, spec in state.children.items()]
-                return Reply(Ok(rows), state)
             case CountChildren():
-                specs = list(state.children.values())
-                counts = {
-                    "specs": len(specs),
-                    "active": sum(1 for pid in state.children if pid.is_alive()),
-                    "supervisors": sum(1 for s in specs if s.type == "supervisor"),
-                    "workers": sum(1 for s in specs if s.type == "worker"),
-                }
-                return Reply(Ok(counts), state)
+                return Reply(Ok(_count(state)), state)
         return Reply(invalid_request(request), state)
 
     def handle_cast(self, msg: Any, state: _State) -> _State:
@@ -89,23 +118,33 @@ class _DynamicSupervisorServer(GenServer):
         return state
 
     def handle_info(self, msg: Any, state: _State) -> Any:
-        if type(msg) is ExitSignal:
-            spec = state.children.pop(msg.pid, None)  # type: ignore[arg-type]
-            if spec is None:
-                return state
-            if not wants_restart(spec.restart, msg.reason):
-                report_exit(self_pid(), spec.id, msg.pid, msg.reason, "no_restart")  # type: ignore[arg-type]
-                return state
-            report_exit(self_pid(), spec.id, msg.pid, msg.reason, "restart")  # type: ignore[arg-type]
-            return self._restart(state, spec)
-        if type(msg) is _RetryStart:
-            return self._restart(state, msg.spec)
+        match msg:
+            case ExitSignal(Pid() as pid, reason):
+                child = state.children.get(pid)
+                if child is None or child.token is not None:
+                    return state
+                del state.children[pid]
+                if not wants_restart(child.spec.restart, reason):
+                    report_exit(self_pid(), child.spec.id, pid, reason, "no_restart")
+                    return state
+                report_exit(self_pid(), child.spec.id, pid, reason, "restart")
+                return self._restart(state, pid, child.spec)
+            case _RetryStart(pid, token):
+                child = state.children.get(pid)
+                if child is None or child.token != token:
+                    return state  # terminated, or failed again, since: stale
+                del state.children[pid]
+                return self._restart(state, pid, child.spec)
         return state
 
     def terminate(self, reason: Reason, state: Any) -> None:
         if not isinstance(state, _State):
             return
-        children = list(reversed(state.children.items()))
+        children = [
+            (pid, child.spec)
+            for pid, child in reversed(state.children.items())
+            if child.token is None
+        ]
         state.children.clear()
         deadlines = []
         for pid, spec in children:
@@ -114,7 +153,9 @@ class _DynamicSupervisorServer(GenServer):
         for (pid, spec), deadline in zip(children, deadlines, strict=True):
             finish_shutdown(pid, spec.shutdown, deadline)  # type: ignore[arg-type]
 
-    def _restart(self, state: _State, spec: ChildSpec) -> Any:
+    def _restart(self, state: _State, old_pid: Pid, spec: ChildSpec) -> Any:
+        """Count a restart and start `spec` again; on failure keep it restarting under
+        `old_pid` and queue a retry (OTP's ``{restarting, OldPid}``)."""
         if not state.intensity.add_restart():
             crash_report.supervisor_event(
                 "supervision.supervisor.max_intensity_reached",
@@ -124,7 +165,7 @@ class _DynamicSupervisorServer(GenServer):
             )
             return Stop("shutdown", state)
         try:
-            pid = start_child_process(spec)
+            pid = start_child_process(spec, state.taken)
         except ChildStartFailed as failed:
             crash_report.supervisor_event(
                 "supervision.supervisor.child_start_failed",
@@ -132,10 +173,12 @@ class _DynamicSupervisorServer(GenServer):
                 child_id=spec.id,
                 reason=failed.reason,
             )
-            send(self_pid(), _RetryStart(spec))
+            token = next(_tokens)
+            state.children[old_pid] = _Child(spec, token)
+            send(self_pid(), _RetryStart(old_pid, token))
             return state
-        if pid is not None:
-            state.children[pid] = spec
+        if pid is not None:  # a restart that returns None drops the child, as OTP
+            state.children[pid] = _Child(spec)
             crash_report.supervisor_event(
                 "supervision.supervisor.child_restarted", self_pid(), child_id=spec.id, pid=str(pid)
             )
@@ -147,23 +190,49 @@ class _DynamicSupervisorServer(GenServer):
             checked = check_spec(spec)
         except SupervisorError as error:
             return Refused(error)
+        if checked.significant:
+            return _refuse_significant()
         if state.max_children is not None and len(state.children) >= state.max_children:
             return Refused(MaxChildrenReached(state.max_children))
         try:
-            pid = start_child_process(checked)
+            pid = start_child_process(checked, state.taken)
         except ChildStartFailed as failed:
             return refuse(failed.reason)
         if pid is not None:
-            state.children[pid] = checked
+            state.children[pid] = _Child(checked)
         return Ok(pid)
 
     @staticmethod
     def _terminate(state: _State, pid: Pid) -> Answer:
-        spec = state.children.pop(pid, None)
-        if spec is None:
-            return refuse("not_found")
-        shutdown_child(pid, spec.shutdown)  # type: ignore[arg-type]
+        """OTP's simple_one_for_one ``terminate_child``: a restarting child (named by its
+        last pid) stops restarting; a pid that is no child but already dead is ok."""
+        child = state.children.pop(pid, None)
+        if child is None:
+            return Ok(None) if not pid.is_alive() else refuse("not_found")
+        if child.token is None:
+            shutdown_child(pid, child.spec.shutdown)  # type: ignore[arg-type]
         return Ok(None)
+
+
+def _refuse_significant() -> Refused:
+    """OTP's simple_one_for_one takes no auto_shutdown, so no significant child either."""
+    return Refused(
+        SupervisorError(
+            ("invalid_child_spec", "significant"),
+            "a dynamic supervisor has no auto_shutdown: its children cannot be significant",
+        )
+    )
+
+
+def _count(state: _State) -> dict[str, int]:
+    """Every child is a spec (a restarting one too); active: running and alive."""
+    children = state.children
+    return {
+        "specs": len(children),
+        "active": sum(1 for p, c in children.items() if c.token is None and p.is_alive()),
+        "supervisors": sum(1 for c in children.values() if c.spec.type == "supervisor"),
+        "workers": sum(1 for c in children.values() if c.spec.type == "worker"),
+    }
 
 
 class DynamicSupervisor:
@@ -197,17 +266,32 @@ class DynamicSupervisor:
     def start_child(
         sup: Pid | Hashable, spec: ChildSpec, timeout: float | None = None
     ) -> Pid | None:
-        """Start a child; raises `MaxChildrenReached` when `max_children` already run."""
+        """Start a child; raises `MaxChildrenReached` when `max_children` children (running
+        or restarting) exist, ``("invalid_child_spec", what)`` for a malformed or a
+        significant spec."""
         return unwrap(call(sup, StartChild(spec), timeout))  # type: ignore[no-any-return]
 
     @staticmethod
     def terminate_child(sup: Pid | Hashable, pid: Pid, timeout: float | None = None) -> None:
-        """Stop the child `pid`; ``not_found`` if it is not a child of this supervisor."""
+        """Stop the child `pid` (a restarting child by its last pid: it stops restarting).
+        None as well if `pid` is already dead (OTP); ``not_found`` if it is a live
+        process that is not a child of this supervisor."""
         unwrap(call(sup, TerminateChild(pid), timeout))
 
     @staticmethod
     def which_children(sup: Pid | Hashable, timeout: float | None = None) -> list[ChildInfo]:
+        """Every child; a restarting one has ``pid=None, restarting=True``."""
         return unwrap(call(sup, WhichChildren(), timeout))  # type: ignore[no-any-return]
+
+    @staticmethod
+    def which_child(sup: Pid | Hashable, pid: Pid, timeout: float | None = None) -> ChildInfo:
+        """The row of the child `pid` (OTP 27 ``which_child``); ``not_found`` otherwise."""
+        return unwrap(call(sup, WhichChild(pid), timeout))  # type: ignore[no-any-return]
+
+    @staticmethod
+    def get_childspec(sup: Pid | Hashable, pid: Pid, timeout: float | None = None) -> ChildSpec:
+        """The spec the child `pid` was started from; ``not_found`` otherwise."""
+        return unwrap(call(sup, GetChildSpec(pid), timeout))  # type: ignore[no-any-return]
 
     @staticmethod
     def count_children(sup: Pid | Hashable, timeout: float | None = None) -> dict[str, int]:

@@ -41,9 +41,12 @@ def test_start_and_terminate_children():
     sv.DynamicSupervisor.terminate_child(dyn, pids[1])
     assert not pids[1].is_alive()
     assert sv.DynamicSupervisor.count_children(dyn)["active"] == 2
+    sv.DynamicSupervisor.terminate_child(dyn, pids[1])  # already gone: ok, as OTP
+    stranger = Job.start_link("stranger")
     with pytest.raises(sv.SupervisorError) as info:
-        sv.DynamicSupervisor.terminate_child(dyn, pids[1])
+        sv.DynamicSupervisor.terminate_child(dyn, stranger)
     assert info.value.reason == "not_found"
+    assert stranger.is_alive()
 
 
 def test_max_children_is_a_typed_error_and_frees_up():
