@@ -1,10 +1,12 @@
 """`AgentTool`: another agent, offered to a model as a tool (how sub-agents work).
 
-The target is resolved by name at call time, so a restarted sub-agent is found. The
-call carries the chain of delegating agents: a target already in it
-(``delegation_cycle``) or a chain of 64 (``delegation_depth_exceeded``) is refused
-before the target's provider runs, and the refusal goes back to the calling model as
-a failed tool result. Only the safe scope crosses: never history or credentials.
+The tool takes one required string, ``prompt``: the task for the target agent. The
+target is resolved by name at call time, so a restarted sub-agent is found. The call
+carries the chain of delegating agents: a target already in it (``delegation_cycle``)
+or a chain of 64 (``delegation_depth_exceeded``) is refused before the target's
+provider runs (`scope.check_ancestry`, shared with `adk.invoke`), and the refusal goes
+back to the calling model as a failed tool result. Only the safe scope crosses: never
+history or credentials.
 """
 
 from __future__ import annotations
@@ -13,17 +15,19 @@ from typing import Any
 
 from adk_actors.agents import calls
 from adk_actors.agents.names import check_agent_name
-from adk_actors.agents.scope import Scope
+from adk_actors.agents.scope import MAX_DELEGATION_DEPTH, Scope
 from adk_actors.tools import Tool, ToolContext
 from providers.content import Content
 from providers.errors import AdkError
 
-MAX_DELEGATION_DEPTH = 64
+__all__ = ["DEFAULT_TIMEOUT", "MAX_DELEGATION_DEPTH", "PROMPT", "AgentTool"]
+
 DEFAULT_TIMEOUT = 60.0
+PROMPT = "prompt"
 
 
 class AgentTool(Tool):
-    """Offer agent `name` to a model as a tool taking one ``request`` string."""
+    """Offer agent `name` to a model as a tool taking one required ``prompt`` string."""
 
     def __init__(
         self, agent: Any, description: str = "", *, timeout: float = DEFAULT_TIMEOUT
@@ -34,9 +38,9 @@ class AgentTool(Tool):
         self.parameters = {
             "type": "object",
             "properties": {
-                "request": {"type": "string", "description": f"What to ask {self.name}"}
+                PROMPT: {"type": "string", "description": f"The task instruction for {self.name}."}
             },
-            "required": ["request"],
+            "required": [PROMPT],
             "additionalProperties": False,
         }
 
@@ -44,16 +48,20 @@ class AgentTool(Tool):
         return f"AgentTool({self.name!r})"
 
     def execute(self, args: dict[str, Any], ctx: ToolContext) -> Any:
-        if self.name in ctx.ancestry:
-            raise AdkError("delegation_cycle", f"{self.name} is already in this delegation chain")
-        if len(ctx.ancestry) >= MAX_DELEGATION_DEPTH:
+        prompt = args.get(PROMPT) if isinstance(args, dict) else None
+        if not isinstance(prompt, str):  # an agent's catalog refuses this before it runs
+            kind = "required_property" if prompt is None else "expected_type"
+            constraint = "required" if prompt is None else "type"
             raise AdkError(
-                "delegation_depth_exceeded",
-                f"delegation chains stop at {MAX_DELEGATION_DEPTH} agents",
+                (
+                    "invalid_tool_arguments",
+                    {"kind": kind, "path": [PROMPT], "constraint": constraint},
+                ),
+                f"{self.name} takes a required string {PROMPT!r}",
             )
         answer = calls.invoke(
             self.name,
-            args["request"],
+            prompt,
             Scope(ctx.app_name, ctx.user_id, ctx.session_id),
             self.timeout,
             ancestry=ctx.ancestry,

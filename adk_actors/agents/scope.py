@@ -6,7 +6,7 @@ use these, and none of them may import another for it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -14,6 +14,8 @@ from typing import Any
 from providers import content as content_model
 from providers.content import Content, FunctionCallPart
 from providers.errors import AdkError
+
+MAX_DELEGATION_DEPTH = 64
 
 
 @dataclass(frozen=True)
@@ -64,3 +66,24 @@ def as_content(message: str | Content) -> Content:
     if isinstance(message, str):
         return content_model.from_text(message)
     raise AdkError("invalid_message", "a message is a str or a Content")
+
+
+def check_ancestry(target: str, ancestry: Sequence[str]) -> tuple[str, ...]:
+    """Refuse to enter `target` below the delegation chain `ancestry` (root first):
+    ``invalid_delegation_path`` for a chain that is not distinct agent names,
+    ``delegation_depth_exceeded`` for a chain of `MAX_DELEGATION_DEPTH` agents,
+    ``delegation_cycle`` for a target already in it. Checked before anything is sent
+    to the target, so its provider never runs; the chain, as a tuple, otherwise."""
+    if isinstance(ancestry, str) or not isinstance(ancestry, Sequence):
+        raise AdkError("invalid_delegation_path", "ancestry is a sequence of agent names")
+    chain = tuple(ancestry)
+    if not all(isinstance(name, str) for name in chain) or len(set(chain)) != len(chain):
+        raise AdkError("invalid_delegation_path", "ancestry holds distinct agent names")
+    if len(chain) >= MAX_DELEGATION_DEPTH:
+        raise AdkError(
+            "delegation_depth_exceeded",
+            f"delegation chains stop at {MAX_DELEGATION_DEPTH} agents",
+        )
+    if target in chain:
+        raise AdkError("delegation_cycle", f"{target} is already in this delegation chain")
+    return chain

@@ -111,6 +111,7 @@ def compile_spec(name: Any, config: Mapping[str, Any], tools: Sequence[Tool] = (
             script if isinstance(script, ScriptedProvider) else ScriptedProvider(script)
         )
     protocol.validate_config(provider_config)
+    _check_credentials(provider_config)
     sub_agents = _sub_agent_tools(name, config.get("sub_agents"))
     tool_mode, tool_max_concurrency, tool_timeout = _tool_execution(config.get("tool_execution"))
     history_policy = config.get("history_policy", "include")
@@ -149,6 +150,16 @@ def compile_spec(name: Any, config: Mapping[str, Any], tools: Sequence[Tool] = (
     )
 
 
+def _check_credentials(provider_config: Mapping[str, Any]) -> None:
+    """A provider that needs a credential to answer (Gemini's API key) says so now, at
+    spawn, rather than at the agent's first call: its optional
+    ``check_credentials(config)`` raises (``missing_api_key``). `validate_config` alone
+    does not, so a config can be checked before its key is set."""
+    check = getattr(protocol.resolve_provider(provider_config), "check_credentials", None)
+    if callable(check):
+        check(provider_config)
+
+
 def _output_key(key: Any) -> str | None:
     if key is None:
         return None
@@ -167,25 +178,47 @@ def _contract(schema: Any, key: str) -> Any:
 
 
 def _tool_execution(options: Any) -> tuple[str, int, float]:
-    """``{"mode": "serial" | "parallel", "max_concurrency": 4, "tool_timeout": 30}``."""
+    """``{"mode": "serial" | "parallel", "max_concurrency": 4, "tool_timeout": 30}``;
+    anything else is ``("invalid_tool_execution", <the value given>)``, as the spec
+    reports it (the value shown as JSON-like builtins, bounded)."""
     if options is None:
         return "serial", DEFAULT_TOOL_MAX_CONCURRENCY, DEFAULT_TOOL_TIMEOUT
+    refused = AdkError(
+        ("invalid_tool_execution", _shown(options)),
+        "tool_execution is {'mode': 'serial' | 'parallel', 'max_concurrency': 1..4096, "
+        "'tool_timeout': seconds in (0, 86400]}",
+    )
     if not isinstance(options, Mapping) or set(options) - {
         "mode",
         "max_concurrency",
         "tool_timeout",
     }:
-        raise AdkError(
-            "invalid_tool_execution", "tool_execution has mode, max_concurrency, tool_timeout"
-        )
+        raise refused
     mode = options.get("mode", "serial")
     if mode not in ("serial", "parallel"):
-        raise AdkError("invalid_tool_execution", "mode is 'serial' or 'parallel'")
-    width = _positive(
-        options, "max_concurrency", DEFAULT_TOOL_MAX_CONCURRENCY, "invalid_tool_execution"
-    )
-    timeout = _seconds(options, "tool_timeout", DEFAULT_TOOL_TIMEOUT)
+        raise refused
+    try:
+        width = _positive(
+            options, "max_concurrency", DEFAULT_TOOL_MAX_CONCURRENCY, "invalid_tool_execution"
+        )
+        timeout = _seconds(options, "tool_timeout", DEFAULT_TOOL_TIMEOUT)
+    except AdkError:
+        raise refused from None
     return mode, width, timeout
+
+
+def _shown(value: Any, depth: int = 0) -> Any:
+    """A config value as it may appear in a reason: scalars as they are, a small
+    mapping or list walked, anything else by its type name (never a repr)."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, str):
+        return value[:64]
+    if depth < 2 and isinstance(value, Mapping) and len(value) <= 8:
+        return {str(key)[:64]: _shown(item, depth + 1) for key, item in value.items()}
+    if depth < 2 and isinstance(value, list | tuple) and len(value) <= 8:
+        return [_shown(item, depth + 1) for item in value]
+    return type(value).__name__
 
 
 def _sub_agent_tools(root: str, declared: Any) -> list[Tool]:

@@ -110,3 +110,18 @@ def encode_response(part: FunctionResponsePart) -> dict[str, Any]:
 
 def decode_response(item: dict[str, Any]) -> FunctionResponsePart:
     return FunctionResponsePart(item["name"], dict(item["response"]), item.get("id"))
+
+
+def as_answer(value: Any) -> str | Content:
+    """A final answer as the caller and the session get it: text or `Content` as is;
+    any other JSON value (a dict a callback or a provider returned, say) formatted as
+    its canonical JSON text (keys sorted, compact separators). A value with no JSON
+    form is ``("invalid_answer", type)``."""
+    if isinstance(value, str | Content):
+        return value
+    try:
+        return msgspec.json.encode(value, order="sorted").decode()
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
+        raise AdkError(
+            ("invalid_answer", type(value).__name__), "a final answer is text, Content or JSON"
+        ) from None

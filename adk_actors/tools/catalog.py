@@ -6,6 +6,13 @@ refuses invalid schemas (``("invalid_tool_schema", name)``) and duplicate names
 validates its arguments first: the model sees only the structure of a violation
 (kind, path, constraint), never the values. A tool that raises becomes a failed,
 sanitized function response; the turn goes on.
+
+A call refused for a structural reason answers the model with `structural_error`:
+``{"success": false, "error": {"kind": <reason>, ...}}`` (``not_found``,
+``tool_catalog_changed``, ``invalid_tool_result``, ``tool_confirmation_requires_runner``,
+``tool_confirmation_evaluation_failed``, ...). Invalid arguments keep the spec's own
+shape, ``{"type": "invalid_tool_arguments", "validation": {"kind", "path",
+"constraint"}}``.
 """
 
 from __future__ import annotations
@@ -112,7 +119,7 @@ class ToolCatalog:
         """None if `args` are valid for tool `name`, else the structural error payload."""
         entry = self._entries.get(name)
         if entry is None:
-            return {"success": False, "error": {"type": "not_found", "name": name}}
+            return structural_error("not_found", name=name)
         try:
             entry.validate(args)
         except fastjsonschema.JsonSchemaValueException as error:
@@ -126,11 +133,14 @@ class ToolCatalog:
         return None
 
     def call(self, call: FunctionCallPart, ctx: ToolContext) -> FunctionResponsePart:
-        """Validate and run one call; every outcome is a function response for the model."""
+        """Validate and run one call outside a Runner; every outcome is a function
+        response for the model (a call needing approval fails closed, never runs)."""
         refusal = self.check_arguments(call.name, call.args)
+        if refusal is None:
+            refusal = confirmation_refusal(self._entries[call.name].tool, call, ctx)
         if refusal is not None:
             return FunctionResponsePart(call.name, refusal, call.id)
-        response = self.execute(call, ctx)
+        response = self.execute(call, ctx, approved=True)
         if isinstance(response, Suspension):  # only a Runner can pause
             raise AdkError(
                 "tool_confirmation_requires_runner",
@@ -177,6 +187,35 @@ class ToolCatalog:
         return entry
 
 
+def structural_error(kind: str, **details: Any) -> dict[str, Any]:
+    """The payload a model sees for a call refused for a structural reason: ``kind``
+    names it, `details` are structural too (names, ids, hints), never argument values."""
+    return {"success": False, "error": {"kind": kind, **details}}
+
+
+def requires_runner(hint: str | None = None) -> dict[str, Any]:
+    """A call needing approval outside a Runner: nothing can pause, so it fails closed."""
+    details = {} if hint is None else {"hint": hint}
+    return structural_error("tool_confirmation_requires_runner", **details)
+
+
+def confirmation_refusal(
+    tool: Tool, call: FunctionCallPart, ctx: ToolContext
+) -> dict[str, Any] | None:
+    """Outside a Runner: None if `tool` needs no approval for this call, else the
+    model-visible refusal (a failing check is ``tool_confirmation_evaluation_failed``)."""
+    try:
+        required, hint = tool.confirmation(dict(call.args), ctx)
+    except Exception as error:
+        return evaluation_failed(call.name, error)
+    return requires_runner(hint) if required else None
+
+
+def evaluation_failed(name: str, error: Exception) -> dict[str, Any]:
+    _log.warning("adk.tool.confirmation_failed", tool=name, error=type(error).__name__)
+    return structural_error("tool_confirmation_evaluation_failed", operation=name)
+
+
 def _response(call: FunctionCallPart, value: Any) -> FunctionResponsePart | Suspension:
     if isinstance(value, Suspension):
         return value
@@ -210,19 +249,9 @@ def _success(name: str, value: Any) -> dict[str, Any]:
     try:
         size = len(msgspec.json.encode(value))
     except (TypeError, msgspec.EncodeError):
-        return {
-            "success": False,
-            "error": {"type": "invalid_tool_result", "operation": name, "reason": "not_json_safe"},
-        }
+        return structural_error("invalid_tool_result", operation=name, reason="not_json_safe")
     if size > MAX_RESULT_BYTES:
-        return {
-            "success": False,
-            "error": {
-                "type": "invalid_tool_result",
-                "operation": name,
-                "reason": "result_too_large",
-            },
-        }
+        return structural_error("invalid_tool_result", operation=name, reason="result_too_large")
     return value if isinstance(value, dict) else {"result": value}
 
 
@@ -233,7 +262,7 @@ def _failure(name: str, error: Exception) -> dict[str, Any]:
         else "tool_failed"
     )
     if reason == "tool_catalog_changed":  # fail closed, and say so
-        return {"success": False, "error": {"type": "tool_catalog_changed", "operation": name}}
+        return structural_error("tool_catalog_changed", operation=name)
     _log.warning("adk.tool.failed", tool=name, error_class=type(error).__name__, reason=reason)
     return {
         "success": False,

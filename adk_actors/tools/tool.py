@@ -122,7 +122,8 @@ def tool(
 ) -> Any:
     """Make a plain function a tool: JSON Schema from its type hints, description from
     its docstring. A parameter named ``ctx`` (or ``tool_context``) receives the
-    `ToolContext` and is hidden from the model."""
+    `ToolContext` and is hidden from the model. Every other parameter needs a type
+    hint: one without is refused here with ``("missing_type_hint", tool, parameter)``."""
 
     def wrap(function: Callable[..., Any]) -> FunctionTool:
         return FunctionTool(function, name, description)
@@ -154,7 +155,14 @@ def _arguments_struct(fn: Callable[..., Any], name: str) -> tuple[str | None, ty
             raise AdkError(
                 ("invalid_tool_schema", name), "tools take named parameters, not *args/**kwargs"
             )
-        annotation = hints.get(parameter.name, Any)
+        if parameter.name not in hints:  # never guess "anything": the model needs a type
+            raise AdkError(
+                ("missing_type_hint", name, parameter.name),
+                f"parameter {parameter.name!r} of tool {name!r} has no type hint; annotate "
+                f"it (e.g. `{parameter.name}: str`, or `{parameter.name}: typing.Any` to "
+                "accept any JSON value)",
+            )
+        annotation = hints[parameter.name]
         if parameter.default is inspect.Parameter.empty:
             fields.append((parameter.name, annotation))
         else:

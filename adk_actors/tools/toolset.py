@@ -54,8 +54,13 @@ class _Guarded(Tool):
     def schema(self) -> dict[str, Any]:
         return dict(self._declaration)
 
-    def needs_confirmation(self, args: dict[str, Any], ctx: ToolContext) -> bool:
-        return self.inner.needs_confirmation(args, ctx)
+    @property
+    def require_confirmation(self) -> Any:
+        """The backend tool's own approval rule: a snapshot never weakens it."""
+        return getattr(self.inner, "require_confirmation", None)
+
+    def confirmation(self, args: dict[str, Any], ctx: ToolContext) -> tuple[bool, str | None]:
+        return self.inner.confirmation(args, ctx)
 
     def execute(self, args: dict[str, Any], ctx: ToolContext) -> Any:
         current = {tool.schema().get("name"): tool for tool in self.toolset.fetch()}

@@ -187,6 +187,12 @@ class GeminiProvider:
     def validate_config(self, config: Mapping[str, Any]) -> None:
         check(config, need_key=False)
 
+    def check_credentials(self, config: Mapping[str, Any]) -> None:
+        """`validate_config` plus the API key (``config["api_key"]`` or
+        ``GEMINI_API_KEY``): ``missing_api_key`` without one. An agent spawn calls it,
+        so an agent without a key fails at spawn, not at its first call."""
+        check(config, need_key=True)
+
     # -- sync calls ----------------------------------------------------------------------
 
     def generate(

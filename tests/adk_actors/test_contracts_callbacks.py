@@ -73,7 +73,7 @@ def test_global_instruction_crosses_delegation_but_local_instructions_do_not():
 
     adk.spawn_agent("Child", {"provider": adk.ScriptedProvider(fn=child)})
     parent_model = adk.ScriptedProvider(
-        [{"tool_calls": [{"name": "Child", "args": {"request": "help"}}]}, {"text": "done"}]
+        [{"tool_calls": [{"name": "Child", "args": {"prompt": "help"}}]}, {"text": "done"}]
     )
     parent = adk.spawn_agent(
         "Parent",

@@ -26,13 +26,9 @@ def test_sub_agent_is_declared_and_resolved_by_name_at_call_time():
     adk.spawn_agent("SearchSpecialist", {"provider": adk.ScriptedProvider(fn=echo("search"))})
     coordinator_model = adk.ScriptedProvider(
         [
-            {
-                "tool_calls": [
-                    {"name": "SearchSpecialist", "args": {"request": "supervision trees"}}
-                ]
-            },
+            {"tool_calls": [{"name": "SearchSpecialist", "args": {"prompt": "supervision trees"}}]},
             {"text": "summary"},
-            {"tool_calls": [{"name": "SearchSpecialist", "args": {"request": "again"}}]},
+            {"tool_calls": [{"name": "SearchSpecialist", "args": {"prompt": "again"}}]},
             {"text": "summary 2"},
         ]
     )
@@ -76,7 +72,7 @@ def test_sub_agents_are_function_declarations_with_their_description():
     adk.prompt(agent, "hi")
     (declaration,) = seen["tools"]
     assert declaration["name"] == "Helper" and declaration["description"] == "Helps."
-    assert declaration["parameters"]["required"] == ["request"]
+    assert declaration["parameters"]["required"] == ["prompt"]
 
 
 def test_tree_validation():
@@ -126,12 +122,12 @@ def test_a_delegation_cycle_is_refused_before_the_target_runs_and_the_parent_mod
     # A and B each offer the other as a tool: A -> B -> A must stop at B's call
     b_model = adk.ScriptedProvider(
         [
-            {"tool_calls": [{"name": "AgentA", "args": {"request": "back to A"}}]},
+            {"tool_calls": [{"name": "AgentA", "args": {"prompt": "back to A"}}]},
             {"text": "B gave up"},
         ]
     )
     a_model = adk.ScriptedProvider(
-        [{"tool_calls": [{"name": "AgentB", "args": {"request": "ask B"}}]}, {"text": "A done"}]
+        [{"tool_calls": [{"name": "AgentB", "args": {"prompt": "ask B"}}]}, {"text": "A done"}]
     )
     adk.spawn_agent("AgentB", {"provider": b_model}, tools=[adk.AgentTool("AgentA")])
     agent_a = adk.spawn_agent("AgentA", {"provider": a_model}, tools=[adk.AgentTool("AgentB")])
@@ -145,7 +141,7 @@ def test_agent_tool_direct():
     adk.spawn_agent("Specialist", {"provider": adk.ScriptedProvider(fn=echo("spec"))})
     tool = adk.AgentTool("Specialist", "Researches things")
     assert tool.schema()["description"] == "Researches things"
-    assert tool.execute({"request": "rest_for_one"}, adk.ToolContext()) == {
+    assert tool.execute({"prompt": "rest_for_one"}, adk.ToolContext()) == {
         "result": "spec:rest_for_one"
     }
 
@@ -268,7 +264,7 @@ def test_delegation_depth_is_refused_before_the_target_runs():
     tool = adk.AgentTool("Deep")
     ancestry = tuple(f"A{n}" for n in range(64))
     assert (
-        reason(lambda: tool.execute({"request": "x"}, adk.ToolContext(ancestry=ancestry)))
+        reason(lambda: tool.execute({"prompt": "x"}, adk.ToolContext(ancestry=ancestry)))
         == "delegation_depth_exceeded"
     )
     assert target.calls == 0

@@ -118,11 +118,13 @@ def test_tool_failures_become_sanitized_responses():
 
 
 def test_confirmation_fails_closed_outside_a_runner():
-    with pytest.raises(adk.AdkError) as info:
-        ToolCatalog([Publish()]).call(
-            content.function_call("publish_release", {"version": "1.0"}), ToolContext()
-        )
-    assert info.value.reason == "tool_confirmation_requires_runner"
+    response = ToolCatalog([Publish()]).call(
+        content.function_call("publish_release", {"version": "1.0"}, id="c1"), ToolContext()
+    )
+    assert response.id == "c1" and response.response == {
+        "success": False,
+        "error": {"kind": "tool_confirmation_requires_runner"},
+    }
 
 
 def test_a_turn_continues_after_invalid_arguments_and_tool_errors():

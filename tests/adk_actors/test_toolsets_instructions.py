@@ -53,7 +53,7 @@ def test_a_renamed_backend_tool_fails_closed_until_refresh():
     assert adk.prompt(agent, "weather again") == "second"
     assert model.histories[3][-1].parts[0].response == {
         "success": False,
-        "error": {"type": "tool_catalog_changed", "operation": "forecast"},
+        "error": {"kind": "tool_catalog_changed", "operation": "forecast"},
     }
     refreshed = snapshot.refresh()
     assert [tool.name for tool in refreshed.tools] == ["forecast_v2"]

@@ -1,0 +1,275 @@
+"""One round of tool calls inside a turn: admission, callbacks, execution, order.
+
+Each call goes through, in order: its arguments (`ToolCatalog.check_arguments`), the
+Runner's runtime policy (`tool_gate`), and its approval rule; a call refused at any of
+these runs no callback and never runs. A call needing approval pauses the turn under a
+Runner (`Suspend`) and, anywhere else, answers the model with the structural error
+``tool_confirmation_requires_runner``. A call that may run is wrapped by
+``on_tool_start``, ``before_tool``, then (unless ``before_tool`` replaced its result)
+its execution, ``after_tool``, the Runner's result policy (`result_gate`) and
+``on_tool_end``.
+
+Serial mode (the default) runs the calls one after another. In parallel mode the
+``parallel_safe`` calls run side by side, at most ``max_concurrency`` at a time: the
+start and before-callbacks run for each call in call order, the executions overlap,
+then the after- and end-callbacks run for each call in call order, so the responses
+and everything derived from them follow call order, never completion order. Any other
+call, and a call needing approval, is a barrier.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import trace
+
+from adk_actors.agents.turn_context import TurnContext, off_loop
+from adk_actors.tools import Tool, ToolContext
+from adk_actors.tools.catalog import evaluation_failed, requires_runner, structural_error
+from adk_actors.tools.suspension import Suspension
+from providers.content import FunctionCallPart, FunctionResponsePart
+from providers.errors import AdkError
+from supervision import Task, TaskFailed, TaskTimeout
+from supervision.aio import wait_tasks
+from supervision.logs import get_logger
+
+_log = get_logger("adk.agents")
+_tracer = trace.get_tracer("adk_actors")
+
+Outcome = dict[str, Any]
+"""A call's result payload before its after-callbacks (what the tool returned)."""
+
+
+@dataclass
+class Batch:
+    """A model turn's calls still to answer: `calls[start:]`, after the responses
+    `done` (of `calls[:start]`); the session already holds the first `stored` of
+    them (the responses stored when the batch paused)."""
+
+    calls: Sequence[FunctionCallPart]
+    start: int = 0
+    done: list[FunctionResponsePart] | None = None
+    stored: int = 0
+
+
+class Suspend(Exception):
+    """A call asked to pause; `at` records where in its batch."""
+
+    def __init__(self, call: FunctionCallPart, details: dict[str, Any], message: str) -> None:
+        self.call = call
+        self.details = details
+        self.message = message
+        self.index = 0
+        self.done: list[FunctionResponsePart] = []
+
+    def at(self, index: int, done: list[FunctionResponsePart]) -> Suspend:
+        self.index = index
+        self.done = list(done)
+        return self
+
+
+class ToolRound(TurnContext):
+    async def _tools(self, batch: Batch) -> list[FunctionResponsePart]:
+        """Answer `batch`: its responses in call order, whatever the mode. A call that
+        pauses raises `Suspend` carrying its index and the responses before it."""
+        spec = self.spec
+        responses = list(batch.done or ())
+        together: list[tuple[FunctionCallPart, Outcome | None]] = []  # (call, refusal)
+        for index in range(batch.start, len(batch.calls)):
+            call = batch.calls[index]
+            tool = spec.catalog.tool(call.name)
+            if spec.tool_mode == "parallel" and tool is not None and tool.parallel_safe:
+                try:
+                    together.append((call, await self._admit(call)))
+                    continue
+                except Suspend as suspend:  # an approval is a barrier
+                    responses.extend(await self._parallel(together))
+                    raise suspend.at(index, responses) from None
+            responses.extend(await self._parallel(together))  # a serial call is a barrier
+            together = []
+            try:
+                responses.append(await self._one_tool(call))
+            except Suspend as suspend:
+                raise suspend.at(index, responses) from None
+        responses.extend(await self._parallel(together))
+        return responses
+
+    async def _admit(self, call: FunctionCallPart, approved: bool = False) -> Outcome | None:
+        """None if the call may run; else the payload the model sees instead (no
+        callback runs, the tool never runs). Raises `Suspend` for an approval a
+        Runner can wait for."""
+        spec = self.spec
+        refusal = spec.catalog.check_arguments(call.name, call.args)
+        if refusal is not None:
+            return refusal
+        if self.options.tool_gate is not None:  # after approval too: policy may have changed
+            denial = self.options.tool_gate(call)
+            if denial is not None:
+                return denial
+        tool = spec.catalog.tool(call.name)
+        if approved or tool is None:
+            return None
+        try:
+            required, hint = await _confirmation(tool, call, self._context(call))
+        except Exception as error:
+            return evaluation_failed(call.name, error)
+        if not required:
+            return None
+        if not self.options.pausable:  # no channel to wait for a human: fail closed
+            return requires_runner(hint)
+        details = {"type": "tool_confirmation", "action_id": self._action_id(call)}
+        if hint is not None:
+            details["hint"] = hint
+        raise Suspend(call, details, hint or f"Approve the call to {call.name}.")
+
+    async def _one_tool(
+        self, call: FunctionCallPart, approved: bool = False
+    ) -> FunctionResponsePart:
+        refusal = await self._admit(call, approved)
+        if refusal is not None:
+            return FunctionResponsePart(call.name, refusal, call.id)
+        ctx = self._context(call)
+        outcome = await self._begin(call, ctx)
+        if outcome is None:
+            result = await self._run(call, ctx)
+            if isinstance(result, Suspension):
+                raise self._suspension(call, result)
+            outcome = result
+        return await self._finish(call, outcome)
+
+    async def _parallel(
+        self, entries: list[tuple[FunctionCallPart, Outcome | None]]
+    ) -> list[FunctionResponsePart]:
+        """Run the admitted calls of `entries` side by side (see the module doc); a
+        refused one keeps its place with its refusal."""
+        finished: dict[int, FunctionResponsePart] = {}
+        admitted = [index for index, (_call, refusal) in enumerate(entries) if refusal is None]
+        width = self.spec.tool_max_concurrency
+        for first in range(0, len(admitted), width):
+            chunk = admitted[first : first + width]
+            contexts = {position: self._context(entries[position][0]) for position in chunk}
+            outcomes: dict[int, Outcome | None] = {}
+            for position in chunk:  # start and before, in call order
+                outcomes[position] = await self._begin(entries[position][0], contexts[position])
+            running = [position for position in chunk if outcomes[position] is None]
+            deadline = time.monotonic() + self.spec.tool_timeout
+            tasks = [
+                Task.start(
+                    self._run_together, entries[position][0], contexts[position], deadline=deadline
+                )
+                for position in running
+            ]
+            # each task has the deadline itself; the grace lets its own ending arrive first
+            results = await wait_tasks(tasks, deadline, grace=1.0)
+            for position, result in zip(running, results, strict=True):
+                outcomes[position] = _task_outcome(entries[position][0], result)
+            for position in chunk:  # after and end, in call order
+                outcome = outcomes[position]
+                assert outcome is not None
+                finished[position] = await self._finish(entries[position][0], outcome)
+        return [
+            finished[position]
+            if refusal is None
+            else FunctionResponsePart(call.name, refusal, call.id)
+            for position, (call, refusal) in enumerate(entries)
+        ]
+
+    async def _run_together(self, call: FunctionCallPart, ctx: ToolContext) -> Outcome:
+        result = await self._run(call, ctx)
+        if isinstance(result, Suspension):  # a pause needs the serial path
+            return structural_error("suspension_requires_serial_tool", operation=call.name)
+        return result
+
+    async def _begin(self, call: FunctionCallPart, ctx: ToolContext) -> Outcome | None:
+        """``on_tool_start`` then ``before_tool``: its replacement, or None to run."""
+        await self._callback("on_tool_start", ctx, call)
+        replaced = await self._callback("before_tool", ctx, call)
+        return None if replaced is None else _as_payload(replaced)
+
+    async def _run(self, call: FunctionCallPart, ctx: ToolContext) -> Outcome | Suspension:
+        """Execute an admitted call. An async tool runs here, on the reactor; a sync one
+        in a task on the pool (fenced if its turn is killed)."""
+        spec = self.spec
+        catalog = spec.catalog
+        started = time.monotonic()
+        with _tracer.start_as_current_span(
+            "adk.tool.call", attributes={"adk.agent": spec.name, "adk.tool": call.name}
+        ) as span:
+            # approval was settled by `_admit`: the catalog need not ask again
+            if catalog.is_async(call.name):
+                response = await catalog.aexecute(call, ctx, approved=True)
+            else:
+                response = await off_loop(catalog.execute, call, ctx, approved=True)
+            span.set_attribute("adk.duration_ms", round((time.monotonic() - started) * 1000, 3))
+            if isinstance(response, FunctionResponsePart):
+                span.set_attribute(
+                    "adk.tool.success", response.response.get("success", True) is not False
+                )
+        _log.debug(
+            "adk.tool.called",
+            agent=spec.name,
+            tool=call.name,
+            seconds=round(time.monotonic() - started, 4),
+        )
+        if isinstance(response, Suspension):
+            return response
+        return dict(response.response)
+
+    async def _finish(self, call: FunctionCallPart, outcome: Outcome) -> FunctionResponsePart:
+        """``after_tool``, the result policy, then ``on_tool_end``: the final response."""
+        ctx = self._context(call)
+        after = await self._callback("after_tool", ctx, outcome)
+        final = _as_payload(after) if after is not None else outcome
+        if self.options.result_gate is not None:
+            final = self.options.result_gate(call, final)
+        response = FunctionResponsePart(call.name, final, call.id)
+        await self._callback("on_tool_end", ctx, response)
+        return response
+
+    def _suspension(self, call: FunctionCallPart, suspension: Suspension) -> Exception:
+        """A tool asked to pause (long-running, human in the loop): a `Suspend` under a
+        Runner; elsewhere the turn fails, as nothing could resume it."""
+        if not self.options.pausable:
+            return AdkError(
+                "tool_confirmation_requires_runner",
+                f"{call.name!r} pauses for a human or an operation; only a Runner can",
+            )
+        details = {"type": suspension.kind}
+        if suspension.operation_id is not None:
+            details["operation_id"] = suspension.operation_id
+        return Suspend(call, details, suspension.message)
+
+    def _action_id(self, call: FunctionCallPart) -> str:
+        """An opaque digest naming the action: stable for the call, holds no argument."""
+        material = json.dumps(
+            [self.invocation_id, call.id, call.name, call.args], sort_keys=True, default=str
+        )
+        return "act-" + hashlib.sha256(material.encode()).hexdigest()[:32]
+
+
+async def _confirmation(tool: Tool, call: FunctionCallPart, ctx: ToolContext) -> Any:
+    """A tool's approval check: user code (a `require_confirmation` method, or an
+    overridden `confirmation`) runs in a pool task; a plain True/False is read here."""
+    if (
+        callable(getattr(tool, "require_confirmation", None))
+        or type(tool).confirmation is not Tool.confirmation
+    ):
+        return await off_loop(tool.confirmation, dict(call.args), ctx)
+    return tool.confirmation(dict(call.args), ctx)
+
+
+def _task_outcome(call: FunctionCallPart, result: Any) -> Outcome:
+    if isinstance(result, TaskTimeout | TaskFailed):
+        reason = "tool_timeout" if isinstance(result, TaskTimeout) else "tool_failed"
+        error = {"component": "tool", "operation": call.name, "reason": reason}
+        return {"success": False, "error": error}
+    return dict(result)
+
+
+def _as_payload(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {"result": value}
