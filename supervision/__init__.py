@@ -29,13 +29,18 @@ from supervision.errors import (
 )
 from supervision.gen_server import (
     NO_REPLY,
+    Exit,
     From,
     GenServer,
+    Ignore,
     NoReply,
     Reply,
     Stop,
+    Timeout,
     call,
     cast,
+    get_state,
+    replace_state,
     reply,
     stop,
 )
@@ -54,6 +59,7 @@ from supervision.logs import configure_console, get_logger
 from supervision.pid import Pid
 from supervision.primitives import demonitor, exit, link, monitor, send, trap_exit, unlink
 from supervision.process import is_fenced_thread, receive, self_pid
+from supervision.protocol import Ok, Refused
 from supervision.registry import register, registered, unregister, whereis
 from supervision.requests import Response, cancel_request, send_request
 from supervision.runtime import default_task_supervisor, reactor_loop
@@ -94,9 +100,11 @@ __all__ = [
     "CreditStream",
     "Down",
     "DynamicSupervisor",
+    "Exit",
     "ExitSignal",
     "From",
     "GenServer",
+    "Ignore",
     "Inbox",
     "KernelError",
     "Lease",
@@ -107,10 +115,12 @@ __all__ = [
     "MemoryLeases",
     "NameTaken",
     "NoReply",
+    "Ok",
     "Pid",
     "ProcessExit",
     "Reason",
     "Ref",
+    "Refused",
     "Reply",
     "Response",
     "StartError",
@@ -127,6 +137,7 @@ __all__ = [
     "TaskFailed",
     "TaskResult",
     "TaskTimeout",
+    "Timeout",
     "TimerRef",
     "aio",
     "call",
@@ -139,6 +150,7 @@ __all__ = [
     "demonitor",
     "exit",
     "get_logger",
+    "get_state",
     "is_fenced_thread",
     "is_normal_exit",
     "kernel_stats",
@@ -149,6 +161,7 @@ __all__ = [
     "receive",
     "register",
     "registered",
+    "replace_state",
     "reply",
     "self_pid",
     "send",

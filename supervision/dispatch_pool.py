@@ -18,11 +18,12 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Hashable
 from typing import Any
 
 from supervision.logs import get_logger
 from supervision.process import Process, bind_thread
-from supervision.server_process import ServerProcess
+from supervision.server_process import CONTINUE, From, ServerProcess
 
 _log = get_logger("supervision")
 
@@ -179,6 +180,19 @@ class PooledServerProcess(ServerProcess):
         self._scheduled = True  # held until `release` so nothing runs before init returns
         self._pool = get_pool()
 
+    def run_init(self, args: Any, name: Hashable | None, started: From) -> None:
+        """Run `init` on the calling thread (bound to this process), then let the pool
+        run the server. A ``continue_`` from init goes to the front of the mailbox, so
+        `handle_continue` runs before any message that came in meanwhile."""
+        after = self._init(args, name, started)
+        if after is not None and self.alive:
+            if after.continue_ is not None and after.timeout is None:
+                with self._mailbox_lock:
+                    self._mailbox.appendleft((CONTINUE, after.continue_))
+            else:
+                self._then(after.timeout, after.continue_, "init")
+        self.release()
+
     def release(self) -> None:
         """Let the pool run this server (called once `init` has returned)."""
         with self._mailbox_lock:
@@ -202,5 +216,6 @@ class PooledServerProcess(ServerProcess):
 
     def on_exit(self) -> None:
         self.state = None
+        self._idle = None
         with self._mailbox_lock:
             self._mailbox.clear()

@@ -63,4 +63,5 @@ class ThreadServerProcess(ServerProcess):
 
     def on_exit(self) -> None:
         self.state = None
+        self._idle = None
         self._actor_ref.stop(block=False)

@@ -1,4 +1,5 @@
-"""`GenServer`: the OTP server behaviour, and `call`/`cast`/`reply`/`stop`.
+"""`GenServer`: the OTP server behaviour, `call`/`cast`/`reply`/`stop`, and
+`get_state`/`replace_state` for debugging (OTP's ``sys:get_state/replace_state``).
 
 A server class writes callbacks only; the generic part (the loop body, replies,
 state threading, crash semantics) is in `server_process.py`, and a dispatcher runs
@@ -11,7 +12,8 @@ Unlike plain pykka, an exception in a callback crashes the process with a bounde
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+import math
+from collections.abc import Callable, Hashable
 from typing import Any, ClassVar, Literal
 
 from supervision import crash_report
@@ -28,28 +30,41 @@ from supervision.process import (
     require_alive,
     resolve,
 )
+from supervision.protocol import unwrap
 from supervision.server_process import (
     CALL,
+    IGNORED,
     INIT,
     NO_REPLY,
     STOP,
+    SYSTEM,
+    Exit,
     From,
+    GetState,
+    Ignore,
     NoReply,
+    ReplaceState,
     Reply,
     ServerProcess,
     Stop,
+    Timeout,
 )
 from supervision.signals import Reason
 
 __all__ = [
     "NO_REPLY",
+    "Exit",
     "From",
     "GenServer",
+    "Ignore",
     "NoReply",
     "Reply",
     "Stop",
+    "Timeout",
     "call",
     "cast",
+    "get_state",
+    "replace_state",
     "reply",
     "stop",
 ]
@@ -62,11 +77,20 @@ Dispatcher = Literal["thread", "pooled"]
 class GenServer:
     """Base class for servers. Override the callbacks you need; state is explicit.
 
-    * ``init(args) -> state`` (or `Stop(reason)` to refuse to start)
+    * ``init(args) -> state | NoReply | Stop | Ignore`` (`Stop(reason)` refuses to
+      start, `Ignore()` makes the start return None)
     * ``handle_call(request, from_, state) -> Reply | NoReply | Stop``
-    * ``handle_cast(msg, state) -> state | Stop``
-    * ``handle_info(msg, state) -> state | Stop`` (`Down`, `ExitSignal`, timers, `send`)
-    * ``terminate(reason, state)``: on `Stop`, a crash, `stop()`, or a trapped exit from the parent
+    * ``handle_cast(msg, state) -> state | NoReply | Stop``
+    * ``handle_info(msg, state) -> state | NoReply | Stop`` (`Down`, `ExitSignal`,
+      timers, `send`, `Timeout()`)
+    * ``handle_continue(payload, state) -> state | NoReply | Stop``: after any callback
+      that returned ``continue_=payload``, before the next message
+    * ``terminate(reason, state)``: on `Stop`, `Exit`, a crash, `stop()`, or a trapped
+      exit from the parent
+
+    `Reply` and `NoReply` take ``timeout=seconds`` (no message within it:
+    ``handle_info(Timeout())``) or ``continue_=payload``. Any callback may
+    ``raise Exit(reason)`` to end the server with exactly that reason.
     """
 
     dispatcher: ClassVar[Dispatcher] = "pooled"
@@ -89,6 +113,11 @@ class GenServer:
         )
         return state
 
+    def handle_continue(self, payload: Any, state: Any) -> Any:
+        raise KernelError(
+            "unexpected_continue", f"{type(self).__qualname__} does not handle continue_"
+        )
+
     def terminate(self, reason: Reason, state: Any) -> None:
         return None
 
@@ -98,21 +127,28 @@ class GenServer:
     ) -> Pid:
         """Start a server linked to the calling process; returns once `init` has returned.
 
-        Raises `StartError` (its `reason` says why) if `init` fails or the name is taken.
+        Raises `StartError` (its `reason` says why) if `init` fails, raises, or runs past
+        `timeout` seconds (``"timeout"``; the process is killed), or the name is taken
+        (`AlreadyStarted`). A failed start returns once the process is gone and its name
+        is free; the caller gets no exit signal. If `init` returns `Ignore()`, the
+        process exits ``"normal"`` and this returns None.
         """
-        return _spawn(cls(), args, name, link=True, timeout=timeout)
+        # Typed `Pid`: None comes only from a server whose init returns Ignore(), and
+        # the wrappers built on this (supervisors, streams, upper layers) never do.
+        return _spawn(cls(), args, name, link=True, timeout=timeout)  # type: ignore[return-value]
 
     @classmethod
     def start(
         cls, args: Any = None, *, name: Hashable | None = None, timeout: float | None = None
     ) -> Pid:
         """Start a server with no link to the caller (see `start_link`)."""
-        return _spawn(cls(), args, name, link=False, timeout=timeout)
+        return _spawn(cls(), args, name, link=False, timeout=timeout)  # type: ignore[return-value]
 
 
 def _spawn(
     server: GenServer, args: Any, name: Hashable | None, link: bool, timeout: float | None
-) -> Pid:
+) -> Pid | None:
+    timeout = check_timeout(timeout)
     caller = current_process()
     assert caller is not None
     if link:
@@ -136,28 +172,52 @@ def _spawn(
     if link:
         caller.link(process)  # linked before init runs, as in OTP
     if isinstance(process, PooledServerProcess):
-        # init runs as the new process, on the caller's thread: no handoff, and the pool
-        # does not run the server before init returns (it is held until `release`).
-        bind_thread(process)
-        try:
-            process.handle((INIT, args, name, started))
-        finally:
-            bind_thread(caller)
-        process.release()
+        if timeout is None:
+            # init runs as the new process, on the caller's thread: no handoff, and the
+            # pool does not run the server before init returns (it is held until then).
+            bind_thread(process)
+            try:
+                process.run_init(args, name, started)
+            finally:
+                bind_thread(caller)
+        else:
+            # A deadline needs init off the caller's thread: first in the mailbox.
+            process.tell((INIT, args, name, started))
+            process.release()
     else:
         process.tell((INIT, args, name, started))
     settled = started.wait(timeout)
     process.remove_watcher(started)
     if not settled:
         caller.unlink(process)  # the caller hears of it through the exception only
-        process.exit("killed")
+        process.exit("killed")  # frees the name now; a running init is fenced
         raise StartError("timeout", f"init did not return within {timeout} s")
     if started.failed:
         reason = started.value
         if isinstance(reason, tuple) and reason[:1] == ("already_started",):
             raise AlreadyStarted(name, reason[1])
         raise StartError(reason, f"init failed: {crash_report.format_reason(reason)}")
+    if started.value is IGNORED:
+        return None
     return process.pid
+
+
+def check_timeout(timeout: Any) -> float | None:
+    """A valid timeout in seconds (None or ``math.inf``: wait forever); raises
+    `KernelError("invalid_timeout")` for a negative, NaN, boolean or non-number one."""
+    if timeout is None:
+        return None
+    if (
+        not isinstance(timeout, int | float)
+        or isinstance(timeout, bool)
+        or math.isnan(timeout)
+        or timeout < 0
+    ):
+        raise KernelError(
+            "invalid_timeout",
+            f"timeout must be None or a number of seconds >= 0, not {type(timeout).__name__}",
+        )
+    return None if timeout == math.inf else float(timeout)
 
 
 def _server(dest: Pid | Hashable) -> ServerProcess | None:
@@ -218,8 +278,11 @@ def stop(dest: Pid | Hashable, reason: Reason = "normal", timeout: float | None 
     """Stop a server in order: it runs `terminate(reason, state)` and exits with `reason`.
 
     Returns once it is dead. Raises `ProcessExit` if it was not alive or exited with
-    another reason, `CallTimeout` if it did not stop in time.
+    another reason, `CallTimeout` if it did not stop in time, and
+    `KernelError("invalid_timeout")` (sending nothing) for a timeout that is not None
+    or a number >= 0.
     """
+    timeout = check_timeout(timeout)
     process = _server(dest)
     if process is None:
         raise ProcessExit("noproc", f"no process {dest!r}")
@@ -241,3 +304,50 @@ def stop(dest: Pid | Hashable, reason: Reason = "normal", timeout: float | None 
         raise ProcessExit(
             slot.value, f"the server exited with {crash_report.format_reason(slot.value)}"
         )
+
+
+def get_state(dest: Pid | Hashable, timeout: float | None = 5.0) -> Any:
+    """A server's current state, for debugging (OTP's ``sys:get_state``).
+
+    Answered between two messages, without running a callback and without cancelling
+    an idle ``timeout``. Raises `ProcessExit` (``"noproc"``, or the reason it exited
+    with meanwhile), `CallTimeout`, or `KernelError("invalid_timeout")`.
+    """
+    return _system_call(dest, GetState(), timeout)
+
+
+def replace_state(
+    dest: Pid | Hashable, fn: Callable[[Any], Any], timeout: float | None = 5.0
+) -> Any:
+    """Set a server's state to ``fn(state)`` and return it, for debugging (OTP's
+    ``sys:replace_state``). `fn` runs in the server, between two messages.
+
+    If `fn` raises, the state is unchanged and this raises `KernelError` with reason
+    ``("callback_failed", Crash(...))``; otherwise as `get_state`.
+    """
+    if not callable(fn):
+        raise KernelError("invalid_request", "replace_state needs a callable")
+    return _system_call(dest, ReplaceState(fn), timeout)
+
+
+def _system_call(dest: Pid | Hashable, request: GetState | ReplaceState, timeout: Any) -> Any:
+    timeout = check_timeout(timeout)
+    process = _server(dest)
+    if process is None:
+        raise ProcessExit("noproc", f"no process {dest!r}")
+    me = getattr(_current, "process", None)
+    if me is not None and me.uses_context:
+        me = current_process()
+    if me is process:
+        raise KernelError("calling_self", "a server cannot inspect its own state this way")
+    slot = From()
+    if not process.add_watcher(slot, slot):
+        raise ProcessExit("noproc", f"{dest!r} is not alive")
+    try:
+        process.tell((SYSTEM, request, slot))
+        settled = slot.wait(timeout)
+    finally:
+        process.remove_watcher(slot)
+    if not settled:
+        raise CallTimeout(timeout)
+    return unwrap(slot.result())

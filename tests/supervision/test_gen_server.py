@@ -350,11 +350,9 @@ def test_concurrent_starts_of_one_name_have_one_winner_and_never_hang():
     sv.stop(winners[0])
 
 
-def test_start_link_timeout_does_not_kill_the_caller(monkeypatch):
+def test_start_link_timeout_does_not_kill_the_caller():
     class SlowInit(sv.GenServer):
-        dispatcher = "thread"  # a pooled init runs on the caller's thread and cannot time out
-
-        def init(self, args):
+        def init(self, args):  # with a timeout, a pooled init runs on a pool thread
             time.sleep(0.5)
             return args
 
@@ -412,3 +410,15 @@ def test_a_reply_slot_exposes_its_outcome_read_only():
         died.result()
     with pytest.raises(AttributeError):
         replied.value = 1  # read-only
+
+
+def test_the_package_exports_what_the_kernel_readme_promises():
+    """`supervision/__init__.py` exports every name of `__all__`, the GenServer names
+    included; the README says everything public is exported."""
+    for name in sv.__all__:
+        assert getattr(sv, name) is not None, name
+    for name in (
+        "GenServer", "call", "cast", "reply", "stop", "Reply", "NoReply", "Stop", "From",
+        "Ignore", "Exit", "Timeout", "get_state", "replace_state", "Ok", "Refused",
+    ):  # fmt: skip
+        assert name in sv.__all__, name
