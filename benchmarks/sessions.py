@@ -179,7 +179,7 @@ def step_row(mebibytes: int, count: int, rounds: int) -> Row:
         for key, value in values.items():  # as a pause stores them: one key per step
             new.add_event(APP, USER, "s", text_event("pause"), runtime_delta={key: value})
         for service in (old, new):  # both layouts hold the same state
-            state = service.get_session(APP, USER, "s").state
+            state = service.get_session(APP, USER, "s", include_internal=True).state
             assert all(state[key] == value for key, value in values.items())
         row = compare(
             f"step, {mebibytes} MiB unclaimed continuations",

@@ -5,7 +5,7 @@
 
 from providers import content
 from providers.content import Content, ContentLimits, Part
-from providers.errors import AdkError, redact
+from providers.errors import AdkError, prune, redact
 from providers.protocol import (
     ModelOutput,
     Provider,
@@ -35,6 +35,7 @@ __all__ = [
     "capabilities",
     "content",
     "generate",
+    "prune",
     "redact",
     "register_provider",
     "resolve_provider",

@@ -6,13 +6,20 @@ Constructors validate before they return; raw inline bytes become canonical base
 
 Limits (defaults, which `ContentLimits` may lower but never raise): 64 parts, 1 MiB
 per text part, 10 MiB per inline part, 15 MiB of inline data in total, 4 KiB per
-URI, 1 MiB per function-call or function-response payload (canonical JSON bytes).
+URI, 1 MiB per function-call or function-response payload (canonical JSON bytes); an
+inline limit may not exceed the total inline limit (``max_inline_exceeds_total``).
+
+What is refused, and how (`AdkError.reason`): a key the content or a part does not
+have, ``("invalid_content_part", ("unknown_keys", [names...]))``; a function payload
+that is JSON only after a change (a non-string key, NaN or infinity, a set, bytes),
+``not_canonical_json``; a lone surrogate in any string, ``invalid_utf8``.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
@@ -20,7 +27,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from providers.errors import AdkError, is_secret_key
+from providers.errors import MAX_KEYS_NAMED, AdkError, key_name, prune
 
 CONTENT_SCHEMA_VERSION = 1
 
@@ -30,24 +37,40 @@ ROLES = ("user", "model", "system", "tool")
 _MIME = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$")
 
 
-class TextPart(msgspec.Struct, frozen=True, tag="text", tag_field="type", omit_defaults=True):
+class TextPart(
+    msgspec.Struct,
+    frozen=True,
+    tag="text",
+    tag_field="type",
+    omit_defaults=True,
+    forbid_unknown_fields=True,
+):
     text: str
     thought: bool = False
     thought_signature: str | None = None
 
 
-class InlineDataPart(msgspec.Struct, frozen=True, tag="inline_data", tag_field="type"):
+class InlineDataPart(
+    msgspec.Struct, frozen=True, tag="inline_data", tag_field="type", forbid_unknown_fields=True
+):
     mime_type: str
     data: str  # canonical base64 (standard alphabet, padded)
 
 
-class FileDataPart(msgspec.Struct, frozen=True, tag="file_data", tag_field="type"):
+class FileDataPart(
+    msgspec.Struct, frozen=True, tag="file_data", tag_field="type", forbid_unknown_fields=True
+):
     file_uri: str
     mime_type: str
 
 
 class FunctionCallPart(
-    msgspec.Struct, frozen=True, tag="function_call", tag_field="type", omit_defaults=True
+    msgspec.Struct,
+    frozen=True,
+    tag="function_call",
+    tag_field="type",
+    omit_defaults=True,
+    forbid_unknown_fields=True,
 ):
     name: str
     args: dict[str, Any] = msgspec.field(default_factory=dict)
@@ -56,7 +79,12 @@ class FunctionCallPart(
 
 
 class FunctionResponsePart(
-    msgspec.Struct, frozen=True, tag="function_response", tag_field="type", omit_defaults=True
+    msgspec.Struct,
+    frozen=True,
+    tag="function_response",
+    tag_field="type",
+    omit_defaults=True,
+    forbid_unknown_fields=True,
 ):
     name: str
     response: dict[str, Any] = msgspec.field(default_factory=dict)
@@ -66,7 +94,7 @@ class FunctionResponsePart(
 Part = TextPart | InlineDataPart | FileDataPart | FunctionCallPart | FunctionResponsePart
 
 
-class Content(msgspec.Struct, frozen=True):
+class Content(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A message: who said it (`role`) and what (`parts`)."""
 
     role: str
@@ -87,23 +115,44 @@ class Content(msgspec.Struct, frozen=True):
         return all(isinstance(part, TextPart) for part in self.parts)
 
 
+_CEILING_VALUES = {
+    "max_parts": 64,
+    "max_text_bytes": 1 << 20,
+    "max_inline_bytes": 10 << 20,
+    "max_inline_total_bytes": 15 << 20,
+    "max_uri_bytes": 4096,
+    "max_function_payload_bytes": 1 << 20,
+}
+
+
 class ContentLimits(msgspec.Struct, frozen=True):
-    """Validation limits. Each may be lowered; none may exceed `CEILINGS`."""
+    """Validation limits. Each may be lowered; none may exceed `CEILINGS`, and the inline
+    limit may not exceed the total inline limit. Checked when constructed (``AdkError``:
+    ``invalid_content_limits``, ``content_limit_above_ceiling`` or
+    ``("invalid_content_limits", "max_inline_exceeds_total")``)."""
 
-    max_parts: int = 64
-    max_text_bytes: int = 1 << 20
-    max_inline_bytes: int = 10 << 20
-    max_inline_total_bytes: int = 15 << 20
-    max_uri_bytes: int = 4096
-    max_function_payload_bytes: int = 1 << 20
+    max_parts: int = _CEILING_VALUES["max_parts"]
+    max_text_bytes: int = _CEILING_VALUES["max_text_bytes"]
+    max_inline_bytes: int = _CEILING_VALUES["max_inline_bytes"]
+    max_inline_total_bytes: int = _CEILING_VALUES["max_inline_total_bytes"]
+    max_uri_bytes: int = _CEILING_VALUES["max_uri_bytes"]
+    max_function_payload_bytes: int = _CEILING_VALUES["max_function_payload_bytes"]
 
-    def checked(self) -> ContentLimits:
+    def __post_init__(self) -> None:
         for field in self.__struct_fields__:
-            value, ceiling = getattr(self, field), getattr(CEILINGS, field)
+            value, ceiling = getattr(self, field), _CEILING_VALUES[field]
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise AdkError("invalid_content_limits", f"{field} must be a positive int")
             if value > ceiling:
                 raise AdkError("content_limit_above_ceiling", f"{field} may not exceed {ceiling}")
+        if self.max_inline_bytes > self.max_inline_total_bytes:
+            raise AdkError(
+                ("invalid_content_limits", "max_inline_exceeds_total"),
+                "max_inline_bytes may not exceed max_inline_total_bytes",
+            )
+
+    def checked(self) -> ContentLimits:
+        """The limits (already checked when they were constructed)."""
         return self
 
 
@@ -111,7 +160,12 @@ CEILINGS = ContentLimits()
 DEFAULT_LIMITS = ContentLimits()
 
 _json_encoder = msgspec.json.Encoder()
+_json_decoder = msgspec.json.Decoder()
 _content_decoder = msgspec.json.Decoder(Content)
+_PART_TYPES: dict[Any, type[msgspec.Struct]] = {
+    part.__struct_config__.tag: part
+    for part in (TextPart, InlineDataPart, FileDataPart, FunctionCallPart, FunctionResponsePart)
+}
 
 
 # -- constructors --------------------------------------------------------------------------
@@ -179,7 +233,7 @@ def from_text(value: str, role: str = "user") -> Content:
 def validate(obj: Any, *, limits: ContentLimits | None = None) -> Content:
     """Return `obj` as a valid `Content` (from a `Content` or its JSON-safe dict form),
     or raise `AdkError` with the first violation's reason."""
-    limits = (limits or DEFAULT_LIMITS).checked() if limits is not None else DEFAULT_LIMITS
+    limits = limits.checked() if limits is not None else DEFAULT_LIMITS
     if isinstance(obj, Content):
         return _checked(obj, limits)
     if not isinstance(obj, Mapping):
@@ -189,7 +243,7 @@ def validate(obj: Any, *, limits: ContentLimits | None = None) -> Content:
     try:
         content = msgspec.convert(obj, Content)
     except msgspec.ValidationError as exc:
-        raise AdkError("invalid_content", _structural(str(exc))) from None
+        raise _refusal(str(exc), obj) from None
     return _checked(content, limits)
 
 
@@ -207,7 +261,13 @@ def decode(data: bytes | str) -> Content:
     """Parse JSON produced by `encode` (or any equivalent JSON) and validate it."""
     try:
         content = _content_decoder.decode(data)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+    except msgspec.ValidationError as exc:
+        try:  # the untyped form names every unknown key, if it parses
+            obj = _json_decoder.decode(data)
+        except msgspec.DecodeError:
+            obj = None
+        raise _refusal(str(exc), obj) from None
+    except msgspec.DecodeError as exc:
         raise AdkError("invalid_content", _structural(str(exc))) from None
     return _checked(content, DEFAULT_LIMITS)
 
@@ -216,21 +276,35 @@ def canonical(content: Content) -> Content:
     """What crosses the model boundary: adjacent plain text parts merged, and every
     credential-named key (``api_key``, ``access_token``, ...) removed, at any depth,
     from function-call arguments and function responses. Signatures are kept."""
+    return without_secrets(_merged_text(content))
+
+
+def without_secrets(content: Content) -> Content:
+    """`content` with every credential-named key removed, at any depth, from function-call
+    arguments and function responses (`providers.errors.prune`); `content` itself when
+    there is none. What session queries show of stored content."""
     parts: list[Part] = []
     changed = False
     for part in content.parts:
         if isinstance(part, FunctionCallPart):
-            args = _pruned(part.args)
-            if args != part.args:
-                part, changed = (
-                    FunctionCallPart(part.name, args, part.id, part.thought_signature),
-                    True,
-                )
+            args = prune(part.args)
+            if args is not part.args:
+                part = msgspec.structs.replace(part, args=args)
+                changed = True
         elif isinstance(part, FunctionResponsePart):
-            response = _pruned(part.response)
-            if response != part.response:
-                part, changed = FunctionResponsePart(part.name, response, part.id), True
-        elif isinstance(part, TextPart) and parts and _plain(part) and _plain(parts[-1]):
+            response = prune(part.response)
+            if response is not part.response:
+                part = msgspec.structs.replace(part, response=response)
+                changed = True
+        parts.append(part)
+    return Content(content.role, tuple(parts)) if changed else content
+
+
+def _merged_text(content: Content) -> Content:
+    parts: list[Part] = []
+    changed = False
+    for part in content.parts:
+        if isinstance(part, TextPart) and parts and _plain(part) and _plain(parts[-1]):
             part, changed = TextPart(parts.pop().text + part.text), True  # type: ignore[union-attr]
         parts.append(part)
     return Content(content.role, tuple(parts)) if changed else content
@@ -240,21 +314,96 @@ def _plain(part: Any) -> bool:
     return isinstance(part, TextPart) and not part.thought and part.thought_signature is None
 
 
-def _pruned(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {
-            key: _pruned(item)
-            for key, item in value.items()
-            if not (isinstance(key, str) and is_secret_key(key))
-        }
-    if isinstance(value, list | tuple):
-        return [_pruned(item) for item in value]
-    return value
+def canonical_json(value: Any, *, not_json: Any, not_canonical: Any) -> bytes:
+    """The JSON bytes of `value`, if `value` is JSON as it stands: mappings with string
+    keys, lists (or tuples), strings, finite numbers, booleans and None. Otherwise an
+    `AdkError`: ``invalid_utf8`` for a lone surrogate; `not_canonical` for what becomes
+    JSON only by changing (a non-string key of any type, NaN or infinity, a set, bytes,
+    an object the encoder converts); `not_json` for what has no JSON form at all.
+
+    One encode, then one decode compared with `value` (both in C); only a value that
+    differs is walked, to tell a tuple (accepted) from a real change."""
+    try:
+        data = _json_encoder.encode(value)
+    except UnicodeEncodeError:
+        raise AdkError("invalid_utf8", "strings must be valid UTF-8 (no lone surrogates)") from None
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
+        found = _json_change(value) or "a value with no JSON form"
+        key = found.startswith(_KEY_CHANGE)  # any non-string key: not canonical, as above
+        raise AdkError(not_canonical if key else not_json, f"not JSON: {found}") from None
+    if _json_decoder.decode(data) != value:
+        change = _json_change(value)
+        if change is not None:
+            raise AdkError(not_canonical, f"not JSON as it stands: {change}")
+    return data
+
+
+_KEY_CHANGE = "a key of type"
+
+
+def _json_change(value: Any) -> str | None:
+    """What JSON encoding would change in `value` (None: only tuples, which stay arrays)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if item is None or isinstance(item, str | bool | int):
+            continue
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return "a NaN or infinite number"
+        elif isinstance(item, dict):
+            for key, nested in item.items():
+                if not isinstance(key, str):
+                    return f"{_KEY_CHANGE} {type(key).__name__}"
+                stack.append(nested)
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+        else:
+            return f"a value of type {type(item).__name__}"
+    return None
 
 
 def _structural(message: str) -> str:
     # msgspec names the path and the expected type, never the offending value
     return message[:200]
+
+
+_UNKNOWN_FIELD = re.compile(
+    r"^Object contains unknown field `(?P<name>[^`]*)`(?: - at `\$(?P<path>[^`]*)`)?$"
+)
+_PART_PATH = re.compile(r"^\.parts\[(?P<index>\d+)\]$")
+_PAYLOAD_KEY = re.compile(r" - at `key` in `\$\.parts\[\d+\]\.(?:args|response)`$")
+
+
+def _refusal(message: str, obj: Any) -> AdkError:
+    """The typed error for a msgspec validation failure of the dict form `obj`."""
+    unknown = _UNKNOWN_FIELD.match(message)
+    if unknown:
+        where = unknown["path"] or ""
+        names = _unknown_keys(obj, where) or [unknown["name"][:64]]
+        shown = names[:MAX_KEYS_NAMED]
+        return AdkError(
+            ("invalid_content_part", ("unknown_keys", shown)),
+            f"unknown keys at '${where}': {', '.join(map(repr, shown))}",
+        )
+    if _PAYLOAD_KEY.search(message):
+        return AdkError("not_canonical_json", "function payload keys must be strings")
+    return AdkError("invalid_content", _structural(message))
+
+
+def _unknown_keys(obj: Any, where: str) -> list[str]:
+    """Every key of the content (``where`` empty) or part (``.parts[i]``) that it does not have."""
+    allowed: set[str] = {"role", "parts"}
+    if where:
+        found = _PART_PATH.match(where)
+        parts = obj.get("parts") if isinstance(obj, Mapping) else None
+        index = int(found["index"]) if found else -1
+        obj = parts[index] if isinstance(parts, list) and 0 <= index < len(parts) else None
+        kind = _PART_TYPES.get(obj.get("type")) if isinstance(obj, Mapping) else None
+        allowed = {"type", *kind.__struct_encode_fields__} if kind else set()
+    if not isinstance(obj, Mapping):
+        return []
+    return sorted({key_name(key) for key in obj if key not in allowed})
 
 
 def _checked(content: Content, limits: ContentLimits) -> Content:
@@ -278,11 +427,11 @@ def _checked(content: Content, limits: ContentLimits) -> Content:
 def _check_part(part: Part, limits: ContentLimits) -> int:
     """Validate one part; returns its decoded inline byte count (0 for other kinds)."""
     if isinstance(part, TextPart):
-        if len(part.text.encode("utf-8", "surrogatepass")) > limits.max_text_bytes:
+        if _utf8_size(part.text) > limits.max_text_bytes:
             raise AdkError(
                 "text_part_too_large", f"at most {limits.max_text_bytes} bytes per text part"
             )
-        _check_utf8(part.text)
+        _check_utf8(part.thought_signature)
         return 0
     if isinstance(part, InlineDataPart):
         _check_mime(part.mime_type)
@@ -299,13 +448,18 @@ def _check_part(part: Part, limits: ContentLimits) -> int:
     if isinstance(part, FunctionCallPart | FunctionResponsePart):
         if not part.name or len(part.name) > 128:
             raise AdkError("invalid_function_name", "function names are 1..128 characters")
-        payload = part.args if isinstance(part, FunctionCallPart) else part.response
-        try:
-            size = len(_json_encoder.encode(payload))
-        except (TypeError, msgspec.EncodeError):
-            raise AdkError(
-                "invalid_function_payload", "function payloads must be JSON-safe"
-            ) from None
+        _check_utf8(part.name)
+        _check_utf8(part.id)
+        if isinstance(part, FunctionCallPart):
+            _check_utf8(part.thought_signature)
+            payload = part.args
+        else:
+            payload = part.response
+        size = len(
+            canonical_json(
+                payload, not_json="invalid_function_payload", not_canonical="not_canonical_json"
+            )
+        )
         if size > limits.max_function_payload_bytes:
             raise AdkError(
                 "function_payload_too_large",
@@ -315,11 +469,20 @@ def _check_part(part: Part, limits: ContentLimits) -> int:
     raise AdkError("invalid_content", f"unknown part type {type(part).__name__}")
 
 
-def _check_utf8(value: str) -> None:
+def _utf8_size(value: str) -> int:
+    """UTF-8 byte length of `value` (``invalid_utf8`` for a lone surrogate): no copy when
+    it is ASCII, one strict encode otherwise."""
+    if value.isascii():
+        return len(value)
     try:
-        value.encode("utf-8")
+        return len(value.encode("utf-8"))
     except UnicodeEncodeError:
         raise AdkError("invalid_utf8", "text must be valid UTF-8 (no lone surrogates)") from None
+
+
+def _check_utf8(value: str | None) -> None:
+    if value is not None and not value.isascii():
+        _utf8_size(value)
 
 
 def _check_mime(mime_type: str) -> None:
@@ -340,7 +503,7 @@ def _canonical_base64_size(data: str) -> int:
 
 
 def _check_uri(uri: str, limits: ContentLimits) -> None:
-    if len(uri.encode("utf-8")) > limits.max_uri_bytes:
+    if _utf8_size(uri) > limits.max_uri_bytes:
         raise AdkError("uri_too_long", f"at most {limits.max_uri_bytes} bytes per URI")
     try:
         parts = urlsplit(uri)

@@ -1,5 +1,10 @@
 """`AdkError`, the error every public API raises, and recursive secret redaction.
 
+Two ways to keep credentials out of what leaves a boundary, one rule for which keys
+hold them (`is_secret_key`): `redact` keeps the key and replaces its value (logs,
+errors: the shape stays visible), `prune` drops the key (model requests, session query
+results: nothing of it is left).
+
 `AdkError.reason` is a stable, bounded value (the spec's atom, e.g.
 ``missing_api_key``). Messages never carry secrets, raw provider bodies, argument
 values or tracebacks. It lives here because `providers` and `adk_actors` both raise
@@ -85,6 +90,29 @@ def redact(value: Any, *, depth: int = 0) -> Any:
     return value
 
 
+def prune(value: Any, *, depth: int = 0) -> Any:
+    """`value` without any secret-named key, at any depth (through mappings, lists and
+    tuples; past a depth of 64 a value becomes None). Returns `value` itself when
+    nothing was dropped, so a clean value is never copied."""
+    if depth > 64:
+        return None
+    if isinstance(value, Mapping):
+        kept: dict[Any, Any] = {}
+        changed = False
+        for key, item in value.items():
+            if is_secret_key(key):
+                changed = True
+                continue
+            cleaned = kept[key] = prune(item, depth=depth + 1)
+            changed = changed or cleaned is not item
+        return kept if changed else value
+    if isinstance(value, list | tuple):
+        items = [prune(item, depth=depth + 1) for item in value]
+        changed = any(new is not old for new, old in zip(items, value, strict=True))
+        return (items if isinstance(value, list) else tuple(items)) if changed else value
+    return value
+
+
 def check_options(value: Any, allowed: Iterable[str], reason: str, what: str) -> Mapping[str, Any]:
     """`value` as a mapping of known option keys; unknown keys are named in the error,
     as ``(reason, ("unknown_keys", [...]))`` (values are never echoed).
@@ -141,7 +169,7 @@ def decode_options(
     if not isinstance(options, Mapping):
         raise AdkError(reason, f"{what} must be a mapping")
     fields = set(struct_type.__struct_encode_fields__)  # cheap: no annotation evaluation
-    unknown = sorted({_key_name(key) for key in options if key not in fields})
+    unknown = sorted({key_name(key) for key in options if key not in fields})
     if unknown:
         named = unknown[:MAX_KEYS_NAMED]
         more = f" (+{len(unknown) - len(named)} more)" if len(unknown) > len(named) else ""
@@ -175,7 +203,7 @@ def _struct_mapping(value: msgspec.Struct) -> dict[str, Any]:
     }
 
 
-def _key_name(key: object) -> str:
+def key_name(key: object) -> str:
     """A key as it may appear in an error: strings (shortened), or the type of anything else."""
     return key[:64] if isinstance(key, str) else f"<{type(key).__name__}>"
 

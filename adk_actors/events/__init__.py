@@ -7,10 +7,12 @@ from adk_actors.events.event import (
     EventError,
     Pause,
     PolicyDecision,
+    checked,
     decode,
     encode,
     from_dict,
     to_dict,
+    without_secrets,
 )
 
 __all__ = [
@@ -20,8 +22,10 @@ __all__ = [
     "EventError",
     "Pause",
     "PolicyDecision",
+    "checked",
     "decode",
     "encode",
     "from_dict",
     "to_dict",
+    "without_secrets",
 ]

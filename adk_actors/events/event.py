@@ -2,7 +2,9 @@
 
 Every user message, model turn, tool response, pause and error becomes an `Event`.
 `encode` writes canonical JSON with ``schema_version``; `decode` refuses any other
-version with ``unsupported_event_schema_version`` instead of guessing.
+version with ``unsupported_event_schema_version`` instead of guessing. `checked` is
+what a session store calls before it stores one: the encoding, plus the stricter
+rules for provider metadata. A lone surrogate in any string is ``invalid_utf8``.
 """
 
 from __future__ import annotations
@@ -13,11 +15,16 @@ from typing import Any
 
 import msgspec
 
-from providers.content import Content
-from providers.errors import AdkError
+from providers import content as content_model
+from providers.content import Content, FunctionCallPart, FunctionResponsePart
+from providers.errors import AdkError, is_secret_key, prune
 
 EVENT_SCHEMA_VERSION = 1
 MAX_EVENT_BYTES = 64 << 20
+MAX_PROVIDER_METADATA_BYTES = (256 << 10) + 1024
+"""256 KiB of candidate metadata (the spec's cap) plus its envelope."""
+MAX_SUMMARY_CHARS = 200
+"""`Event.text` of a tool-call or tool-response event is at most this long."""
 
 
 class Pause(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -112,8 +119,59 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         )
 
     def text(self) -> str:
-        """The visible text of the event's content ('' if none)."""
-        return self.content.text_value() if self.content is not None else ""
+        """The visible text of the event's content. Without any, a tool-call or
+        tool-response event says what it holds, in at most `MAX_SUMMARY_CHARS`
+        characters (``call get_weather(city='Tokyo')``, ``get_weather -> {'temp': 21}``;
+        credential-named keys left out); '' otherwise."""
+        if self.content is None:
+            return ""
+        return self.content.text_value() or _summary(self.content)
+
+
+def _summary(content: Content) -> str:
+    pieces = []
+    for part in content.parts:
+        if isinstance(part, FunctionCallPart):
+            args = ", ".join(
+                "..." if value is Ellipsis else f"{key}={_short(value)}"
+                for key, value in _items(part.args, 8)
+            )
+            pieces.append(f"call {part.name}({args})")
+        elif isinstance(part, FunctionResponsePart):
+            pieces.append(f"{part.name} -> {_short(part.response)}")
+    summary = "; ".join(pieces)
+    return (
+        summary if len(summary) <= MAX_SUMMARY_CHARS else summary[: MAX_SUMMARY_CHARS - 3] + "..."
+    )
+
+
+def _items(mapping: dict[str, Any], limit: int) -> list[tuple[str, Any]]:
+    """At most `limit` items of `mapping`, credential-named keys left out."""
+    items: list[tuple[str, Any]] = []
+    for key, value in mapping.items():
+        if len(items) == limit:
+            items.append(("...", Ellipsis))
+            break
+        if not is_secret_key(key):
+            items.append((key, value))
+    return items
+
+
+def _short(value: Any, depth: int = 0) -> str:
+    """A bounded repr: strings cut, at most a few items per level, three levels deep."""
+    if value is Ellipsis:
+        return "..."
+    if isinstance(value, str):
+        return repr(value if len(value) <= 40 else value[:40] + "...")
+    if isinstance(value, dict | list | tuple) and depth >= 3:
+        return "{...}" if isinstance(value, dict) else "[...]"
+    if isinstance(value, dict):
+        shown = ", ".join(f"{key!r}: {_short(item, depth + 1)}" for key, item in _items(value, 8))
+        return "{" + shown + "}"
+    if isinstance(value, list | tuple):
+        shown = ", ".join(_short(item, depth + 1) for item in value[:8])
+        return "[" + shown + (", ..." if len(value) > 8 else "") + "]"
+    return repr(value)[:40]
 
 
 class _Version(msgspec.Struct):
@@ -126,10 +184,13 @@ _version_decoder = msgspec.json.Decoder(_Version)
 
 
 def encode(event: Event) -> bytes:
-    """Canonical JSON bytes; `AdkError("invalid_event")` if something is not JSON-safe."""
+    """Canonical JSON bytes; `AdkError("invalid_event")` if something is not JSON-safe,
+    ``invalid_utf8`` if a string holds a lone surrogate."""
     try:
         data = _encoder.encode(event)
-    except (TypeError, msgspec.EncodeError):
+    except UnicodeEncodeError:
+        raise AdkError("invalid_utf8", "event strings must be valid UTF-8") from None
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
         raise AdkError("invalid_event", "event fields must be JSON-safe") from None
     if len(data) > MAX_EVENT_BYTES:
         raise AdkError("event_too_large", f"an event is at most {MAX_EVENT_BYTES} bytes")
@@ -153,6 +214,64 @@ def decode(data: bytes | str) -> Event:
         return _decoder.decode(data)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise AdkError("invalid_event", str(exc)[:200]) from None
+
+
+def checked(event: Event) -> bytes:
+    """What a store calls before it stores `event`: its encoding (`encode`), after
+    checking its provider metadata, which must be JSON as it stands, not merely
+    encodable: a mapping (``metadata_must_be_map``) of string keys and JSON values
+    (``metadata_must_be_json`` for a non-string key, NaN, a set, ...;
+    ``invalid_metadata_json`` for a value with no JSON form), at most
+    `MAX_PROVIDER_METADATA_BYTES` (``("metadata_too_large", size, limit)``)."""
+    metadata = event.provider_metadata
+    if metadata is not None:
+        if not isinstance(metadata, dict):
+            raise AdkError("metadata_must_be_map", "provider metadata is a JSON object")
+        size = len(
+            content_model.canonical_json(
+                metadata, not_json="invalid_metadata_json", not_canonical="metadata_must_be_json"
+            )
+        )
+        if size > MAX_PROVIDER_METADATA_BYTES:
+            raise AdkError(
+                ("metadata_too_large", size, MAX_PROVIDER_METADATA_BYTES),
+                f"provider metadata is at most {MAX_PROVIDER_METADATA_BYTES} bytes",
+            )
+    return encode(event)
+
+
+def without_secrets(event: Event) -> Event:
+    """`event` as a query shows it: every credential-named key removed, at any depth,
+    from its function-call arguments and responses, its actions and its provider
+    metadata (`providers.errors.prune`); `event` itself when there is none."""
+    content = event.content
+    if content is not None:
+        content = content_model.without_secrets(content)
+    actions = event.actions
+    fields = {
+        name: prune(getattr(actions, name))
+        for name in (
+            "state_delta",
+            "long_running_operation",
+            "requested_tool_confirmations",
+            "resume",
+        )
+    }
+    pause = actions.pause
+    if pause is not None and pause.details is not None:
+        details = prune(pause.details)
+        if details is not pause.details:
+            fields["pause"] = msgspec.structs.replace(pause, details=details)
+    changed = {k: v for k, v in fields.items() if v is not getattr(actions, k)}
+    metadata = prune(event.provider_metadata)
+    if content is event.content and not changed and metadata is event.provider_metadata:
+        return event
+    return msgspec.structs.replace(
+        event,
+        content=content,
+        actions=msgspec.structs.replace(actions, **changed) if changed else actions,
+        provider_metadata=metadata,
+    )
 
 
 def to_dict(event: Event) -> dict[str, Any]:

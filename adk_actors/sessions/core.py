@@ -12,7 +12,13 @@ reads `get` and `list_all`), so the rules live here only:
   `clear_temp_state` on a missing session raise ``not_found`` and change nothing;
 * `add_event_if_state` writes only if the expected values still hold (``conflict``);
 * the runtime's own keys (``_adk:``) are deleted by a None value, so finished
-  invocations leave nothing behind in the state;
+  invocations leave nothing behind in the state; they are never part of a `Session`'s
+  state shown to callers (`view`), only of the runtime's (``internal=True``);
+* `take_state` reads and removes one key in the same step (``not_found`` if absent);
+* an event is checked and encoded once before it is stored (`check_event`, which the
+  services run before the step: `events.checked`, so a lone surrogate anywhere is
+  ``invalid_utf8`` and provider metadata must be strict JSON), and LMDB stores those
+  very bytes;
 * continuations (``_adk:paused:`` keys, up to megabytes each) live apart from the
   record, one entry per key, written only when that key changes: a step re-encodes the
   record, so its cost must not grow with unclaimed continuations. Reads merge them back
@@ -25,12 +31,13 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import msgspec
 
+from adk_actors import events as event_codec
 from adk_actors.events import Event
-from providers.errors import AdkError, is_secret_key
+from providers.errors import AdkError, is_secret_key, prune
 
 MAX_STATE_BYTES = 16 << 20
 MAX_ID_CHARS = 256
@@ -76,7 +83,9 @@ class Storage(Protocol):
 
     Continuations (``_adk:paused:`` keys) are kept per session outside the record:
     `get_continuation` reads one (None: absent), `put_continuation` writes one (None
-    deletes it), `continuations` reads them all; `delete_session` deletes them too."""
+    deletes it), `continuations` reads them all; `delete_session` deletes them too.
+    `append_event` may be given the event's checked encoding (`events.checked`), for a
+    store that keeps bytes to keep instead of encoding it again."""
 
     def get_session(self, app: str, user: str, session_id: str) -> SessionRecord | None: ...
     def put_session(self, record: SessionRecord) -> None: ...
@@ -84,7 +93,9 @@ class Storage(Protocol):
     def list_sessions(self, app: str, user: str) -> list[SessionRecord]: ...
     def get_scope_state(self, scope: tuple[str, ...]) -> dict[str, Any]: ...
     def put_scope_state(self, scope: tuple[str, ...], state: dict[str, Any]) -> None: ...
-    def append_event(self, record: SessionRecord, seq: int, event: Event) -> None: ...
+    def append_event(
+        self, record: SessionRecord, seq: int, event: Event, encoded: bytes | None = None
+    ) -> None: ...
     def events(self, record: SessionRecord) -> list[Event]: ...
     def replace_events(self, record: SessionRecord, events: list[Event]) -> None: ...
     def get_continuation(self, record: SessionRecord, key: str) -> Any: ...
@@ -98,11 +109,27 @@ def check_id(value: Any, what: str) -> str:
             ("invalid_" + what,),
             f"{what} is a non-empty string of at most {MAX_ID_CHARS} characters",
         )
+    return _utf8(value, what)
+
+
+def _utf8(value: str, what: str) -> str:
+    """`value`, if it encodes to UTF-8 (a lone surrogate: ``invalid_utf8``)."""
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise AdkError("invalid_utf8", f"{what} must be valid UTF-8") from None
     return value
 
 
-def _split(delta: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """(session incl. temp:, user:, app:) parts of a state delta."""
+Split = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
+"""A checked state delta: its session (incl. ``temp:`` and ``_adk:``), user: and app: keys."""
+
+
+def _split(delta: Mapping[str, Any]) -> Split:
+    """(session incl. temp:, user:, app:) parts of a state delta, checked: string keys,
+    JSON-safe values (``invalid_state_delta``; ``invalid_utf8`` for a lone surrogate),
+    at most `MAX_STATE_BYTES` encoded."""
     if not isinstance(delta, Mapping):
         raise AdkError("invalid_state_delta", "a state delta is a mapping")
     session: dict[str, Any] = {}
@@ -115,7 +142,9 @@ def _split(delta: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], di
         target[key] = value
     try:
         size = len(msgspec.json.encode(delta))
-    except (TypeError, msgspec.EncodeError):
+    except UnicodeEncodeError:
+        raise AdkError("invalid_utf8", "state keys and values must be valid UTF-8") from None
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
         raise AdkError("invalid_state_delta", "state values must be JSON-safe") from None
     if size > MAX_STATE_BYTES:
         raise AdkError("state_too_large", f"a state delta is at most {MAX_STATE_BYTES} bytes")
@@ -130,9 +159,13 @@ def _shared(storage: Storage, record: SessionRecord) -> dict[str, Any]:
     }
 
 
-def _merged(storage: Storage, record: SessionRecord) -> dict[str, Any]:
-    # a record written before continuations moved out may still hold some: shown too
-    return {**_shared(storage, record), **record.state, **storage.continuations(record)}
+def _merged(storage: Storage, record: SessionRecord, internal: bool) -> dict[str, Any]:
+    """The state a session sees; the runtime's own keys only if `internal` (and only
+    then are the continuations read at all)."""
+    if internal:  # a record written before continuations moved out may hold some too
+        return {**_shared(storage, record), **record.state, **storage.continuations(record)}
+    own = {k: v for k, v in record.state.items() if not k.startswith(INTERNAL_PREFIX)}
+    return {**_shared(storage, record), **own}
 
 
 INTERNAL_PREFIX = "_adk:"
@@ -153,8 +186,8 @@ def _current(storage: Storage, record: SessionRecord, key: str) -> Any:
     return storage.get_continuation(record, key) if _is_continuation(key) else None
 
 
-def _apply(storage: Storage, record: SessionRecord, delta: Mapping[str, Any]) -> None:
-    session, user, app = _split(delta)
+def _apply(storage: Storage, record: SessionRecord, delta: Split) -> None:
+    session, user, app = delta
     for key, value in session.items():
         if _is_continuation(key):
             record.state.pop(key, None)  # an older record's copy: moved out on first change
@@ -178,12 +211,16 @@ def _require(storage: Storage, app: str, user: str, session_id: str) -> SessionR
     return record
 
 
-def view(storage: Storage, record: SessionRecord, with_events: bool = True) -> Session:
+def view(
+    storage: Storage, record: SessionRecord, with_events: bool = True, internal: bool = False
+) -> Session:
+    """The session as callers see it: without the runtime's ``_adk:`` keys unless
+    `internal` (the runtime's own reads)."""
     return Session(
         id=record.id,
         app_name=record.app_name,
         user_id=record.user_id,
-        state=_merged(storage, record),
+        state=_merged(storage, record, internal),
         events=tuple(storage.events(record)) if with_events else (),
         last_update_time=record.last_update,
         revision=record.revision,
@@ -212,24 +249,26 @@ def create(
         last_update=now,
         revision=_revision_base(),
     )
-    _apply(storage, record, state or {})
+    _apply(storage, record, _split(state or {}))
     record.initial_state = {key: value for key, value in record.state.items() if _replayable(key)}
     storage.put_session(record)
     return view(storage, record)
 
 
-def get(storage: Storage, app: str, user: str, session_id: str) -> Session:
-    return view(storage, _require(storage, app, user, session_id))
+def get(storage: Storage, app: str, user: str, session_id: str, internal: bool = False) -> Session:
+    return view(storage, _require(storage, app, user, session_id), internal=internal)
 
 
 def list_all(
-    storage: Storage, app: str, user: str, limit: int = DEFAULT_LIST_LIMIT
+    storage: Storage, app: str, user: str, limit: int = DEFAULT_LIST_LIMIT, internal: bool = False
 ) -> list[Session]:
     """Newest first (ties by id), without events."""
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIST_LIMIT:
         raise AdkError("invalid_limit", f"limit is 1..{MAX_LIST_LIMIT}")
     records = sorted(storage.list_sessions(app, user), key=lambda r: (-r.last_update, r.id))
-    return [view(storage, record, with_events=False) for record in records[:limit]]
+    return [
+        view(storage, record, with_events=False, internal=internal) for record in records[:limit]
+    ]
 
 
 def delete(storage: Storage, app: str, user: str, session_id: str) -> None:
@@ -241,10 +280,50 @@ def update_state(
     storage: Storage, app: str, user: str, session_id: str, delta: Mapping[str, Any]
 ) -> Session:
     record = _require(storage, app, user, session_id)
-    _apply(storage, record, delta)
+    _apply(storage, record, _split(delta))
     record.last_update = time.time()
     storage.put_session(record)
     return view(storage, record, with_events=False)
+
+
+MISSING: Any = object()
+"""`take_state`'s default default: a missing key is ``not_found``."""
+
+
+def take_state(
+    storage: Storage, app: str, user: str, session_id: str, key: str, default: Any = MISSING
+) -> Any:
+    """Read and remove one state key in one step, whatever its scope (``user:`` and
+    ``app:`` keys from theirs): of racing takes exactly one gets the value. A missing
+    session is ``not_found``; so is a missing key, unless a `default` is given."""
+    if not isinstance(key, str) or not key:
+        raise AdkError("invalid_state_key", "a state key is a non-empty string")
+    _utf8(key, "a state key")
+    record = _require(storage, app, user, session_id)
+    found = True
+    if key.startswith(("user:", "app:")):
+        scope = ("user", app, user) if key.startswith("user:") else ("app", app)
+        values = storage.get_scope_state(scope)
+        found = key in values
+        value = values.pop(key, None)
+        if found:
+            storage.put_scope_state(scope, values)
+    elif key in record.state:
+        value = record.state.pop(key)
+    elif _is_continuation(key):
+        value = storage.get_continuation(record, key)
+        found = value is not None
+        if found:
+            storage.put_continuation(record, key, None)
+    else:
+        found = False
+    if not found:
+        if default is MISSING:
+            raise AdkError("not_found", "no such state key")
+        return default
+    record.last_update = time.time()
+    storage.put_session(record)
+    return value
 
 
 def add_event(
@@ -255,44 +334,57 @@ def add_event(
     event: Event,
     runtime_delta: Mapping[str, Any] | None = None,
     precondition: Callable[[], bool] | None = None,
+    checked: Checked | None = None,
 ) -> Event:
     """Append `event` and apply its state delta; `runtime_delta` (``_adk:`` keys only)
     is the runtime's own bookkeeping, applied in the same step but not part of the
     event, so it is never replayed. `precondition` runs inside the step; False makes
-    it a ``conflict`` (the runtime's "is this worker still alive", checked atomically)."""
-    _check_event(event, runtime_delta)
+    it a ``conflict`` (the runtime's "is this worker still alive", checked atomically).
+    `checked` is `check_event`'s result when the caller ran it before the step."""
+    checked = checked or check_event(event, runtime_delta)
     record = _require(storage, app, user, session_id)
-    return _append(storage, record, event, runtime_delta, precondition)
+    return _append(storage, record, event, checked, precondition)
 
 
-def _check_event(event: Event, runtime_delta: Mapping[str, Any] | None) -> None:
+class Checked(NamedTuple):
+    """An event ready to store: its checked state deltas and its encoding."""
+
+    delta: Split
+    runtime: Split | None
+    encoded: bytes
+
+
+def check_event(event: Event, runtime_delta: Mapping[str, Any] | None) -> Checked:
+    """Every check of an append: pure (it reads nothing stored), so a service runs it
+    before the atomic step, keeping the encoding out of the step's lock or transaction."""
     if not isinstance(event, Event):
         raise AdkError("invalid_event", "add_event takes an Event")
     if runtime_delta and not all(
         isinstance(key, str) and key.startswith(INTERNAL_PREFIX) for key in runtime_delta
     ):
         raise AdkError("invalid_state_delta", f"runtime keys start with {INTERNAL_PREFIX!r}")
+    delta = _split(event.actions.state_delta)
+    runtime = _split(runtime_delta) if runtime_delta else None
+    return Checked(delta, runtime, event_codec.checked(event))
 
 
 def _append(
     storage: Storage,
     record: SessionRecord,
     event: Event,
-    runtime_delta: Mapping[str, Any] | None,
+    checked: Checked,
     precondition: Callable[[], bool] | None,
 ) -> Event:
     """The rest of `add_event`, on a record already read in this step (read once)."""
     if precondition is not None and not precondition():
         raise AdkError("conflict", "the writer may no longer write")
-    _split(event.actions.state_delta)  # every check before anything is applied
-    _split(runtime_delta or {})
-    _apply(storage, record, event.actions.state_delta)
-    if runtime_delta:
-        _apply(storage, record, runtime_delta)
+    _apply(storage, record, checked.delta)
+    if checked.runtime is not None:
+        _apply(storage, record, checked.runtime)
     record.event_count += 1
     record.revision += 1
     record.last_update = max(time.time(), record.last_update)
-    storage.append_event(record, record.event_count, event)
+    storage.append_event(record, record.event_count, event, checked.encoded)
     storage.put_session(record)
     return event
 
@@ -306,6 +398,7 @@ def add_event_if_state(
     expected: Mapping[str, Any],
     runtime_delta: Mapping[str, Any] | None = None,
     precondition: Callable[[], bool] | None = None,
+    checked: Checked | None = None,
 ) -> Event:
     """`add_event` only if every `expected` value holds (None: the key is absent).
     Only the expected keys are read: shared scopes if one is ``user:``/``app:``, a
@@ -320,8 +413,8 @@ def add_event_if_state(
             current = _current(storage, record, key)
         if current != value:
             raise AdkError("conflict", "the session state changed since it was read")
-    _check_event(event, runtime_delta)
-    return _append(storage, record, event, runtime_delta, precondition)
+    checked = checked or check_event(event, runtime_delta)
+    return _append(storage, record, event, checked, precondition)
 
 
 def compact_events(
@@ -339,6 +432,7 @@ def compact_events(
         raise AdkError("invalid_event", "the summary is an Event")
     if summary.actions.state_delta:
         raise AdkError("invalid_compaction", "a summary event cannot change state")
+    event_codec.checked(summary)
     if not event_ids or not all(isinstance(event_id, str) for event_id in event_ids):
         raise AdkError("invalid_compaction", "name at least one event id")
     record = _require(storage, app, user, session_id)
@@ -441,6 +535,12 @@ def _revision_base() -> int:
     return time.time_ns() // 1_000
 
 
-def redacted_state(state: Mapping[str, Any]) -> dict[str, Any]:
-    """State without credential-named keys (what queries and models may see)."""
-    return {key: value for key, value in state.items() if not is_secret_key(key.split(":", 1)[-1])}
+def without_secrets(session: Session) -> Session:
+    """`session` as a query shows it: its state and events without credential-named keys,
+    at any depth (`providers.errors.prune`, `events.without_secrets`). Stored data is
+    never changed."""
+    state = prune(session.state)
+    shown = tuple(event_codec.without_secrets(event) for event in session.events)
+    if state is session.state and all(a is b for a, b in zip(shown, session.events, strict=True)):
+        return session
+    return msgspec.structs.replace(session, state=state, events=shown)

@@ -4,8 +4,9 @@ Every operation that may write is one write transaction (a crash leaves either t
 whole step or none of it); a pure read (`get_session`, `list_sessions`, the queries)
 is one read-only transaction: a consistent snapshot that costs no commit or fsync and
 never waits for a writer. Records are msgspec MessagePack, events their versioned
-JSON. Continuations (``_adk:paused:`` keys) have their own named database, one entry
-per key under the session's key, so a step rewrites only the small record. Several
+JSON (the bytes `events.checked` produced when the event was appended: encoded once).
+Continuations (``_adk:paused:`` keys) have their own named database, one entry per
+key under the session's key, so a step rewrites only the small record. Several
 services, threads and OS processes may share one path.
 """
 
@@ -25,6 +26,7 @@ from adk_actors import events as event_codec
 from adk_actors.events import Event
 from adk_actors.sessions.core import SessionRecord
 from adk_actors.sessions.service import SessionService
+from providers.errors import AdkError
 
 _SEP = b"\x00"
 _record_encoder = msgspec.msgpack.Encoder()
@@ -37,7 +39,10 @@ _MAX_READERS = 1024
 
 
 def _key(*parts: str) -> bytes:
-    return _SEP.join(part.encode("utf-8") for part in parts) + _SEP
+    try:
+        return _SEP.join(part.encode("utf-8") for part in parts) + _SEP
+    except UnicodeEncodeError:
+        raise AdkError("invalid_utf8", "names and keys must be valid UTF-8") from None
 
 
 class _LmdbStorage:
@@ -74,9 +79,12 @@ class _LmdbStorage:
     def put_scope_state(self, scope: tuple[str, ...], state: dict[str, Any]) -> None:
         self._txn.put(_key(*scope), _record_encoder.encode(state), db=self._dbs["scopes"])
 
-    def append_event(self, record: SessionRecord, seq: int, event: Event) -> None:
+    def append_event(
+        self, record: SessionRecord, seq: int, event: Event, encoded: bytes | None = None
+    ) -> None:
         key = _key(record.app_name, record.user_id, record.id) + struct.pack(">Q", seq)
-        self._txn.put(key, event_codec.encode(event), db=self._dbs["events"])
+        data = encoded if encoded is not None else event_codec.encode(event)
+        self._txn.put(key, data, db=self._dbs["events"])
 
     def replace_events(self, record: SessionRecord, events: list[Event]) -> None:
         prefix = _key(record.app_name, record.user_id, record.id)
@@ -119,7 +127,7 @@ class _LmdbStorage:
 
 def _continuation_key(record: SessionRecord, key: str) -> bytes:
     """The session's key, then the state key: a session's continuations are one range."""
-    return _key(record.app_name, record.user_id, record.id) + key.encode("utf-8")
+    return _key(record.app_name, record.user_id, record.id) + _key(key)[:-1]
 
 
 _open: dict[str, list[Any]] = {}  # real path -> [env, dbs, users]

@@ -77,7 +77,9 @@ class _MemoryStorage:
     def put_scope_state(self, scope: tuple[str, ...], state: dict[str, Any]) -> None:
         self._t.scopes[scope] = copy.deepcopy(state)
 
-    def append_event(self, record: SessionRecord, seq: int, event: Event) -> None:
+    def append_event(
+        self, record: SessionRecord, seq: int, event: Event, encoded: bytes | None = None
+    ) -> None:
         self._t.events.setdefault((record.app_name, record.user_id, record.id), []).append(event)
 
     def replace_events(self, record: SessionRecord, events: list[Event]) -> None:

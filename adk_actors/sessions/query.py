@@ -10,6 +10,12 @@ page's ``next_cursor`` is None. Pages are deterministic.
 * sessions: newest first, ties by id; default 50 per page
 * events: in the order they were added; default 100 per page
 * at most 500 per page
+
+What a page shows is safe to hand out: no runtime (``_adk:``) key in a state, and no
+credential-named key (``api_key``, ``access_token``, ...) at any depth of a state, of
+an event's function-call arguments and responses, actions or provider metadata
+(`core.without_secrets`, one rule: `providers.errors.is_secret_key`). What is stored
+never changes.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Any
 
 import msgspec
 
+from adk_actors import events as event_codec
 from adk_actors.events import Event
 from adk_actors.sessions import core
 from adk_actors.sessions.core import Session, Storage
@@ -116,7 +123,8 @@ def sessions_page(
     next_cursor = (
         _seal(key, msgspec.structs.replace(expected, position=end)) if end < len(records) else None
     )
-    return SessionPage(tuple(core.view(storage, r, with_events=False) for r in page), next_cursor)
+    shown = (core.without_secrets(core.view(storage, r, with_events=False)) for r in page)
+    return SessionPage(tuple(shown), next_cursor)
 
 
 def events_page(
@@ -142,4 +150,4 @@ def events_page(
     next_cursor = (
         _seal(key, msgspec.structs.replace(expected, position=end)) if end < len(events) else None
     )
-    return EventPage(tuple(page), next_cursor)
+    return EventPage(tuple(event_codec.without_secrets(event) for event in page), next_cursor)

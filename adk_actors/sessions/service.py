@@ -3,7 +3,10 @@
 A backend supplies `_run` (one atomic step that may write) and may override `_read`
 (one consistent snapshot for a pure read, e.g. an LMDB read-only transaction, which
 costs no commit). The per-session locks are the same for both: every operation on a
-session, reads included, waits for that session's `lock`."""
+session, reads included, waits for that session's `lock`.
+
+A `Session`'s state never shows the runtime's own keys (``_adk:``: open invocations,
+paused continuations); the runtime reads them with ``include_internal=True``."""
 
 from __future__ import annotations
 
@@ -110,15 +113,27 @@ class SessionService:
         """Create a session, or return the existing one unchanged (idempotent)."""
         return self._locked(core.create, app_name, user_id, session_id, dict(state or {}))  # type: ignore[no-any-return]
 
-    def get_session(self, app_name: str, user_id: str, session_id: str) -> Session:
-        """The session with its merged state and events; ``not_found`` if missing."""
-        return self._locked(core.get, app_name, user_id, session_id, read_only=True)  # type: ignore[no-any-return]
+    def get_session(
+        self, app_name: str, user_id: str, session_id: str, *, include_internal: bool = False
+    ) -> Session:
+        """The session with its merged state and events; ``not_found`` if missing.
+        `include_internal` adds the runtime's own ``_adk:`` keys to the state: for the
+        Runner's reads of its invocations, never for showing a session to anyone."""
+        return self._locked(  # type: ignore[no-any-return]
+            core.get, app_name, user_id, session_id, include_internal, read_only=True
+        )
 
     def list_sessions(
-        self, app_name: str, user_id: str, limit: int = core.DEFAULT_LIST_LIMIT
+        self,
+        app_name: str,
+        user_id: str,
+        limit: int = core.DEFAULT_LIST_LIMIT,
+        *,
+        include_internal: bool = False,
     ) -> list[Session]:
-        """A user's sessions, newest first (ties by id), without events."""
-        return self._read(core.list_all, app_name, user_id, limit)  # type: ignore[no-any-return]
+        """A user's sessions, newest first (ties by id), without events
+        (`include_internal`: as in `get_session`)."""
+        return self._read(core.list_all, app_name, user_id, limit, include_internal)  # type: ignore[no-any-return]
 
     def delete_session(self, app_name: str, user_id: str, session_id: str) -> None:
         self._locked(core.delete, app_name, user_id, session_id)
@@ -128,6 +143,14 @@ class SessionService:
     ) -> Session:
         """Apply a state delta by prefix (plain, ``user:``, ``app:``, ``temp:``)."""
         return self._locked(core.update_state, app_name, user_id, session_id, dict(delta))  # type: ignore[no-any-return]
+
+    def take_state(
+        self, app_name: str, user_id: str, session_id: str, key: str, default: Any = core.MISSING
+    ) -> Any:
+        """Read and remove one state key (any scope) in one atomic step: of racing takes
+        exactly one gets the value. ``not_found`` for a missing session, and for a
+        missing key unless `default` is given (then returned)."""
+        return self._locked(core.take_state, app_name, user_id, session_id, key, default)
 
     def add_event(
         self,
@@ -142,15 +165,11 @@ class SessionService:
         """Append an event and apply its state delta, in one step. `runtime_delta`
         (``_adk:`` keys; None deletes one) is the runtime's bookkeeping, applied in the
         same step without being part of the event; `precondition` runs inside the step
-        (False: ``conflict``)."""
+        (False: ``conflict``). The event is checked and encoded before the step."""
+        runtime = _optional(runtime_delta)
+        checked = core.check_event(event, runtime)
         return self._locked(  # type: ignore[no-any-return]
-            core.add_event,
-            app_name,
-            user_id,
-            session_id,
-            event,
-            _optional(runtime_delta),
-            precondition,
+            core.add_event, app_name, user_id, session_id, event, runtime, precondition, checked
         )
 
     def add_event_if_state(
@@ -165,7 +184,10 @@ class SessionService:
         precondition: Callable[[], bool] | None = None,
     ) -> Event:
         """Append only if `expected` state values still hold (None: the key is absent);
-        ``conflict`` otherwise."""
+        ``conflict`` otherwise. The event is checked first (an invalid one fails as
+        such, whatever the state)."""
+        runtime = _optional(runtime_delta)
+        checked = core.check_event(event, runtime)
         return self._locked(  # type: ignore[no-any-return]
             core.add_event_if_state,
             app_name,
@@ -173,8 +195,9 @@ class SessionService:
             session_id,
             event,
             dict(expected),
-            _optional(runtime_delta),
+            runtime,
             precondition,
+            checked,
         )
 
     def query_sessions(

@@ -371,6 +371,11 @@ PAUSED = "_adk:paused:inv-1"
 OPEN = "_adk:open:inv-1"
 
 
+def internal_state(sessions, session_id="s"):
+    """The state as the runtime reads it, its own ``_adk:`` keys included."""
+    return sessions.get_session("app", "u", session_id, include_internal=True).state
+
+
 def continuation(size=64):
     return {"kind": "tool_confirmation", "calls": [{"id": "c1", "args": {"blob": "x" * size}}]}
 
@@ -379,9 +384,12 @@ def test_continuations_read_back_compare_and_delete_like_state(sessions):
     sessions.create_session("app", "u", "s", {"topic": "OTP"})
     paused = continuation()
     sessions.add_event("app", "u", "s", event("pause"), runtime_delta={OPEN: None, PAUSED: paused})
-    assert sessions.get_session("app", "u", "s").state == {"topic": "OTP", PAUSED: paused}
-    assert sessions.list_sessions("app", "u")[0].state[PAUSED] == paused
-    assert sessions.query_sessions("app", "u").sessions[0].state[PAUSED] == paused
+    assert internal_state(sessions) == {"topic": "OTP", PAUSED: paused}
+    assert sessions.list_sessions("app", "u", include_internal=True)[0].state[PAUSED] == paused
+    # the runtime's keys are its own: never in a state shown to callers
+    assert sessions.get_session("app", "u", "s").state == {"topic": "OTP"}
+    assert sessions.list_sessions("app", "u")[0].state == {"topic": "OTP"}
+    assert sessions.query_sessions("app", "u").sessions[0].state == {"topic": "OTP"}
     for wrong in ({PAUSED: continuation(65)}, {PAUSED: None}, {PAUSED: paused, OPEN: "t"}):
         claim = event("resume")
         assert reason(
@@ -393,7 +401,7 @@ def test_continuations_read_back_compare_and_delete_like_state(sessions):
     sessions.add_event_if_state(
         "app", "u", "s", event("resume"), {PAUSED: paused, OPEN: None}, runtime_delta=claimed
     )
-    assert sessions.get_session("app", "u", "s").state == {"topic": "OTP", OPEN: "t"}
+    assert internal_state(sessions) == {"topic": "OTP", OPEN: "t"}
     assert reason(  # claimed once: a second claim of the same continuation conflicts
         lambda: sessions.add_event_if_state(
             "app", "u", "s", event("again"), {PAUSED: paused}, runtime_delta={PAUSED: None}
@@ -414,7 +422,7 @@ def test_continuations_die_with_their_session_and_are_never_branched(sessions):
     branch = sessions.rewind("app", "u", "s", 2, "branch")
     assert branch.state == {"topic": "OTP", "step": 0}
     assert sessions.get_session("app", "u", "branch").state == branch.state
-    assert PAUSED in sessions.get_session("app", "u", "s").state  # the source keeps it
+    assert PAUSED in internal_state(sessions)  # the source keeps it
     sessions.delete_session("app", "u", "s")
     assert sessions.create_session("app", "u", "s").state == {}  # same id: nothing left over
 
@@ -430,16 +438,16 @@ def test_a_continuation_in_an_older_record_still_reads_compares_and_moves_out(se
     sessions.create_session("app", "u", "s")
     paused = continuation()
     sessions._run(older_layout, "app", "u", "s", paused)
-    assert sessions.get_session("app", "u", "s").state == {PAUSED: paused}
+    assert internal_state(sessions) == {PAUSED: paused}
     sessions.add_event_if_state(
         "app", "u", "s", event("resume"), {PAUSED: paused}, runtime_delta={PAUSED: None}
     )
-    assert sessions.get_session("app", "u", "s").state == {}
+    assert internal_state(sessions) == {}
     sessions._run(older_layout, "app", "u", "s", paused)
     sessions.add_event("app", "u", "s", event("again"), runtime_delta={PAUSED: {"new": 1}})
     record = sessions._run(core._require, "app", "u", "s")
     assert PAUSED not in record.state  # moved to its own table on its first change
-    assert sessions.get_session("app", "u", "s").state == {PAUSED: {"new": 1}}
+    assert internal_state(sessions) == {PAUSED: {"new": 1}}
 
 
 def test_a_held_session_lock_blocks_that_sessions_reads(sessions):
@@ -495,11 +503,11 @@ def test_lmdb_keeps_continuations_out_of_the_record(tmp_path):
     raw = raw_record(service, "app", "u", "s")
     assert b"continuation-marker" not in raw and len(raw) < empty + 256
     assert b"_adk:open:inv-1" in raw  # open markers are small: they stay in the record
-    state = service.get_session("app", "u", "s").state
+    state = internal_state(service)
     assert [state[f"{PAUSED}{n}"] for n in range(4)] == [[marker]] * 4
     service.close()
     reopened = adk.sessions.LmdbSessionService(tmp_path / "s")  # durable, like the record
-    assert reopened.get_session("app", "u", "s").state == state
+    assert internal_state(reopened) == state
     reopened.close()
 
 
