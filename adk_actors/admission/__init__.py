@@ -4,15 +4,18 @@ One `AdmissionController` per application (``adk.admission``); the invocation wo
 calls `acquire` and owns the returned `Permit`, which `release` gives back exactly
 once (or the controller's monitor does, when the owner dies). A process that must stay
 responsive asks with `request_permit` and gets its answer as a message
-(`permit_from_response`). The messages (`Acquire`, `Granted`, `Refused`, ...) are typed.
+(`permit_from_response`); a plain thread may `submit` (for itself or another owner)
+and `await_permit` the answer with a timeout. The messages (`Acquire`, `Granted`, `Refused`, ...) are typed.
 See `docs/admission.md`.
 """
 
 from adk_actors.admission.api import (
     CHILD_ID,
     NAME,
+    AdmissionRequest,
     Permit,
     acquire,
+    await_permit,
     cancel,
     child_spec,
     new_request_id,
@@ -21,6 +24,7 @@ from adk_actors.admission.api import (
     request_permit,
     start_link,
     status,
+    submit,
     withdraw,
 )
 from adk_actors.admission.config import (
@@ -66,6 +70,7 @@ __all__ = [
     "AcquireArguments",
     "AdmissionConfig",
     "AdmissionController",
+    "AdmissionRequest",
     "Cancel",
     "Granted",
     "Permit",
@@ -74,6 +79,7 @@ __all__ = [
     "Status",
     "Withdraw",
     "acquire",
+    "await_permit",
     "cancel",
     "child_spec",
     "new_request_id",
@@ -82,6 +88,7 @@ __all__ = [
     "request_permit",
     "start_link",
     "status",
+    "submit",
     "validate_config",
     "withdraw",
 ]

@@ -4,7 +4,10 @@
 responsive (an invocation server) uses `request_permit` instead: the answer arrives
 later in its mailbox as a `supervision.Response`, which `permit_from_response` turns
 into a `Permit` or the `AdkError` `acquire` would raise, and `withdraw` gives the
-request up. Also `Permit`, `start_link` and `child_spec`. Every function talks to the
+request up. `submit`/`await_permit` (the spec's ``submit``/``await``) are the same
+protocol for a plain thread, with an explicit owner: `submit` returns an
+`AdmissionRequest` at once, `await_permit` waits for its answer with a timeout.
+Also `Permit`, `start_link` and `child_spec`. Every function talks to the
 controller by pid or registered name (``adk.admission`` by default), resolved at call
 time, so a caller reaches a restarted controller. Errors are `AdkError`s with stable
 reasons.
@@ -42,12 +45,14 @@ from providers.errors import AdkError
 from supervision import (
     CallTimeout,
     ChildSpec,
+    KernelError,
     Pid,
     ProcessExit,
     Ref,
     Response,
     call,
     cast,
+    receive,
     self_pid,
     send_request,
 )
@@ -92,6 +97,25 @@ class Permit:
         tb: TracebackType | None,
     ) -> None:
         release(self)
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionRequest:
+    """A submitted request (`submit`): `request_id` (for `cancel`) and the agent.
+
+    Its answer arrives in the mailbox of the process that submitted it, `requester`;
+    `await_permit` (or `wait`) takes it from there.
+    """
+
+    request_id: str
+    agent: str
+    requester: Pid = field(repr=False, compare=False)
+    server: Server = field(repr=False, compare=False)
+    ref: Ref = field(repr=False, compare=False)
+
+    def wait(self, timeout: float | None = None) -> Permit:
+        """Same as `await_permit(self, timeout)`."""
+        return await_permit(self, timeout)
 
 
 def new_request_id() -> str:
@@ -156,6 +180,60 @@ def request_permit(
     )
 
 
+def submit(
+    agent_name: str,
+    *,
+    owner: Pid | None = None,
+    overflow: Overflow | None = None,
+    deadline: float | None = None,
+    timeout: float | None = None,
+    request_id: str | None = None,
+    server: Server = NAME,
+) -> AdmissionRequest:
+    """Submit a request without blocking; returns its `AdmissionRequest` at once.
+
+    The same request as `request_permit` (same arguments, deadline and answers), for
+    a plain thread, which then calls `await_permit`. The permit is owned by `owner`
+    (default: the caller): the controller releases it when the owner exits, and a
+    queued request whose owner exits is answered ``owner_down``; one whose requester
+    (the caller) exits is dropped. `cancel(request.request_id)` cancels it while
+    queued (its answer is ``cancelled``), or releases its permit once granted. Bad
+    arguments raise ``invalid_admission_request`` at once; nothing is sent.
+    """
+    if owner is not None and not isinstance(owner, Pid):
+        raise AdkError("invalid_admission_request", "owner is a process id (Pid)")
+    message = _acquire_message(agent_name, overflow, deadline, timeout, request_id)
+    me = message.owner
+    if owner is not None and owner != me:
+        message = message._replace(owner=owner, requester=me)
+    ref = send_request(server, message)
+    return AdmissionRequest(message.request_id, message.agent, me, server, ref)
+
+
+def await_permit(request: AdmissionRequest, timeout: float | None = None) -> Permit:
+    """Wait up to `timeout` seconds (None: until it comes) for a submitted request's
+    answer: the `Permit`, or the `AdkError` `acquire` would raise (``owner_down`` when
+    the owner exited while it was queued).
+
+    ``await_timeout`` when no answer came in time: the request is untouched, so
+    await it again, or `cancel` it. Only the process that submitted it can await it,
+    and only a plain thread (a server takes the `Response` in `handle_info`):
+    otherwise, or for a bad `timeout`, ``invalid_await``. An answer is taken once.
+    """
+    if not isinstance(request, AdmissionRequest) or not _valid_wait(timeout):
+        raise AdkError("invalid_await", "await an AdmissionRequest, timeout None or 0..86400 s")
+    if self_pid() != request.requester:
+        raise AdkError("invalid_await", "only the process that submitted it can await it")
+    ref = request.ref
+    try:
+        response = receive(timeout, lambda m: type(m) is Response and m.request_id == ref)
+    except TimeoutError:
+        raise AdkError("await_timeout", f"no answer within {timeout} s") from None
+    except KernelError:
+        raise AdkError("invalid_await", "a server takes its answer in handle_info") from None
+    return permit_from_response(response, request.server)
+
+
 def permit_from_response(response: Response, server: Server = NAME) -> Permit:
     """The `Permit` a `request_permit` answer grants, or the `AdkError` `acquire` raises.
 
@@ -198,8 +276,14 @@ def release(permit: Permit) -> bool:
     return _bool_answer(answer)
 
 
-def cancel(request_id: str, *, server: Server = NAME) -> bool:
-    """Cancel a queued request: its `acquire` raises ``cancelled``. False if not queued."""
+def cancel(request_id: str | AdmissionRequest, *, server: Server = NAME) -> bool:
+    """Cancel a request: a queued one is dropped (its `acquire` or `await_permit` raises
+    ``cancelled``); a granted one has its permit released. True if either was done,
+    so at most once: False afterwards (and a later `release` of that permit is False
+    too), or when the request is unknown. An `AdmissionRequest` names its controller."""
+    if isinstance(request_id, AdmissionRequest):
+        server = request_id.server
+        request_id = request_id.request_id
     return _bool_answer(_short_call(server, Cancel(check_request_id(request_id))))
 
 
@@ -269,6 +353,16 @@ def _bool_answer(answer: Any) -> bool:
 def _unexpected(answer: Any) -> AdkError:
     return AdkError(
         "admission_unavailable", f"unexpected answer from the controller: {type(answer).__name__}"
+    )
+
+
+def _valid_wait(timeout: Any) -> bool:
+    if timeout is None:
+        return True
+    return (
+        not isinstance(timeout, bool)
+        and isinstance(timeout, int | float)
+        and 0 <= timeout <= MAX_TIMEOUT
     )
 
 

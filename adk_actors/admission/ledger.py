@@ -30,11 +30,14 @@ class Grant:
 
 @dataclass(slots=True)
 class Waiter:
-    """One queued request: its deferred reply, owner, absolute deadline and expiry timer."""
+    """One queued request: its deferred reply, owner (who will hold the permit),
+    requester (who waits for the answer; usually the owner), absolute deadline and
+    expiry timer."""
 
     request_id: str
     agent: str
     owner: Pid
+    requester: Pid
     from_: From
     seq: int
     deadline: float
@@ -89,14 +92,16 @@ class Ledger:
         return grant
 
     def enqueue(
-        self, request_id: str, agent: str, owner: Pid, from_: From, deadline: float
+        self, request_id: str, agent: str, owner: Pid, requester: Pid, from_: From, deadline: float
     ) -> Waiter:
-        """Queue a request behind every earlier one (the caller checked `max_queue`)."""
+        """Queue a request behind every earlier one (the caller checked `max_queue`);
+        it is indexed under its owner and its requester, the processes it depends on."""
         self.next_seq += 1
-        waiter = Waiter(request_id, agent, owner, from_, self.next_seq, deadline)
+        waiter = Waiter(request_id, agent, owner, requester, from_, self.next_seq, deadline)
         self.waiting.setdefault(agent, {})[request_id] = waiter
         self.requests[request_id] = waiter
         self.owners.setdefault(owner, set()).add(request_id)
+        self.owners.setdefault(requester, set()).add(request_id)
         self.queued += 1
         return waiter
 
@@ -112,6 +117,7 @@ class Ledger:
             del self.waiting[waiter.agent]
         self.queued -= 1
         self._drop_owner_item(waiter.owner, request_id)
+        self._drop_owner_item(waiter.requester, request_id)
         return waiter
 
     def next_eligible(self) -> Waiter | None:
@@ -128,7 +134,8 @@ class Ledger:
         return best
 
     def owner_items(self, owner: Pid) -> tuple[list[Grant], list[Waiter]]:
-        """The permits and queued requests `owner` holds, oldest first."""
+        """The permits `owner` holds and the queued requests it owns or waits for,
+        oldest first."""
         grants: list[Grant] = []
         waiters: list[Waiter] = []
         for request_id in self.owners.get(owner, ()):
@@ -141,7 +148,7 @@ class Ledger:
         return grants, waiters
 
     def has_owner(self, owner: Pid) -> bool:
-        """True while `owner` holds a permit or has a request queued."""
+        """True while `owner` holds a permit, or owns or waits for a queued request."""
         return owner in self.owners
 
     def status(self) -> dict[str, Any]:

@@ -2,10 +2,13 @@
 
 A queued `acquire` is a deferred call (`NoReply`) answered with `reply` when a permit
 frees up, its deadline timer fires, it is cancelled, or its owner dies. The
-controller monitors every owner (the process that called `acquire`), so a permit
-held by a process that crashes or is killed is released exactly once, and a queued
-request whose owner dies is dropped. Replies are plain tuples; `api.py` turns them
-into a `Permit` or an `AdkError`.
+controller monitors every owner (the process that called `acquire`, or the one a
+`submit` named), so a permit held by a process that crashes or is killed is released
+exactly once, and a queued request whose owner dies is dropped (its requester, when
+another process, hears ``owner_down``); a queued request whose requester dies is
+dropped too. Cancelling a request releases its permit if it was granted, once.
+Replies are typed (`Granted`, `Refused`); `api.py` turns them into a `Permit` or an
+`AdkError`.
 """
 
 from __future__ import annotations
@@ -42,7 +45,9 @@ _log = get_logger("adk.admission")
 class Acquire(NamedTuple):
     """Call: a permit for one invocation of `agent`, owned by `owner` (checked by the
     caller's side: see `AcquireArguments`). Answered `Granted` or `Refused`, at once or
-    when the queued request is admitted, expires, is cancelled or its owner dies."""
+    when the queued request is admitted, expires, is cancelled or its owner dies.
+    `requester` is the caller when it is not the owner (a `submit` for another
+    process): while queued, both are watched."""
 
     request_id: str
     agent: str
@@ -50,6 +55,7 @@ class Acquire(NamedTuple):
     overflow: Overflow | None
     deadline: float | None
     timeout: float | None
+    requester: Pid | None = None
 
 
 class Release(NamedTuple):
@@ -59,8 +65,8 @@ class Release(NamedTuple):
 
 
 class Cancel(NamedTuple):
-    """Call: drop a queued request (its caller gets ``Refused("cancelled")``). True if
-    it was queued."""
+    """Call: drop a queued request (its caller gets ``Refused("cancelled")``), or
+    release the permit it was granted. True if either was done (so once at most)."""
 
     request_id: str
 
@@ -134,6 +140,7 @@ class AdmissionController(GenServer):
                 overflow=None | "reject" | "queue",
                 deadline=None | float(),
                 timeout=None | float(),
+                requester=None | Pid(),
             ):
                 return self._acquire(request, from_, state)
             case Release(permit_id=str() as permit_id):
@@ -206,8 +213,10 @@ class AdmissionController(GenServer):
             return Reply(
                 Refused("queue_deadline_exceeded", "deadline passed before admission"), state
             )
-        waiter = ledger.enqueue(req.request_id, req.agent, req.owner, from_, deadline)
+        requester = req.requester or req.owner
+        waiter = ledger.enqueue(req.request_id, req.agent, req.owner, requester, from_, deadline)
         self._watch(state, req.owner)
+        self._watch(state, requester)
         waiter.timer = send_after(
             self_pid(), _Expire(waiter.request_id, waiter.seq), deadline - now
         )
@@ -242,6 +251,13 @@ class AdmissionController(GenServer):
         return True
 
     def _cancel(self, state: ControllerState, request_id: str) -> bool:
+        """Drop the request if queued, or release the permit it holds; True if either."""
+        if self._cancel_queued(state, request_id):
+            return True
+        item = state.ledger.requests.get(request_id)
+        return isinstance(item, Grant) and self._release(state, item.permit_id, "cancelled")
+
+    def _cancel_queued(self, state: ControllerState, request_id: str) -> bool:
         waiter = state.ledger.dequeue(request_id)
         if waiter is None:
             return False
@@ -251,7 +267,7 @@ class AdmissionController(GenServer):
 
     def _withdraw(self, state: ControllerState, request_id: str, owner: Pid) -> bool:
         """Cancel the request if queued; release its permit if granted to `owner`."""
-        if self._cancel(state, request_id):
+        if self._cancel_queued(state, request_id):
             return True
         item = state.ledger.requests.get(request_id)
         if isinstance(item, Grant) and item.owner == owner:
@@ -285,7 +301,11 @@ class AdmissionController(GenServer):
         grants, waiters = state.ledger.owner_items(owner)
         for waiter in waiters:
             state.ledger.dequeue(waiter.request_id)
-            # The owner is gone; the reply only frees a fenced thread still blocked in call.
+            if waiter.requester != owner:  # the owner named by a live requester died
+                self._finish_waiter(state, waiter, "owner_down", "the permit's owner exited")
+                _log.info("adk.admission.owner_down", agent=waiter.agent)
+                continue
+            # The requester is gone; the reply only frees a fenced thread still in call.
             self._finish_waiter(state, waiter, "requester_down", "the requester exited")
             _log.info("adk.admission.requester_down", agent=waiter.agent)
         for grant in grants:
@@ -309,6 +329,7 @@ class AdmissionController(GenServer):
             if waiter.timer is not None:
                 cancel_timer(waiter.timer)
             grant = self._grant(state, waiter.request_id, waiter.agent, waiter.owner, waited=True)
+            self._unwatch_if_idle(state, waiter.requester)  # from now on only the owner
             reply(waiter.from_, Granted(grant.permit_id, grant.request_id, grant.agent))
 
     def _finish_waiter(
@@ -319,6 +340,7 @@ class AdmissionController(GenServer):
             cancel_timer(waiter.timer)
         reply(waiter.from_, Refused(reason, detail))
         self._unwatch_if_idle(state, waiter.owner)
+        self._unwatch_if_idle(state, waiter.requester)
 
     def _watch(self, state: ControllerState, owner: Pid) -> None:
         if owner not in state.monitors:

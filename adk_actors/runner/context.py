@@ -2,7 +2,9 @@
 
 Before each invocation the Runner selects history from the session: filters (author,
 invocation, content type, time range, partial, final) drop whole exchanges, never half
-of one (a model's function calls travel with their responses); then a byte/token
+of one (a model's function calls travel with their responses); each include or
+exclude filter also takes ``"all"`` (include all: no filter; exclude all: no past
+event); then a byte/token
 budget over the selected events either fails (``error``), keeps the newest complete
 exchanges (``truncate``) or hands them to a compressor task owned by the invocation
 (``compress``), whose output is checked before use. The current user event is always
@@ -18,7 +20,7 @@ import hashlib
 import itertools
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, get_args
 
@@ -44,6 +46,23 @@ Names = frozenset[Annotated[str, msgspec.Meta(min_length=1)]]
 PartKind = Literal[
     "text", "thought", "inline_data", "file_data", "function_call", "function_response"
 ]
+All = Literal["all"]
+"""Where a filter takes a list it also takes ``"all"``: every name, every kind."""
+_INCLUDES = ("authors", "invocations", "content_types")
+_EXCLUDES = ("exclude_authors", "exclude_invocations", "exclude_content_types")
+
+
+class _Everything(Container[str]):
+    """An exclude filter's ``"all"``: it holds every name and every kind."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return "'all'"
+
+
+EVERYTHING: Container[str] = _Everything()
 Overflow = Literal["truncate", "error", "compress"]
 OVERFLOWS: tuple[str, ...] = get_args(Overflow)
 PART_KINDS: tuple[str, ...] = get_args(PartKind)
@@ -54,16 +73,19 @@ Instant = Annotated[float, msgspec.Meta(ge=0)]
 class ContextOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A context policy as written: the keys, their types and bounds (see `compile`).
 
-    Name filters are lists (or sets) of non-empty strings; ``None`` for `authors`,
-    `invocations` and `content_types` means no filter. `compressor` is any callable
-    ``events -> events``, checked by `ContextPolicy.compile` (a type cannot say it).
+    Name filters are lists (or sets) of non-empty strings, or ``"all"``; ``None`` for
+    `authors`, `invocations` and `content_types` means no filter (as ``"all"`` does),
+    ``"all"`` for an exclude filter drops every past event. `compressor` is any
+    callable ``events -> events``, checked by `ContextPolicy.compile` (a type cannot
+    say it).
     """
 
-    authors: Names | None = None
-    exclude_authors: Names = frozenset()
-    invocations: Names | None = None
-    exclude_invocations: Names = frozenset()
-    content_types: frozenset[PartKind] | None = None
+    authors: Names | All | None = None
+    exclude_authors: Names | All = frozenset()
+    invocations: Names | All | None = None
+    exclude_invocations: Names | All = frozenset()
+    content_types: frozenset[PartKind] | All | None = None
+    exclude_content_types: frozenset[PartKind] | All = frozenset()
     since: Instant | None = None
     until: Instant | None = None
     include_partial: bool = False
@@ -91,13 +113,16 @@ def estimate_tokens(size: int) -> int:
 
 @dataclass(frozen=True)
 class ContextPolicy:
-    """A compiled context policy; build it with `ContextPolicy.compile(mapping)`."""
+    """A compiled context policy; build it with `ContextPolicy.compile(mapping)`.
+    An include filter's ``"all"`` is compiled to None, an exclude filter's to
+    `EVERYTHING`."""
 
     authors: frozenset[str] | None = None
-    exclude_authors: frozenset[str] = frozenset()
+    exclude_authors: Container[str] = frozenset()
     invocations: frozenset[str] | None = None
-    exclude_invocations: frozenset[str] = frozenset()
+    exclude_invocations: Container[str] = frozenset()
     content_types: frozenset[str] | None = None
+    exclude_content_types: Container[str] = frozenset()
     since: float | None = None
     until: float | None = None
     include_partial: bool = False
@@ -132,7 +157,14 @@ class ContextPolicy:
                 "context_policy 'compressor' is required by overflow 'compress': "
                 "a callable events -> events",
             )
-        return cls(**msgspec.structs.asdict(options))
+        fields = msgspec.structs.asdict(options)
+        for key in _INCLUDES:
+            if fields[key] == "all":
+                fields[key] = None
+        for key in _EXCLUDES:
+            if fields[key] == "all":
+                fields[key] = EVERYTHING
+        return cls(**fields)
 
     @property
     def budgeted(self) -> bool:
@@ -202,6 +234,14 @@ class ContextPolicy:
         if event.partial and not self.include_partial:
             return False
         if self.final_only and event.author != "user" and not event.is_final:
+            return False
+        if self.exclude_content_types and (
+            self.exclude_content_types is EVERYTHING
+            or (
+                event.content is not None
+                and any(_kind(part) in self.exclude_content_types for part in event.content.parts)
+            )
+        ):
             return False
         if self.content_types is not None and event.content is not None:
             return all(_kind(part) in self.content_types for part in event.content.parts)

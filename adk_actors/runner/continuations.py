@@ -191,10 +191,12 @@ def _completion(continuation: Continuation, response: Any) -> dict[str, Any]:
     return _json_object(dict(response), "invalid_long_running_completion")
 
 
-def claim_event(invocation_id: str, kind: str, how: str) -> Event:
-    """The event that consumes a continuation (stored with `claimed_delta`): value-free."""
+def claim_event(author: str, invocation_id: str, kind: str, how: str) -> Event:
+    """The event that consumes a continuation (stored with `claimed_delta`): value-free,
+    by the runtime (`author`), not the user: the human's answer reaches the model as
+    the paused call's tool response, which the resumed turn stores next."""
     return Event.new(
-        "user",
+        author,
         invocation_id,
         actions=EventActions(
             resume={"continuation_id": invocation_id, "type": kind, "outcome": how},

@@ -3,7 +3,8 @@
 Only conversation events count: partial deltas, pauses, progress updates, claims,
 errors and system audit events never reach the model. The turn passes everything it
 sends through `providers.content.canonical` (credential-named keys pruned, adjacent
-text merged), this invocation's own steps included.
+text merged), this invocation's own steps included. `read_history` is what a fresh
+invocation reads before its turn.
 """
 
 from __future__ import annotations
@@ -11,9 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from adk_actors.agents.turn_outcome import TurnFailed
 from adk_actors.events import Event
+from adk_actors.runner.request import Fresh, InvocationRequest
 from adk_actors.sessions.core import INTERNAL_PREFIX
 from providers.content import Content
+from providers.errors import AdkError
 
 _NOT_CONVERSATION = ("runner", "system")
 
@@ -53,3 +57,20 @@ def model_history(events: Sequence[Event]) -> list[Content]:
 def visible_state(state: Mapping[str, Any]) -> dict[str, Any]:
     """Session state as templates and tools see it: without the runtime's own keys."""
     return {k: v for k, v in state.items() if not k.startswith(INTERNAL_PREFIX)}
+
+
+def read_history(request: InvocationRequest, opening: Event, agent: str) -> Any:
+    """For a fresh invocation (in its preparing task, or inline when the context policy
+    runs no user code): create or read the session, and choose the history the model
+    sees; (history, visible state), or `TurnFailed` (a context budget refused)."""
+    runner = request.runner
+    assert isinstance(request.work, Fresh)
+    try:
+        session = runner.sessions.create_session(
+            runner.app_name, request.user_id, request.session_id
+        )
+        past, _ = split_events(session.events, None, runner.context_policy.include_partial)
+        chosen = runner.context_policy.select(past, opening, agent)
+    except AdkError as error:
+        return TurnFailed(error.reason)
+    return model_history(chosen[:-1]), visible_state(session.state)

@@ -9,8 +9,14 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+import msgspec
+
 from adk_actors.events import Event
+from providers.errors import AdkError
 from supervision import Ref
+
+MAX_CANCEL_REASON_BYTES = 1024
+"""A cancel's reason is stored in the session and shown by status: JSON, this small."""
 
 
 class Cancel(NamedTuple):
@@ -20,6 +26,18 @@ class Cancel(NamedTuple):
 
     reason: Any
     grace: float
+
+
+def check_cancel_reason(reason: Any) -> Any:
+    """A `Cancel` reason: JSON-safe and at most 1 KiB encoded, else
+    ``invalid_cancel_reason`` (never echoing the value)."""
+    try:
+        size = len(msgspec.json.encode(reason))
+    except (TypeError, msgspec.EncodeError):
+        size = MAX_CANCEL_REASON_BYTES + 1
+    if size > MAX_CANCEL_REASON_BYTES:
+        raise AdkError("invalid_cancel_reason", "a reason is JSON-safe, at most 1 KiB")
+    return reason
 
 
 class Wait(NamedTuple):

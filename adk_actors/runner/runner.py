@@ -8,7 +8,8 @@ history the model sees), the budgets (`max_llm_calls`, `max_tool_rounds`,
 `run_timeout`) and, at the end, the final-output policy. ``temp:`` state is cleared
 when an invocation ends, unless it paused: `resume` continues a paused invocation
 (human approval, a long-running operation) and `update_long_running` records
-progress. `run` blocks; `run_async` streams events with ``for`` or ``async for``.
+progress. `run` blocks; `run_async` streams events with ``for`` or ``async for``,
+and `Runner.cancel(stream, reason)` cancels the invocation behind such a stream.
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ from adk_actors.agents.api import AgentLike, _name
 from adk_actors.agents.scope import as_content
 from adk_actors.agents.turn_outcome import Continuation
 from adk_actors.events import Event, EventError
-from adk_actors.outcomes import OUTCOME_TYPES, Completed, Failed, Outcome, Paused
+from adk_actors.outcomes import OUTCOME_TYPES, Cancelled, Completed, Failed, Outcome, Paused
 from adk_actors.policy import RuntimePolicy
 from adk_actors.runner import continuations
 from adk_actors.runner.context import ContextPolicy
 from adk_actors.runner.history import model_history, split_events
 from adk_actors.runner.launch import launch
-from adk_actors.runner.messages import Cancel, StreamOpened
+from adk_actors.runner.messages import Cancel, StreamOpened, check_cancel_reason
 from adk_actors.runner.options import (
     DEFAULT_MAX_STREAM_OUTPUT_BYTES,
     runner_admission,
@@ -51,6 +52,7 @@ from supervision import (
 
 MAX_INVOCATION_ID_CHARS = 128
 MAX_PENDING_RESULTS = 100
+DEFAULT_CANCEL_REASON = "user_cancelled"
 
 
 class Runner:
@@ -101,8 +103,28 @@ class Runner:
 
     def run_async(self, user_id: str, session_id: str, message: str | Content) -> EventStream:
         """The invocation's events as they are stored, with ``for`` or ``async for``
-        (a failure raises at the end). Leaving the loop early cancels the invocation."""
-        return EventStream(lambda: self.invocation(user_id, session_id, message))
+        (a failure raises at the end). Leaving the loop early cancels the invocation;
+        so does `Runner.cancel(stream, reason)` from anywhere."""
+        content = as_content(message)
+        return EventStream(
+            lambda inbox: self.start_invocation(
+                user_id, session_id, content, owner=inbox, subscriber=inbox
+            )
+        )
+
+    @staticmethod
+    def cancel(stream: EventStream, reason: Any = DEFAULT_CANCEL_REASON) -> None:
+        """Cancel the invocation behind a `run_async` stream, from any thread: its
+        turn is stopped, the session records the cancel, and the stream ends with the
+        outcome `Cancelled(reason)` (iterating it raises ``("cancelled", reason)``
+        after the events stored before). The first reason wins; once the invocation
+        has ended this does nothing. A stream not iterated yet is cancelled as soon
+        as it starts. A reason is JSON-safe and at most 1 KiB
+        (``invalid_cancel_reason``); anything but an `EventStream` is
+        ``invalid_stream``."""
+        if not isinstance(stream, EventStream):
+            raise AdkError("invalid_stream", "cancel a stream that run_async returned")
+        stream.cancel(reason)
 
     def invocation(
         self,
@@ -164,7 +186,7 @@ class Runner:
         abandonment never ends another resume's work. None, and nothing written, if
         there is nothing of it to end."""
         try:
-            state = self.sessions.get_session(self.app_name, user_id, session_id).state
+            state = self._session(user_id, session_id).state
         except AdkError as error:
             if error.reason == "not_found":
                 return None  # the session itself is gone: nothing left to close
@@ -328,7 +350,7 @@ class Runner:
     def paused_invocations(self, user_id: str, session_id: str) -> list[str]:
         """The ids of the session's paused invocations, sorted."""
         try:
-            session = self.sessions.get_session(self.app_name, user_id, session_id)
+            session = self._session(user_id, session_id)
         except AdkError as error:
             if error.reason == "not_found":
                 return []
@@ -347,13 +369,15 @@ class Runner:
             raise AdkError("invalid_limit", "limit is 1..500")
         if session_id is not None:
             try:
-                chosen = [self.sessions.get_session(self.app_name, user_id, session_id)]
+                chosen = [self._session(user_id, session_id)]
             except AdkError as error:
                 if error.reason != "not_found":
                     raise
                 chosen = []
         else:
-            chosen = self.sessions.list_sessions(self.app_name, user_id, limit=500)
+            chosen = self.sessions.list_sessions(
+                self.app_name, user_id, limit=500, include_internal=True
+            )
         found: list[dict[str, Any]] = []
         for session in chosen:
             for invocation_id, stored in sorted(continuations.paused(session.state).items()):
@@ -387,9 +411,14 @@ class Runner:
                 return record["session_id"], record["invocation_id"]
         return None
 
+    def _session(self, user_id: str, session_id: str) -> Any:
+        """The session with the runtime's own ``_adk:`` keys (its open invocations and
+        paused continuations), which a session shown to anyone never has."""
+        return self.sessions.get_session(self.app_name, user_id, session_id, include_internal=True)
+
     def _paused_session(self, user_id: str, session_id: str) -> Any:
         try:  # never creates a session: no session, no pause
-            return self.sessions.get_session(self.app_name, user_id, session_id)
+            return self._session(user_id, session_id)
         except AdkError as error:
             if error.reason == "not_found":
                 raise AdkError("no_paused_invocation", "no such session") from None
@@ -406,16 +435,21 @@ def _invocation_id(chosen: str | None) -> str:
     return chosen
 
 
-def _follow(start: Callable[[Pid], Pid]) -> Iterator[Event | Outcome]:
-    """Start an invocation with a fresh inbox as its owner and subscriber, then yield
-    its stream: each event, then the outcome. Closing early closes the inbox, which the
-    server sees as its caller leaving (``consumer_closed``)."""
+def _follow(
+    start: Callable[[Pid], Pid], started: Callable[[Pid], None] | None = None
+) -> Iterator[Event | Outcome]:
+    """Start an invocation with a fresh inbox as its owner and subscriber (`started`
+    is told its server), then yield its stream: each event, then the outcome. Closing
+    early closes the inbox, which the server sees as its caller leaving
+    (``consumer_closed``)."""
     inbox = Inbox(label="invocation caller")
     try:
         server = start(inbox.pid)
     except BaseException:
         inbox.close()
         raise
+    if started is not None:
+        started(server)
     ended = False
     try:
         opened = inbox.receive(5.0, lambda message: type(message) is StreamOpened)
@@ -453,25 +487,46 @@ def _last_outcome(items: Iterator[Event | Outcome]) -> Outcome | None:
 
 
 def _result(outcome: Outcome | None) -> str | Content | Paused:
-    """What `run` returns for an outcome: the output, the `Paused` outcome, or a raise."""
+    """What `run` returns for an outcome: the output, the `Paused` outcome, or a raise
+    (a cancel's as ``("cancelled", reason)``)."""
     if isinstance(outcome, Completed):
         return outcome.output
     if isinstance(outcome, Paused):
         return outcome
+    if isinstance(outcome, Cancelled):
+        raise AdkError(("cancelled", outcome.reason), "the invocation was cancelled")
     reason = outcome.reason if outcome is not None else "invocation_worker_exit"
     raise AdkError(reason, "the invocation failed")
+
+
+_NOT_CANCELLED = object()
 
 
 class EventStream:
     """One invocation's events: iterate with ``for`` or ``async for`` (never both).
     Nothing starts until iteration does; a failed invocation raises `AdkError` after
-    its last event; a pause ends the stream after the pause event."""
+    its last event; a pause ends the stream after the pause event; `cancel` (also
+    `Runner.cancel(stream, reason)`) ends it with the cancel."""
 
-    def __init__(self, start: Callable[[], Iterator[Event | Outcome]]) -> None:
+    def __init__(self, start: Callable[[Pid], Pid]) -> None:
         self._start = start
+        self._server: Pid | None = None
+        self._cancel: Any = _NOT_CANCELLED
+
+    def cancel(self, reason: Any = DEFAULT_CANCEL_REASON) -> None:
+        """Cancel the invocation (see `Runner.cancel`); safe from any thread."""
+        check_cancel_reason(reason)
+        self._cancel = reason  # seen by `_started` if the server is not known yet
+        if self._server is not None:
+            _send_cancel(self._server, reason)
+
+    def _started(self, server: Pid) -> None:
+        self._server = server
+        if self._cancel is not _NOT_CANCELLED:  # cancelled before it started
+            _send_cancel(server, self._cancel)
 
     def __iter__(self) -> Iterator[Event]:
-        items = self._start()
+        items = _follow(self._start, self._started)
         try:
             for item in items:
                 if isinstance(item, OUTCOME_TYPES):
@@ -485,3 +540,11 @@ class EventStream:
 
     def __aiter__(self) -> AsyncIterator[Event]:
         return aio.iterate(iter(self))
+
+
+def _send_cancel(server: Pid, reason: Any) -> None:
+    """Cancel at once (no grace: the caller asked); an ended invocation ignores it."""
+    try:
+        call(server, Cancel(reason, 0.0))
+    except ProcessExit:
+        pass  # it ended meanwhile: its own terminal stands

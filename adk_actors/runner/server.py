@@ -1,4 +1,4 @@
-"""The invocation server: one supervised process per invocation (DESIGN.md §4.1).
+"""The invocation server: one supervised process per invocation.
 
 A `temporary` child of the invocation supervisor (``adk.runs``). It owns everything
 of one invocation: its admission permit, its lane slot in the agent, the opening
@@ -35,7 +35,7 @@ from adk_actors.events import Event
 from adk_actors.outcomes import Cancelled, Completed, Failed, Outcome, Paused
 from adk_actors.runner import continuations, steps
 from adk_actors.runner.guard import Guard
-from adk_actors.runner.history import model_history, split_events, visible_state
+from adk_actors.runner.history import read_history, visible_state
 from adk_actors.runner.messages import (
     AuditStep,
     Begin,
@@ -55,7 +55,6 @@ from adk_actors.runner.messages import (
 from adk_actors.runner.phase import Phase, advance
 from adk_actors.runner.request import (
     Fresh,
-    InvocationRequest,
     Resumed,
     handoffs,
     run_name,
@@ -308,11 +307,11 @@ class InvocationServer(GenServer):
             return
         state.opening = Event.new("user", state.invocation_id, request.work.message)
         if not request.runner.context_policy.runs_user_code:  # a short read: do it here
-            self._prepared(state, _read_history(request, state.opening, spec.name))
+            self._prepared(state, read_history(request, state.opening, spec.name))
             return
         try:
             state.preparing = Task.start(
-                _read_history,
+                read_history,
                 request,
                 state.opening,
                 spec.name,
@@ -349,7 +348,9 @@ class InvocationServer(GenServer):
             expected: dict[str, Any] = {continuations.open_key(inv): None}
             delta = continuations.opened_delta(inv, request.token)
         else:
-            opening = continuations.claim_event(inv, work.continuation.type, work.answer.how)
+            opening = continuations.claim_event(
+                steps.RUNNER_AUTHOR, inv, work.continuation.type, work.answer.how
+            )
             expected = {continuations.key_of(inv): work.stored, continuations.open_key(inv): None}
             delta = continuations.claimed_delta(inv, request.token)
         try:
@@ -491,7 +492,7 @@ class InvocationServer(GenServer):
             continuation, token=state.request.token, run_id=run.run_id if run else None
         )
         inv = state.invocation_id
-        event = continuations.pause_event(steps.PAUSE_AUTHOR, inv, continuation, call, message)
+        event = continuations.pause_event(steps.RUNNER_AUTHOR, inv, continuation, call, message)
         delta = continuations.paused_delta(inv, continuation.dump())
         try:  # temp: state stays until the resumed invocation ends
             stored = self._write(state, event, delta, clear_temp=False)
@@ -539,10 +540,15 @@ class InvocationServer(GenServer):
     def _terminal(
         self, state: InvocationState, phase: Phase, outcome: Outcome, event: Event | None
     ) -> None:
-        """The one terminal: publish it, give back permit and lane, answer waiters."""
+        """The one terminal: publish it, give back permit and lane, answer waiters. A
+        run's registry hears of it first, so no subscriber or waiter can know the end
+        before `adk.runs.status` does (even should this server die right after)."""
         state.phase = advance(state.phase, phase)
         state.outcome = outcome
         state.ended_at = time.time()
+        run = state.request.run
+        if run is not None:
+            cast(run.registry, Terminal(run.run_id, self_pid(), run.retention, outcome))
         if event is not None:
             self._publish(state, event)
         _release(state)  # before anyone hears of the end: a caller may reuse both at once
@@ -555,9 +561,6 @@ class InvocationServer(GenServer):
         waiters, state.waiters = state.waiters, {}
         for from_ in waiters.values():
             reply(from_, outcome)
-        run = state.request.run
-        if run is not None:
-            cast(run.registry, Terminal(run.run_id, self_pid(), run.retention, outcome))
         _log.debug("adk.invocation.ended", invocation_id=state.invocation_id, phase=phase.value)
 
     def _after(self, state: InvocationState) -> Any:
@@ -698,22 +701,6 @@ def _kill_tasks(state: InvocationState) -> None:
         if task is not None:
             task.kill()
     state.turn = state.preparing = None
-
-
-def _read_history(request: InvocationRequest, opening: Event, agent: str) -> Any:
-    """In the preparing task: create or read the session, and choose the history the
-    model sees; (history, visible state), or `TurnFailed` (a context budget refused)."""
-    runner = request.runner
-    assert isinstance(request.work, Fresh)
-    try:
-        session = runner.sessions.create_session(
-            runner.app_name, request.user_id, request.session_id
-        )
-        past, _ = split_events(session.events, None, runner.context_policy.include_partial)
-        chosen = runner.context_policy.select(past, opening, agent)
-    except AdkError as error:
-        return TurnFailed(error.reason)
-    return model_history(chosen[:-1]), visible_state(session.state)
 
 
 def _agent(state: InvocationState) -> Pid | None:

@@ -16,7 +16,9 @@ from adk_actors.outcomes import OUTCOME_TYPES, Outcome
 from providers import content as content_codec
 from providers.content import Content
 
-PAUSE_AUTHOR = "runner"
+RUNNER_AUTHOR = "runner"
+"""The author of what the runtime itself records in a conversation: a pause, and a
+resume's claim (never the user: a resume stores no user-authored event)."""
 _STATES = {kind: kind.__struct_config__.tag for kind in OUTCOME_TYPES}
 
 

@@ -25,6 +25,7 @@ from adk_actors.runner.messages import (
     Status,
     Unwait,
     Wait,
+    check_cancel_reason,
 )
 from adk_actors.runner.request import RunIdentity, handoffs, run_name, stream_name
 from adk_actors.runs.options import RunOptions, run_options
@@ -55,7 +56,6 @@ from supervision import (
 )
 from supervision.logs import get_logger
 
-MAX_CANCEL_REASON_BYTES = 1024
 DEFAULT_LIST_LIMIT = 50
 MAX_LIST_LIMIT = 500
 _log = get_logger("adk_actors.runs")
@@ -153,8 +153,7 @@ def status(run_id: str) -> dict[str, Any]:
         info: dict[str, Any] = _answer(server, Status())
         window = CreditStream.status(stream)
     except (RunError, ProcessExit):
-        outcome = _lost(run_id)  # a run whose server died has only its outcome left
-        return {"run_id": run_id, "state": "failed", "outcome": msgspec.to_builtins(outcome)}
+        return _outcome_view(run_id, _lost(run_id))  # its server died: its outcome is left
     info["subscribers"] = window["subscribers"]
     info["latest_sequence"] = window["latest_sequence"]
     info["oldest_available_sequence"] = window["oldest_available_sequence"]
@@ -166,11 +165,9 @@ def cancel(run_id: str, reason: Any = "cancelled") -> None:
     wins; its turn has `CANCEL_GRACE` to end on its own); ``already_terminal`` once it
     has ended."""
     try:
-        size = len(msgspec.json.encode(reason))
-    except (TypeError, msgspec.EncodeError):
-        size = MAX_CANCEL_REASON_BYTES + 1
-    if size > MAX_CANCEL_REASON_BYTES:
-        raise RunError("invalid_cancel_reason", "a reason is JSON-safe, at most 1 KiB")
+        check_cancel_reason(reason)
+    except AdkError as error:
+        raise RunError(error.reason, error.detail) from None
     try:
         server, _ = _lookup(run_id)
     except RunError:
@@ -351,14 +348,19 @@ def pending(
 
 def _view(run_id: str, server: Pid | None, lost: Any) -> dict[str, Any] | None:
     if server is None:
-        if lost is None:
-            return None
-        return {"run_id": run_id, "state": "failed", "outcome": msgspec.to_builtins(lost)}
+        return None if lost is None else _outcome_view(run_id, lost)
     try:
         status, value = call(server, Status(), timeout=2.0)
     except (ProcessExit, CallTimeout):
         return None  # it went away meanwhile, or is too busy to say
     return value if status == "ok" else None
+
+
+def _outcome_view(run_id: str, outcome: Outcome) -> dict[str, Any]:
+    """The status of a run whose server is gone: the outcome recorded for it (its own
+    terminal, or ``run_actor_exit`` if it died before one), and the state it names."""
+    builtins = msgspec.to_builtins(outcome)
+    return {"run_id": run_id, "state": builtins["type"], "outcome": builtins}
 
 
 def _cursor_offset(cursor: str | None) -> int:

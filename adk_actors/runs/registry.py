@@ -149,6 +149,8 @@ class RunRegistry(GenServer):
                 if tracked is not None and not tracked.actor.is_alive():
                     self._lose(state, run_id, "killed")  # its Down is still on the way
                 entry = state.retained.get(run_id)
+                if entry is not None and entry.actor is not None and not entry.actor.is_alive():
+                    entry.actor = None  # its Down is on the way: its outcome answers for it
                 return Reply(
                     entry.outcome if entry is not None and entry.actor is None else None, state
                 )

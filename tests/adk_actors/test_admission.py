@@ -358,10 +358,10 @@ def test_cancel_a_queued_request() -> None:
     wait_until(lambda: order.snapshot() == [("error", "w")])
     assert worker.error is not None and worker.error.reason == "cancelled"
     assert admission.cancel(request_id, server=ctl) is False  # no longer queued
-    assert admission.cancel(held.request_id, server=ctl) is False  # an active permit is not
     assert _counts(ctl) == (1, 0)
-    held.release()
+    assert admission.cancel(held.request_id, server=ctl) is True  # an active one is released
     assert _counts(ctl) == (0, 0)
+    assert held.release() is False  # once only
     worker.finish()
 
 

@@ -476,7 +476,8 @@ def test_an_abandon_closes_only_its_own_opening(sessions):
 
 
 def state_of(sessions):
-    return sessions.get_session("app", "u", "s").state
+    """The stored state, the runtime's own ``_adk:`` keys included."""
+    return sessions.get_session("app", "u", "s", include_internal=True).state
 
 
 def test_a_run_cancelled_in_its_lane_never_opens(sessions):
@@ -494,7 +495,7 @@ def test_a_run_cancelled_in_its_lane_never_opens(sessions):
     adk.runs.cancel(second, "user_cancel")
     assert adk.runs.wait(second, timeout=5) == adk.Cancelled("user_cancel")
     assert adk.runs.wait(first, timeout=5) == adk.Completed("first")
-    session = sessions.get_session("app", "u", "lane")
+    session = sessions.get_session("app", "u", "lane", include_internal=True)
     assert [e.text() for e in session.events] == ["one", "first"]
     assert model.calls == 1 and not any(k.startswith("_adk:") for k in session.state)
 

@@ -164,7 +164,7 @@ class InvocationMachine(RuleBasedStateMachine):
             assert items[-1].outcome == outcome
             assert [item.seq for item in items] == list(range(1, len(items) + 1))
             assert not any(isinstance(item, adk.runs.RunTerminal) for item in items[:-1])
-        session = self.sessions.get_session("app", "u", "s")
+        session = self.sessions.get_session("app", "u", "s", include_internal=True)
         _check_lifecycle(session.events)
         assert not any(key.startswith("_adk:open:") for key in session.state)
         status = admission.status(self.controller)
@@ -175,7 +175,8 @@ def _check_lifecycle(events: Any) -> None:
     """Opening, steps, one terminal; again after a claim; nothing after the last end."""
     is_open = False
     for event in events:
-        opening = event.author == "user"  # the user's message, or a resume's claim
+        # the user's message, or a resume's claim (by the runner, not the user)
+        opening = event.author == "user" or event.actions.resume is not None
         terminal = event.is_final or event.error is not None or event.actions.pause is not None
         if opening:
             assert not is_open, "a second opening before the end"

@@ -301,7 +301,8 @@ def test_leaving_after_the_worker_finished_still_records_the_end(sessions):
     session = sessions.get_session("app", "u", "s")
     assert [(e.author, e.is_final) for e in session.events] == [("user", False), ("Finished", True)]
     assert "temp:scratch" not in session.state
-    assert not any(key.startswith("_adk:") for key in session.state)  # nothing left open
+    internal = sessions.get_session("app", "u", "s", include_internal=True).state
+    assert not any(key.startswith("_adk:") for key in internal)  # nothing left open
 
 
 def test_a_crash_stores_its_kind_never_its_message(sessions):

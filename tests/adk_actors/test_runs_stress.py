@@ -96,7 +96,7 @@ def test_1000_runs_at_128_way_on_lmdb_each_store_one_opening_and_one_terminal(tm
     asyncio.run(main())
     assert outcomes == {n: adk.Completed(f"m{n}") for n in range(total)}
     for s in range(shared):
-        session = sessions.get_session("lmdb", "u", f"s{s}")
+        session = sessions.get_session("lmdb", "u", f"s{s}", include_internal=True)
         by_invocation: dict[str, list] = {}
         for event in session.events:
             by_invocation.setdefault(event.invocation_id, []).append(event)
