@@ -593,26 +593,24 @@ def test_each_event_loop_gets_its_own_http_client(config):
     provider = protocol.resolve_provider(config)
     settings = check(config)
 
-    async def clients() -> tuple[Any, Any, Any]:
+    async def clients() -> tuple[Any, Any, Any, list[Any]]:
         first = provider._async_client(settings)
         again = provider._async_client(settings)
         other = provider._async_client(check({**config, "request_timeout": 1234}))
-        return first, again, other
+        return first, again, other, http_clients(asyncio.get_running_loop())
 
-    def http_clients() -> list[Any]:
+    def http_clients(loop: asyncio.AbstractEventLoop) -> list[Any]:
+        # this loop's clients only: the shared provider may hold other live loops' (the
+        # kernel reactor's, from earlier tests)
         return [
-            http
-            for entries in provider._loop_clients.values()
-            for shards in entries.values()
-            for _, http in shards.clients
+            http for shards in provider._loop_clients[loop].values() for _, http in shards.clients
         ]
 
-    first, again, other = run(clients())
-    first_http = http_clients()
-    second, _, _ = run(clients())
+    first, again, other, first_http = run(clients())
+    second, _, _, second_http = run(clients())
     assert first is again and first is not other  # cached per loop and per settings
     assert second is not first
-    assert not set(map(id, first_http)) & set(map(id, http_clients()))  # no client shared
+    assert first_http and not set(map(id, first_http)) & set(map(id, second_http))  # none shared
     assert all(type(http) is gemini_module.httpx.AsyncClient for http in first_http)
     assert not any(loop.is_closed() for loop in list(provider._loop_clients))  # closed: dropped
 
