@@ -47,6 +47,7 @@ from supervision.server_process import (
     Reply,
     ServerProcess,
     Stop,
+    Tag,
     Timeout,
 )
 from supervision.signals import Reason
@@ -233,6 +234,12 @@ def call(dest: Pid | Hashable, request: Any, timeout: float | None = 5.0) -> Any
     Raises `CallTimeout` after `timeout` seconds, or `ProcessExit(reason)` at once if the
     server is not alive (``"noproc"``) or exits before it replies.
     """
+    return _exchange(dest, CALL, request, timeout)
+
+
+def _exchange(dest: Pid | Hashable, tag: Tag, request: Any, timeout: float | None) -> Any:
+    """Send ``(tag, request, slot)`` to a server and wait for the slot: one call's
+    round trip, shared by `call` and the debugging requests."""
     process = _server(dest)
     if process is None:
         raise ProcessExit("noproc", f"no process {dest!r}")
@@ -247,7 +254,7 @@ def call(dest: Pid | Hashable, request: Any, timeout: float | None = 5.0) -> Any
     if not process.add_watcher(slot, slot):
         raise ProcessExit("noproc", f"{dest!r} is not alive")
     try:
-        process.tell((CALL, request, slot))
+        process.tell((tag, request, slot))
         settled = slot.wait(timeout)
     finally:
         process.remove_watcher(slot)
@@ -331,23 +338,4 @@ def replace_state(
 
 
 def _system_call(dest: Pid | Hashable, request: GetState | ReplaceState, timeout: Any) -> Any:
-    timeout = check_timeout(timeout)
-    process = _server(dest)
-    if process is None:
-        raise ProcessExit("noproc", f"no process {dest!r}")
-    me = getattr(_current, "process", None)
-    if me is not None and me.uses_context:
-        me = current_process()
-    if me is process:
-        raise KernelError("calling_self", "a server cannot inspect its own state this way")
-    slot = From()
-    if not process.add_watcher(slot, slot):
-        raise ProcessExit("noproc", f"{dest!r} is not alive")
-    try:
-        process.tell((SYSTEM, request, slot))
-        settled = slot.wait(timeout)
-    finally:
-        process.remove_watcher(slot)
-    if not settled:
-        raise CallTimeout(timeout)
-    return unwrap(slot.result())
+    return unwrap(_exchange(dest, SYSTEM, request, check_timeout(timeout)))
