@@ -1,14 +1,17 @@
 """`AdkError`, the error every public API raises, and recursive secret redaction.
 
 Two ways to keep credentials out of what leaves a boundary, one rule for which keys
-hold them (`is_secret_key`): `redact` keeps the key and replaces its value (logs,
-errors: the shape stays visible), `prune` drops the key (model requests, session query
+hold them (`is_secret_key`, the kernel's `supervision.redaction` rule): `redact` keeps
+the key and replaces its value, and redacts credentials in every string (logs,
+errors: the shape stays visible); `prune` drops the key (model requests, session query
 results: nothing of it is left).
 
 `AdkError.reason` is a stable, bounded value (the spec's atom, e.g.
 ``missing_api_key``). Messages never carry secrets, raw provider bodies, argument
-values or tracebacks. It lives here because `providers` and `adk_actors` both raise
-it; `adk_actors` re-exports it.
+values or tracebacks; as a last line of defence both the reason and the message are
+redacted when the error is built (`redact_value`, `redact_text`), so whatever is made
+from an `AdkError` (error events, run status, logs) is too. It lives here because
+`providers` and `adk_actors` both raise it; `adk_actors` re-exports it.
 """
 
 from __future__ import annotations
@@ -20,74 +23,49 @@ from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 import msgspec
 
+from supervision import REDACTED, is_secret_key, redact_text, redact_value
+
 MAX_DETAIL_CHARS = 512
 MAX_KEYS_NAMED = 16
 """At most this many unknown option keys are named in an error."""
 
-_SECRET_WORDS = frozenset(
-    {
-        "token",
-        "secret",
-        "password",
-        "passwd",
-        "authorization",
-        "credential",
-        "credentials",
-        "cookie",
-        "apikey",
-        "bearer",
-    }
-)
-_SECRET_PAIRS = ("api_key", "private_key", "session_key", "access_key", "signing_key")
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_NON_WORD = re.compile(r"[^a-z0-9]+")
-REDACTED = "[redacted]"
+redact = redact_value
+"""A copy of a value with every secret-named key's value replaced by ``[redacted]`` and
+credentials in every string redacted (`supervision.redact_value`)."""
+
+__all__ = [
+    "MAX_DETAIL_CHARS",
+    "MAX_KEYS_NAMED",
+    "REDACTED",
+    "AdkError",
+    "check_options",
+    "decode_options",
+    "is_secret_key",
+    "key_name",
+    "prune",
+    "redact",
+]
 
 
 class AdkError(Exception):
     """A refused operation. `reason` says why (stable, secret-free); `detail` is for people."""
 
     def __init__(self, reason: Any, detail: str | None = None) -> None:
-        self.reason = reason
-        self.detail = (detail or "")[:MAX_DETAIL_CHARS]
-        super().__init__(f"{_show(reason)}: {self.detail}" if self.detail else _show(reason))
+        self.reason = redact_value(reason)
+        self.detail = (
+            redact_text(detail, limit=8 * MAX_DETAIL_CHARS)[:MAX_DETAIL_CHARS] if detail else ""
+        )
+        shown = _show(self.reason)
+        super().__init__(f"{shown}: {self.detail}" if self.detail else shown)
 
 
 def _show(reason: Any) -> str:
-    return reason if isinstance(reason, str) else repr(reason)
-
-
-def is_secret_key(key: object) -> bool:
-    """True for mapping keys that name a credential: ``api_key``, ``x-goog-api-key``,
-    ``Authorization``, ``refresh_token``, ``client_secret``, ... (but not counters such
-    as ``promptTokenCount`` or ``max_output_tokens``)."""
-    if not isinstance(key, str):
-        return False
-    normalized = _NON_WORD.sub("_", _CAMEL.sub("_", key).lower()).strip("_")
-    words = normalized.split("_")
-    if words[-1] == "count":
-        return False
-    return bool(_SECRET_WORDS.intersection(words)) or any(
-        pair in normalized for pair in _SECRET_PAIRS
-    )
-
-
-def redact(value: Any, *, depth: int = 0) -> Any:
-    """A copy of `value` with every secret-named key's value replaced by ``[redacted]``.
-
-    Walks mappings, lists and tuples (to a depth of 64); other values pass unchanged.
-    """
-    if depth > 64:
-        return REDACTED
-    if isinstance(value, Mapping):
-        return {
-            key: (REDACTED if is_secret_key(key) else redact(item, depth=depth + 1))
-            for key, item in value.items()
-        }
-    if isinstance(value, list | tuple):
-        cleaned = [redact(item, depth=depth + 1) for item in value]
-        return cleaned if isinstance(value, list) else tuple(cleaned)
-    return value
+    if isinstance(reason, str):
+        return reason
+    try:
+        return redact_text(repr(reason))
+    except Exception:  # a reason with a broken __repr__ still makes an error
+        return f"<{type(reason).__name__}>"
 
 
 def prune(value: Any, *, depth: int = 0) -> Any:
@@ -205,7 +183,9 @@ def _struct_mapping(value: msgspec.Struct) -> dict[str, Any]:
 
 def key_name(key: object) -> str:
     """A key as it may appear in an error: strings (shortened), or the type of anything else."""
-    return key[:64] if isinstance(key, str) else f"<{type(key).__name__}>"
+    if isinstance(key, str):  # a lone surrogate would make the reason unencodable
+        return key[:64].encode("utf-8", "replace").decode("utf-8")
+    return f"<{type(key).__name__}>"
 
 
 def _explain(struct_type: type[msgspec.Struct], message: str) -> tuple[str | None, str]:

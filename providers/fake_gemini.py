@@ -85,12 +85,20 @@ class FakeResponse:
 
     @classmethod
     def error(
-        cls, status: int, message: str = "error", status_text: str | None = None
+        cls,
+        status: int,
+        message: str = "error",
+        status_text: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> FakeResponse:
-        """A Google API error body (``{"error": {code, message, status}}``)."""
+        """A Google API error body (``{"error": {code, message, status}}``), with extra
+        response `headers` if given (say, a ``Set-Cookie`` or a header echoing the key,
+        for tests that nothing of an error answer leaks)."""
         text = status_text or HTTPStatus(status).phrase.upper().replace(" ", "_")
         return cls(
-            status=status, body={"error": {"code": status, "message": message, "status": text}}
+            status=status,
+            body={"error": {"code": status, "message": message, "status": text}},
+            headers=dict(headers or {}),
         )
 
 
@@ -254,10 +262,14 @@ class FakeGemini:
         self.enqueue(FakeResponse.sse(frames))
 
     def reply_error(
-        self, status: int, message: str = "error", status_text: str | None = None
+        self,
+        status: int,
+        message: str = "error",
+        status_text: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
-        """Queue a Google API error answer."""
-        self.enqueue(FakeResponse.error(status, message, status_text))
+        """Queue a Google API error answer (with extra response `headers`, if given)."""
+        self.enqueue(FakeResponse.error(status, message, status_text, headers))
 
     def next_response(self, request: RecordedRequest) -> FakeResponse:
         """The answer to a model request: the handler's, else the queue's, else a 500."""

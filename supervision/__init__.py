@@ -55,11 +55,18 @@ from supervision.leases import (
     MemoryLeases,
     system_clock,
 )
-from supervision.logs import configure_console, get_logger
+from supervision.logs import RedactingFilter, configure_console, get_logger, redact_loggers
 from supervision.pid import Pid
 from supervision.primitives import demonitor, exit, link, monitor, send, trap_exit, unlink
 from supervision.process import is_fenced_thread, receive, self_pid
 from supervision.protocol import Ok, Refused
+from supervision.redaction import (
+    MAX_REDACT_CHARS,
+    REDACTED,
+    is_secret_key,
+    redact_text,
+    redact_value,
+)
 from supervision.registry import register, registered, unregister, whereis
 from supervision.requests import Response, cancel_request, send_request
 from supervision.runtime import default_task_supervisor, reactor_loop
@@ -90,7 +97,9 @@ __all__ = [
     "DEADLINE_REASON",
     "MAX_BUFFERED_CEILING",
     "MAX_CRASH_MESSAGE_CHARS",
+    "MAX_REDACT_CHARS",
     "NO_REPLY",
+    "REDACTED",
     "AlreadyStarted",
     "CallTimeout",
     "ChildInfo",
@@ -119,6 +128,7 @@ __all__ = [
     "Pid",
     "ProcessExit",
     "Reason",
+    "RedactingFilter",
     "Ref",
     "Refused",
     "Reply",
@@ -153,12 +163,16 @@ __all__ = [
     "get_state",
     "is_fenced_thread",
     "is_normal_exit",
+    "is_secret_key",
     "kernel_stats",
     "link",
     "monitor",
     "next_message",
     "reactor_loop",
     "receive",
+    "redact_loggers",
+    "redact_text",
+    "redact_value",
     "register",
     "registered",
     "replace_state",

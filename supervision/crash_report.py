@@ -1,5 +1,10 @@
 """Structured, bounded, secret-free reports: process crashes and supervisor decisions.
 
+Reasons are rendered with `format_reason` (`redact_text`, then bounded); every field
+passes the logging redaction processor of `supervision.logs` as well. The exception
+text of a crash stays in these local log lines (redacted); it is never a field of
+anything the upper layers store or return.
+
 Event names are stable (tests and dashboards rely on them):
 ``supervision.process.crashed``, ``supervision.supervisor.child_exited``,
 ``supervision.supervisor.child_restarted``, ``supervision.supervisor.child_start_failed``,
@@ -11,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from supervision.logs import get_logger
+from supervision.redaction import redact_text
 from supervision.signals import Crash, scrub_message
 
 _log = get_logger("supervision")
@@ -19,12 +25,20 @@ MAX_REASON_CHARS = 512
 
 
 def format_reason(reason: Any) -> str:
-    """A reason as short text; crash messages were scrubbed already, others are scrubbed here."""
+    """A reason as short, redacted text (`redact_text`, then at most `MAX_REASON_CHARS`).
+
+    A `Crash` built by `Crash.from_exception` was redacted already; one built by hand
+    (or any other reason) is redacted here.
+    """
     if isinstance(reason, Crash):
-        return f"{reason.kind}: {reason.message}"
+        return redact_text(f"{reason.kind}: {reason.message}")[:MAX_REASON_CHARS]
     if isinstance(reason, str):
         return scrub_message(reason)[:MAX_REASON_CHARS]
-    return scrub_message(repr(reason))[:MAX_REASON_CHARS]
+    try:
+        shown = repr(reason)
+    except Exception:  # a broken __repr__ must not break the report
+        shown = f"<{type(reason).__name__}>"
+    return scrub_message(shown)[:MAX_REASON_CHARS]
 
 
 def format_name(name: Any) -> Any:

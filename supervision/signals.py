@@ -8,28 +8,16 @@ or traceback never crosses a process boundary.
 from __future__ import annotations
 
 import itertools
-import re
 from typing import Any, NamedTuple
 
 from supervision.pid import Pid
+from supervision.redaction import redact_text
 
 Reason = Any
 """An exit reason: a string, a ``("shutdown", detail)`` tuple, a `Crash`, or any value."""
 
 MAX_CRASH_MESSAGE_CHARS = 512
 """Crash messages are cut to this many characters so a reason stays bounded."""
-
-_SECRET_PATTERNS = (
-    # "Bearer <token>" first: "Authorization: Bearer <token>" must lose the token, not
-    # only the word "Bearer" to the key=value rule below
-    re.compile(r"(?i)\b(bearer)(\s+)()[A-Za-z0-9._~+/=-]+"),
-    # key=value / key: value pairs whose key names a secret
-    re.compile(
-        r"(?i)\b([\w-]*(?:api[_-]?key|token|secret|password|passwd|authorization|credential)[\w-]*)"
-        r"(\s*[=:]\s*)(['\"]?)[^\s'\",;&]+"
-    ),
-    re.compile(r"()()()AIza[0-9A-Za-z_-]{20,}"),  # Google API keys
-)
 
 
 class Crash(NamedTuple):
@@ -40,14 +28,27 @@ class Crash(NamedTuple):
 
     @classmethod
     def from_exception(cls, exc: BaseException) -> Crash:
-        """Build a bounded, secret-scrubbed reason from an exception (never the traceback)."""
-        return cls(type(exc).__name__, scrub_message(str(exc)))
+        """Build a bounded, redacted reason from an exception (never the traceback).
+
+        The message is the exception's text through `redact_text`, cut to
+        `MAX_CRASH_MESSAGE_CHARS`: it serves the kernel's own crash reports and the
+        processes linked to or monitoring the crashed one. Layers above that hold user
+        data (tools, providers) keep only `kind` of a crash they did not raise.
+        """
+        try:
+            text = str(exc)
+        except Exception:  # a broken __str__ must not break the crash report
+            text = ""
+        return cls(type(exc).__name__, scrub_message(text))
 
 
 def scrub_message(text: str) -> str:
-    """Remove things that look like credentials and bound the length."""
-    for pattern in _SECRET_PATTERNS:
-        text = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}[redacted]", text)
+    """`redact_text`, then bound the length to `MAX_CRASH_MESSAGE_CHARS`.
+
+    Redaction runs on a window larger than the bound, so a credential cut by the bound
+    is still recognized as one.
+    """
+    text = redact_text(text, limit=8 * MAX_CRASH_MESSAGE_CHARS)
     if len(text) > MAX_CRASH_MESSAGE_CHARS:
         text = text[: MAX_CRASH_MESSAGE_CHARS - 3] + "..."
     return text

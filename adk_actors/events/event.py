@@ -5,6 +5,12 @@ Every user message, model turn, tool response, pause and error becomes an `Event
 version with ``unsupported_event_schema_version`` instead of guessing. `checked` is
 what a session store calls before it stores one: the encoding, plus the stricter
 rules for provider metadata. A lone surrogate in any string is ``invalid_utf8``.
+
+`decode` validates an event's content exactly as `providers.content.validate` does
+(one path, the same reasons: ``invalid_role``, ``empty_content``,
+``unsupported_uri_scheme``, ``json_too_deep``, ...). Nothing but `AdkError` leaves
+`encode`, `decode`, `to_dict` or `from_dict`: JSON nested past Python's recursion
+limit is ``json_too_deep``, input that is neither bytes nor str ``invalid_event``.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import msgspec
 
 from providers import content as content_model
 from providers.content import Content, FunctionCallPart, FunctionResponsePart
-from providers.errors import AdkError, is_secret_key, prune
+from providers.errors import AdkError, is_secret_key, prune, redact
 
 EVENT_SCHEMA_VERSION = 1
 MAX_EVENT_BYTES = 64 << 20
@@ -107,14 +113,18 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         content: Content | None = None,
         **fields: Any,
     ) -> Event:
-        """An event with a fresh id and the current wall-clock timestamp."""
+        """An event with a fresh id and the current wall-clock timestamp.
+
+        Function-call arguments and function responses are redacted (`providers.redact`:
+        credential-named keys and secret-shaped text) before anything can store or
+        stream them; the tool itself got the model's arguments as they were."""
         return cls(
             schema_version=EVENT_SCHEMA_VERSION,
             id=uuid.uuid4().hex,
             invocation_id=invocation_id,
             author=author,
             timestamp=time.time(),
-            content=content,
+            content=None if content is None else _redacted(content),
             **fields,
         )
 
@@ -126,6 +136,20 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         if self.content is None:
             return ""
         return self.content.text_value() or _summary(self.content)
+
+
+def _redacted(content: Content) -> Content:
+    if not any(isinstance(part, FunctionCallPart | FunctionResponsePart) for part in content.parts):
+        return content
+    parts = tuple(
+        msgspec.structs.replace(part, args=redact(part.args))
+        if isinstance(part, FunctionCallPart)
+        else msgspec.structs.replace(part, response=redact(part.response))
+        if isinstance(part, FunctionResponsePart)
+        else part
+        for part in content.parts
+    )
+    return msgspec.structs.replace(content, parts=parts)
 
 
 def _summary(content: Content) -> str:
@@ -180,6 +204,7 @@ class _Version(msgspec.Struct):
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Event)
+_json_decoder = msgspec.json.Decoder()
 _version_decoder = msgspec.json.Decoder(_Version)
 
 
@@ -190,7 +215,7 @@ def encode(event: Event) -> bytes:
         data = _encoder.encode(event)
     except UnicodeEncodeError:
         raise AdkError("invalid_utf8", "event strings must be valid UTF-8") from None
-    except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
+    except (TypeError, ValueError, OverflowError, RecursionError, msgspec.EncodeError):
         raise AdkError("invalid_event", "event fields must be JSON-safe") from None
     if len(data) > MAX_EVENT_BYTES:
         raise AdkError("event_too_large", f"an event is at most {MAX_EVENT_BYTES} bytes")
@@ -198,22 +223,58 @@ def encode(event: Event) -> bytes:
 
 
 def decode(data: bytes | str) -> Event:
-    """Parse an encoded event; refuses unknown schema versions and malformed data."""
+    """Parse an encoded event; refuses unknown schema versions and malformed data, and
+    validates its content as `providers.content.validate` does."""
+    if not isinstance(data, bytes | bytearray | memoryview | str):
+        raise AdkError("invalid_event", "an encoded event is bytes or str")
     if len(data) > MAX_EVENT_BYTES:
         raise AdkError("event_too_large", f"an event is at most {MAX_EVENT_BYTES} bytes")
+    try:  # the common case first: this build's version, decoded in one pass
+        event = _decoder.decode(data)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        _check_version(data)  # another version fails as such, whatever else it holds
+        message = str(exc)
+        if isinstance(exc, msgspec.ValidationError) and "`$.content" in message:
+            _refuse_content(data)  # the content's own reason, as `validate` gives it
+        raise AdkError("invalid_event", _printable(message[:200])) from None
+    except RecursionError:
+        raise AdkError("json_too_deep", "an event nests too deep to decode") from None
+    except UnicodeEncodeError:
+        raise AdkError("invalid_event", "not an encoded event") from None
+    if event.schema_version != EVENT_SCHEMA_VERSION:
+        _check_version(data)
+    if event.content is not None:
+        content_model.validate(event.content)
+    return event
+
+
+def _check_version(data: bytes | bytearray | memoryview | str) -> None:
+    """Refuse an event of another schema version (``unsupported_event_schema_version``)."""
     try:
         version = _version_decoder.decode(data).schema_version
-    except (msgspec.ValidationError, msgspec.DecodeError):
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeEncodeError):
         raise AdkError("invalid_event", "not an encoded event") from None
+    except RecursionError:
+        raise AdkError("json_too_deep", "an event nests too deep to decode") from None
     if version != EVENT_SCHEMA_VERSION:
         raise AdkError(
             ("unsupported_event_schema_version", version),
             f"this build reads version {EVENT_SCHEMA_VERSION}",
         )
+
+
+def _refuse_content(data: bytes | bytearray | memoryview | str) -> None:
+    """Raise what `content.validate` says of the content of `data` (if it says anything)."""
     try:
-        return _decoder.decode(data)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise AdkError("invalid_event", str(exc)[:200]) from None
+        obj = _json_decoder.decode(data)
+    except (msgspec.DecodeError, RecursionError):
+        return
+    if isinstance(obj, dict) and obj.get("content") is not None:
+        content_model.validate(obj["content"])
+
+
+def _printable(text: str) -> str:
+    return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
 
 
 def checked(event: Event) -> bytes:
@@ -221,7 +282,8 @@ def checked(event: Event) -> bytes:
     checking its provider metadata, which must be JSON as it stands, not merely
     encodable: a mapping (``metadata_must_be_map``) of string keys and JSON values
     (``metadata_must_be_json`` for a non-string key, NaN, a set, ...;
-    ``invalid_metadata_json`` for a value with no JSON form), at most
+    ``invalid_metadata_json`` for a value with no JSON form; ``json_too_deep`` past
+    `providers.content.MAX_JSON_DEPTH` levels), at most
     `MAX_PROVIDER_METADATA_BYTES` (``("metadata_too_large", size, limit)``)."""
     metadata = event.provider_metadata
     if metadata is not None:
@@ -279,4 +341,11 @@ def to_dict(event: Event) -> dict[str, Any]:
 
 
 def from_dict(value: Any) -> Event:
-    return decode(msgspec.json.encode(value))
+    """The event of a dict form (`to_dict`), decoded and validated as `decode` does."""
+    try:
+        data = _encoder.encode(value)
+    except UnicodeEncodeError:
+        raise AdkError("invalid_utf8", "event strings must be valid UTF-8") from None
+    except (TypeError, ValueError, OverflowError, RecursionError, msgspec.EncodeError):
+        raise AdkError("invalid_event", "an event's dict form is JSON") from None
+    return decode(data)

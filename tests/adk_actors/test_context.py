@@ -358,4 +358,5 @@ def test_history_is_canonical_and_secret_pruned(sessions):
     assert call.args == {"city": "Oslo"} and history[2].parts[0].response == {"temp": 3}
     assert [p.text for p in history[3].parts] == ["Hello, world"]
     stored = sessions.get_session("app", "u", "s").events[1]
-    assert stored.content.parts[0].args["api_key"] == "sk-live-123"  # the session keeps it
+    # stored events never hold a credential value (Event.new redacts calls and responses)
+    assert stored.content.parts[0].args["api_key"] == "[redacted]"

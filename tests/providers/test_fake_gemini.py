@@ -281,3 +281,15 @@ def test_the_documented_script_example_loads(tmp_path):
     answers = [script.answer(streaming) for _ in range(6)]
     assert all(answer is not None and answer.frames for answer in answers[:3])
     assert answers[3] is not None and answers[3].status == 429
+
+
+def test_an_error_answer_can_carry_extra_headers():
+    with FakeGemini() as fake, httpx.Client(base_url=fake.base_url) as client:
+        fake.reply_error(401, "bad key k-123", "UNAUTHENTICATED", headers={"Set-Cookie": "sid=1"})
+        answer = client.post(GENERATE, json=ask("x"))
+        assert answer.status_code == 401 and answer.headers["set-cookie"] == "sid=1"
+        assert answer.json()["error"] == {
+            "code": 401,
+            "message": "bad key k-123",
+            "status": "UNAUTHENTICATED",
+        }
