@@ -15,9 +15,12 @@ of value as `generate`; `stream_content` delivers one `Content` per decoded fram
 `agenerate`, `astream` and `astream_content` are the same calls as coroutines, for
 code on an event loop (the kernel's reactor): same results, same `AdkError`
 reasons. A provider that has the matching ``async def`` method runs on the loop;
-one that has only the sync method (a custom provider) runs it on a worker thread
-(`supervision.aio.run_blocking`), so the loop never blocks, and its `on_delta` is
-then called from that thread.
+one that has only the sync method (a custom provider) runs it in a task on a kernel
+pool of its own (`PROVIDER_THREADS_ENV`, default `DEFAULT_PROVIDER_THREADS` threads,
+a bounded queue), so the loop never blocks and a hung custom provider cannot take
+the threads of tools, callbacks or `adk.aio` calls; its `on_delta` is then called
+from that thread. Cancelling the awaiting coroutine stops the task (the thread runs
+on, fenced, and is counted as abandoned in `kernel_stats`).
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ from providers.outputs import (
     visible_text_deltas,
 )
 from providers.scripted import ScriptedProvider
-from supervision.aio import run_blocking
+from supervision import Task, TaskBusy, shared_pool
+from supervision.aio import wait_task
 
 __all__ = [
     "PROVIDER_METADATA_SCHEMA_VERSION",
@@ -64,6 +68,8 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+DEFAULT_PROVIDER_THREADS = 64
+PROVIDER_THREADS_ENV = "ADK_PROVIDER_THREADS"
 
 
 @runtime_checkable
@@ -263,7 +269,28 @@ async def _native(method: Callable[..., Awaitable[ModelOutput]], *args: Any) -> 
 
 
 async def _on_worker_thread(fn: Callable[..., _T], *args: Any) -> _T:
-    """Run a blocking call on the kernel's pool for blocking calls. Cancelling the
-    awaiting coroutine does not stop the call (a thread cannot be interrupted)."""
-    result: _T = await run_blocking(fn, *args)
+    """Run a blocking call in a task on the providers' own kernel pool, awaited
+    without holding a thread; what it raises is raised here as is. A full pool is
+    ``busy``. Cancelling the awaiting coroutine stops the task (a thread cannot be
+    interrupted: it runs on, fenced)."""
+    pool = shared_pool("providers", PROVIDER_THREADS_ENV, DEFAULT_PROVIDER_THREADS)
+    try:
+        task = Task.start(_caught, fn, args, pool=pool)
+    except TaskBusy:
+        raise AdkError("busy", "the pool for sync provider calls is full") from None
+    try:
+        ok, value = await wait_task(task)
+    except BaseException:
+        task.kill()
+        raise
+    if not ok:
+        raise value
+    result: _T = value
     return result
+
+
+def _caught(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bool, Any]:
+    try:
+        return True, fn(*args)
+    except Exception as error:  # crosses as a value: the coroutine re-raises it
+        return False, error

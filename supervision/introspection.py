@@ -6,11 +6,16 @@ import threading
 
 from supervision.process import live_processes
 from supervision.registry import registered
+from supervision.sync_pool import pool_stats
 from supervision.timers import timer_count
 
 
 def kernel_stats(include_pseudo: bool = False) -> dict[str, int]:
-    """Live processes, registered names, links, monitors, timers and server threads.
+    """Live processes, registered names, links, monitors, timers and server threads,
+    and the sync task pools' threads (summed over every shared pool):
+    ``task_threads``, ``task_threads_busy``, ``task_threads_abandoned`` (running a
+    task that was stopped, e.g. a tool past its timeout: a thread cannot be killed)
+    and ``task_queue``.
 
     Pseudo-processes of plain threads are left out unless `include_pseudo`.
     """
@@ -22,6 +27,7 @@ def kernel_stats(include_pseudo: bool = False) -> dict[str, int]:
         monitors += process_monitors
         timers += process_timers
     server_threads = sum(1 for t in threading.enumerate() if t.name.startswith("_ServerActor-"))
+    pools = pool_stats()
     return {
         "processes": len(processes),
         "registered": len(registered()),
@@ -29,4 +35,8 @@ def kernel_stats(include_pseudo: bool = False) -> dict[str, int]:
         "monitors": monitors,
         "timers": timer_count(),
         "server_threads": server_threads,
+        "task_threads": pools["threads"],
+        "task_threads_busy": pools["busy"],
+        "task_threads_abandoned": pools["abandoned"],
+        "task_queue": pools["queued"],
     }

@@ -10,7 +10,12 @@ Stopping a task (kill, its absolute `deadline`, its owner's death, its superviso
 exit): a coroutine is cancelled at its next ``await``; a sync callable cannot be
 pre-empted, so it is abandoned and fenced: it runs to the end on its pool thread, but
 its result is discarded and whatever it sends, replies or commits through the kernel
-afterwards is dropped (see `docs/supervision.md`).
+afterwards is dropped (see `docs/supervision.md`). The pool counts such abandoned
+threads (`SyncPool.stats`, `kernel_stats`).
+
+A sync task may belong to a `SyncPool.Share` (a bounded part of the pool, e.g. one
+agent's tools): `Task.start(..., share=share)`. A task can carry a share for the work
+it and its sub-tasks start (`Task.bind_share`, found again by `Task.current_share`).
 """
 
 from __future__ import annotations
@@ -70,14 +75,16 @@ class TaskProcess(Process):
         "notify",
         "outcome",
         "owner",
+        "share",
         "supervisor",
     )
 
-    def __init__(self, owner: Process, notify: bool) -> None:
+    def __init__(self, owner: Process, notify: bool, share: SyncPool.Share | None = None) -> None:
         super().__init__()
         self.label = "task"
         self.owner = owner
         self.notify = notify
+        self.share = share
         self.outcome: tuple[bool, Any] | None = None
         self.supervisor: TaskSupervisorProcess | None = None
         self.coroutine_task: asyncio.Task[Any] | None = None
@@ -194,20 +201,24 @@ class Task:
         notify: bool = False,
         supervisor: Pid | Hashable | None = None,
         pool: SyncPool | None = None,
+        share: SyncPool.Share | None = None,
     ) -> Task:
         """Run `fn(*args)` as a task owned by the calling process.
 
         `deadline` is an absolute `time.monotonic()` instant; a deadline already past
         starts nothing (the task ends with ``deadline_exceeded``). With `notify`, the
-        owner also gets a `TaskResult` message. Raises `TaskBusy` when the sync pool
-        is full and `MaxChildrenReached` when the task supervisor is.
+        owner also gets a `TaskResult` message. `share` (a sync task's) bounds its part
+        of the pool, it may then wait there before it gets into the pool. Raises
+        `TaskBusy` when the sync pool is full (`ShareFull`, reason
+        ``capacity_exhausted``, when the share is) and `MaxChildrenReached` when the
+        task supervisor is.
         """
         owner = current_process()
         assert owner is not None
         if not owner.alive and not owner.is_pseudo:
             raise ProcessExit(owner.exit_reason, "a killed process cannot start tasks")
         task_supervisor = _task_supervisor(supervisor)
-        process = TaskProcess(owner, notify)
+        process = TaskProcess(owner, notify, share)
         task_supervisor.adopt(process)
         process.watch_owner()
         if deadline is not None:
@@ -260,6 +271,31 @@ class Task:
             raise TaskTimeout(DEADLINE_REASON, "the task was stopped at its deadline")
         raise TaskFailed(value, f"the task ended with {value!r}")
 
+    @staticmethod
+    def bind_share(share: SyncPool.Share | None) -> bool:
+        """Make `share` the calling task's share, for `current_share` in it and in the
+        tasks it starts (False, and nothing changes, when the caller is not a task).
+        Nothing joins it implicitly: a sync task joins a share only when started with
+        ``share=``."""
+        process = current_process(create=False)
+        if type(process) is not TaskProcess:
+            return False
+        process.share = share
+        return True
+
+    @staticmethod
+    def current_share() -> SyncPool.Share | None:
+        """The share of the calling task, else of the task that started it, and so on
+        up (a few levels); None outside a task or when none has one."""
+        process = current_process(create=False)
+        for _ in range(_SHARE_DEPTH):
+            if type(process) is not TaskProcess:
+                return None
+            if process.share is not None:
+                return process.share
+            process = process.owner
+        return None
+
     def kill(self) -> None:
         """Stop the task now (untrappable): cancelled if a coroutine, fenced if sync."""
         self._process.exit("killed")
@@ -269,6 +305,7 @@ class Task:
 
 
 _CO_COROUTINE = inspect.CO_COROUTINE
+_SHARE_DEPTH = 8
 
 
 def _is_coroutine(fn: Any) -> bool:

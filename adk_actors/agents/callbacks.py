@@ -63,7 +63,9 @@ def run_callback(spec: Any, hook: str, ctx: Any, value: Any) -> Any:
         return None
     try:
         decision = callback(ctx, value)
-    except Exception as error:
+    except (KeyboardInterrupt, GeneratorExit):
+        raise
+    except BaseException as error:  # SystemExit too: a callback never ends the turn
         _log.warning(
             "adk.agent.callback_failed",
             agent=spec.name,

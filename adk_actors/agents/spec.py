@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-import fastjsonschema
-
 from adk_actors.agents.agent_tool import AgentTool
 from adk_actors.agents.callbacks import check_callbacks
 from adk_actors.agents.instructions import template_keys
 from adk_actors.agents.names import check_agent_name
+from adk_actors.agents.thread_limits import DEFAULT_MAX_TOOL_THREADS, check_max_tool_threads
 from adk_actors.tools import Tool, ToolCatalog
+from adk_actors.tools.schema import InvalidSchema, compile_schema
 from providers import protocol
 from providers.errors import AdkError
 from providers.scripted import ScriptedProvider
@@ -57,6 +57,8 @@ RUNTIME_KEYS = frozenset(
         "tool_execution",
         "callbacks",
         "output_key",
+        "max_tool_threads",
+        "restart_intensity",  # read by spawn_agent (the agent's own restart budget)
     }
 )
 DEFAULT_TOOL_MAX_CONCURRENCY = 4
@@ -84,6 +86,7 @@ class AgentSpec:
     instructions: Any = None  # a template str or a callable, rendered per turn
     instruction_keys: tuple[str, ...] = ()
     output_key: str | None = None
+    max_tool_threads: int = DEFAULT_MAX_TOOL_THREADS
 
     def __repr__(self) -> str:  # never the provider config: it may hold an API key
         return f"AgentSpec({self.name!r}, tools={self.catalog.names()})"
@@ -136,6 +139,7 @@ def compile_spec(name: Any, config: Mapping[str, Any], tools: Sequence[Tool] = (
         instructions=instructions,
         instruction_keys=instruction_keys,
         output_key=_output_key(config.get("output_key")),
+        max_tool_threads=check_max_tool_threads(config.get("max_tool_threads")),
         turn_timeout=_seconds(config, "turn_timeout", DEFAULT_TURN_TIMEOUT),
         call_timeout=_seconds(config, "call_timeout", DEFAULT_CALL_TIMEOUT),
         max_tool_rounds=_positive(
@@ -169,12 +173,16 @@ def _output_key(key: Any) -> str | None:
 
 
 def _contract(schema: Any, key: str) -> Any:
+    """The compiled contract: a JSON Schema mapping (or boolean), compiled without ever
+    fetching a ``$ref`` (`adk_actors.tools.schema`); ``(f"invalid_{key}",)`` otherwise."""
     if schema is None:
         return None
     try:
-        return fastjsonschema.compile(schema)
-    except (fastjsonschema.JsonSchemaDefinitionException, TypeError, ValueError):
-        raise AdkError((f"invalid_{key}",), f"{key} is not a valid JSON Schema") from None
+        return compile_schema(schema, allow_bool=True)
+    except InvalidSchema as refused:
+        raise AdkError(
+            (f"invalid_{key}",), f"{key} is not an accepted JSON Schema ({refused.why})"
+        ) from None
 
 
 def _tool_execution(options: Any) -> tuple[str, int, float]:

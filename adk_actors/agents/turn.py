@@ -15,19 +15,19 @@ only then is it reported as the turn's final "model" step (what a Runner stores)
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 import fastjsonschema
+import msgspec
 from opentelemetry import trace
 
 from adk_actors.agents.instructions import render_instructions
 from adk_actors.agents.scope import Scope, TurnOptions
 from adk_actors.agents.spec import AgentSpec
 from adk_actors.agents.tool_round import Batch, Suspend, ToolRound
-from adk_actors.agents.turn_context import off_loop
+from adk_actors.agents.turn_context import off_loop_in
 from adk_actors.agents.turn_outcome import (
     Answer,
     Continuation,
@@ -39,6 +39,7 @@ from adk_actors.agents.turn_outcome import (
     decode_response,
     encode_response,
 )
+from adk_actors.tools.catalog import checked_result
 from providers import content as content_model
 from providers import protocol
 from providers.content import Content, FunctionResponsePart
@@ -49,6 +50,7 @@ from supervision.logs import get_logger
 
 _log = get_logger("adk.agents")
 _tracer = trace.get_tracer("adk_actors")
+_json_decoder = msgspec.json.Decoder()
 
 
 async def run_turn(
@@ -109,7 +111,7 @@ class _Turn(ToolRound):
         pool task; templates and static text are rendered here."""
         render = (render_instructions, self.spec, self._callback_context(), self.state)
         if callable(self.spec.instructions):
-            self.provider_config = await off_loop(*render)
+            self.provider_config = await off_loop_in(self.shares.callbacks, *render)
         else:
             self.provider_config = render[0](*render[1:])
 
@@ -153,7 +155,11 @@ class _Turn(ToolRound):
             if how == "approved":  # re-resolve the tool, recheck it, run it once
                 done.append(await self._one_tool(call, approved=True))
             elif how == "rejected" or payload is None:  # nothing runs, no callback
-                done.append(FunctionResponsePart(call.name, payload or {}, call.id))
+                done.append(
+                    FunctionResponsePart(
+                        call.name, checked_result(call.name, payload or {}), call.id
+                    )
+                )
             else:  # a completion: the tool's after-callbacks see it now
                 done.append(await self._finish(call, payload))
         except Suspend as suspend:
@@ -329,14 +335,26 @@ def _joined_tool_turns(contents: list[Content]) -> list[Content]:
 
 
 def _check_json(validator: Any, text: str, reason: str) -> None:
+    """`text` must be one JSON document (strict: no NaN or Infinity, objects and arrays
+    nested at most `MAX_JSON_DEPTH` deep) that `validator` accepts."""
     try:
-        value = json.loads(text)
-    except ValueError:
+        data = text.encode("utf-8")
+        if content_model.json_too_deep_bytes(data):
+            raise AdkError(
+                (reason, {"kind": "too_deep", "path": [], "constraint": "max_depth"}),
+                f"JSON nests at most {content_model.MAX_JSON_DEPTH} deep",
+            )
+        value = _json_decoder.decode(data)
+    except (UnicodeEncodeError, msgspec.DecodeError, RecursionError):
         raise AdkError(
             (reason, {"kind": "not_json", "path": [], "constraint": "json"}), "not a JSON document"
         ) from None
     try:
         validator(value)
+    except RecursionError:
+        raise AdkError(
+            (reason, {"kind": "too_deep", "path": [], "constraint": "max_depth"}), "too deep"
+        ) from None
     except fastjsonschema.JsonSchemaValueException as error:
         path = [str(step) for step in (error.path or [])][1:]
         raise AdkError(

@@ -6,10 +6,20 @@ contexts handed to callbacks and tools, and `observe`, which reports a step to
 whoever runs the turn (the Runner stores each as an event). `off_loop` runs sync user
 code (a tool, a callback, an approval check) in a pool task owned by the turn, never on
 the reactor the turn's coroutine runs on.
+
+Each agent has its own bounded shares of the kernel's task pool (`SyncPool.Share`),
+one for tools (and approval checks, dynamic instructions) and one for callbacks: at
+most ``max_tool_threads`` (default `DEFAULT_MAX_TOOL_THREADS`, at most
+`MAX_TOOL_THREADS_CEILING`) of each in the pool at once, more wait without a thread.
+So hung sync tools in one agent hold at most that many threads, never the threads
+other agents need. A tool past its timeout keeps its thread (Python threads cannot
+be killed): `agent_thread_stats` counts those as ``*_abandoned``. When every slot of a
+share is held by such a thread, `off_loop` fails at once with ``capacity_exhausted``.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -17,11 +27,83 @@ from typing import Any
 from adk_actors.agents.callbacks import run_callback
 from adk_actors.agents.scope import Scope, TurnOptions
 from adk_actors.agents.spec import AgentSpec
+from adk_actors.agents.thread_limits import check_max_tool_threads
 from adk_actors.tools import ToolContext
 from providers.content import FunctionCallPart
 from providers.errors import AdkError
-from supervision import Task, TaskBusy, is_fenced_thread
+from supervision import SyncPool, Task, TaskBusy, is_fenced_thread
 from supervision.aio import wait_task
+
+_MAX_IDLE_SHARES = 4096
+"""Shares of agents with nothing in the pool are forgotten past this many agents."""
+
+
+class AgentShares:
+    """One agent's shares of the task pool: ``tools`` and ``callbacks``."""
+
+    __slots__ = ("callbacks", "tools")
+
+    def __init__(self, name: str, limit: int) -> None:
+        self.tools = SyncPool.Share(f"{name} tools", limit)
+        self.callbacks = SyncPool.Share(f"{name} callbacks", limit)
+
+    def set_limit(self, limit: int) -> None:
+        self.tools.limit = self.callbacks.limit = limit
+
+    def idle(self) -> bool:
+        return all(
+            stats["active"] == 0 and stats["waiting"] == 0
+            for stats in (self.tools.stats(), self.callbacks.stats())
+        )
+
+
+_shares: dict[str, AgentShares] = {}
+_shares_lock = threading.Lock()
+
+
+def agent_shares(name: str, limit: int) -> AgentShares:
+    """The agent's shares (made on first use; `limit` applies from now on)."""
+    with _shares_lock:
+        shares = _shares.get(name)
+        if shares is None:
+            if len(_shares) >= _MAX_IDLE_SHARES:
+                for other in [key for key, value in _shares.items() if value.idle()]:
+                    del _shares[other]
+            shares = _shares[name] = AgentShares(name, limit)
+        elif shares.tools.limit != limit:
+            shares.set_limit(limit)
+        return shares
+
+
+def agent_thread_stats(name: str) -> dict[str, int]:
+    """An agent's use of the task pool: ``tool_threads`` / ``callback_threads`` (in the
+    pool now), ``*_abandoned`` (of those, stopped, e.g. past the tool timeout, while the
+    thread still runs), ``*_waiting`` (waiting for a slot, holding no thread),
+    ``capacity_exhausted`` (calls refused so far) and ``max_tool_threads``."""
+    with _shares_lock:
+        shares = _shares.get(name)
+    if shares is None:
+        return {
+            "max_tool_threads": check_max_tool_threads(None),
+            "tool_threads": 0,
+            "tool_threads_abandoned": 0,
+            "tool_threads_waiting": 0,
+            "callback_threads": 0,
+            "callback_threads_abandoned": 0,
+            "callback_threads_waiting": 0,
+            "capacity_exhausted": 0,
+        }
+    tools, callbacks = shares.tools.stats(), shares.callbacks.stats()
+    return {
+        "max_tool_threads": tools["limit"],
+        "tool_threads": tools["active"],
+        "tool_threads_abandoned": tools["abandoned"],
+        "tool_threads_waiting": tools["waiting"],
+        "callback_threads": callbacks["active"],
+        "callback_threads_abandoned": callbacks["abandoned"],
+        "callback_threads_waiting": callbacks["waiting"],
+        "capacity_exhausted": tools["refused"] + callbacks["refused"],
+    }
 
 
 class TurnContext:
@@ -37,6 +119,10 @@ class TurnContext:
         self.provider_config: Mapping[str, Any] = spec.provider_config
         self.options = options
         self.llm_calls = 0
+        self.shares = agent_shares(spec.name, spec.max_tool_threads)
+        # this runs inside the turn's task: `off_loop` in it or in its parallel tool
+        # tasks (tools, approval checks, instructions) finds the agent's tools share
+        Task.bind_share(self.shares.tools)
 
     def _observe(self, kind: str, value: Any, metadata: Any) -> None:
         """Report a step: ("model", Content, metadata), ("tool", Content, None) or
@@ -50,7 +136,7 @@ class TurnContext:
         replacement value or None (see `callbacks.run_callback`)."""
         if self.spec.callbacks.get(hook) is None:
             return None
-        return await off_loop(run_callback, self.spec, hook, ctx, value)
+        return await off_loop_in(self.shares.callbacks, run_callback, self.spec, hook, ctx, value)
 
     def _callback_context(self) -> dict[str, Any]:
         return {
@@ -78,11 +164,33 @@ class TurnContext:
 async def off_loop(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run sync user code (a tool, a callback) in a pool task owned by this turn, and
     await it without holding a thread; an exception it raises is raised here as is.
-    The task dies with the turn (a killed turn's tool is fenced). A full pool is
-    ``busy``."""
+    The task dies with the turn (a killed turn's tool is fenced). It counts against
+    the turn's agent's tools share: a share held by hung threads is
+    ``capacity_exhausted``, a full pool ``busy`` (both an `AdkError`, raised before
+    `fn` runs)."""
+    return await _off_loop(Task.current_share(), fn, args, kwargs)
+
+
+async def off_loop_in(
+    share: SyncPool.Share | None, fn: Callable[..., Any], *args: Any, **kwargs: Any
+) -> Any:
+    """`off_loop`, counted against `share` (an `AgentShares` member)."""
+    return await _off_loop(share, fn, args, kwargs)
+
+
+async def _off_loop(
+    share: SyncPool.Share | None,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
     try:
-        task = Task.start(_caught, fn, args, kwargs)
-    except TaskBusy:
+        task = Task.start(_caught, fn, args, kwargs, share=share)
+    except TaskBusy as busy:
+        if busy.reason == "capacity_exhausted":
+            raise AdkError(
+                "capacity_exhausted", "this agent's task threads are held by hung calls"
+            ) from None
         raise AdkError("busy", "the pool for tools and callbacks is full") from None
     kind, value = await wait_task(task)
     if kind == "error":
@@ -93,5 +201,7 @@ async def off_loop(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 def _caught(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     try:
         return "ok", fn(*args, **kwargs)
-    except Exception as error:  # crosses as a value: the coroutine re-raises it
+    except (KeyboardInterrupt, GeneratorExit):
+        raise
+    except BaseException as error:  # SystemExit too: crosses as a value, re-raised there
         return "error", error

@@ -17,16 +17,25 @@ on, so async clients are cached per running loop and never shared across loops; 
 closed loop's clients are dropped (await `GeminiProvider.aclose` on a loop before
 closing it to close its connections at once). The history is sent as prebuilt wire JSON (see
 `providers.gemini.requests`), so its cost per message does not go through the SDK.
+
+Every call has one absolute deadline (``request_timeout``, 120 s by default): async
+calls run inside one `asyncio.timeout` covering connecting, every read, retries and
+backoff, and a whole stream; sync calls give each HTTP exchange only the time left
+and check the deadline after every chunk read. Retryable failures (429, 503, ...) are
+tried again inside that deadline (`providers.gemini.retry`); the ``status`` text of an
+HTTP error is capped and redacted before it reaches the `AdkError` reason.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import ssl
 import threading
+import time
 import weakref
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -37,9 +46,22 @@ from google.genai import types
 from providers import content as content_model
 from providers.content import Content, Part
 from providers.errors import AdkError
-from providers.gemini import requests, wire
+from providers.gemini import requests, retry, wire
 from providers.gemini.config import GeminiSettings, check
 from providers.outputs import ModelOutput, ToolDeclaration, visible_text_deltas
+from supervision import redact_loggers
+
+# The HTTP stack's own DEBUG traces print request URLs and every response header
+# verbatim (an echoed key, a Set-Cookie): redact them, and keep only the event name of
+# httpcore's per-step traces.
+redact_loggers("httpx", "google_genai.models", "google_genai._api_client")
+redact_loggers(
+    "httpcore.http11",
+    "httpcore.http2",
+    "httpcore.connection",
+    "httpcore.proxy",
+    first_word_only=True,
+)
 
 MAX_RESPONSE_BYTES = 64 << 20
 _CLIENT_CACHE_SIZE = 32
@@ -70,19 +92,29 @@ class _ResponseTooLarge(Exception):
     pass
 
 
-class _CappedStream(httpx.SyncByteStream):
-    """Stops reading a response body past `limit` bytes."""
+_sync_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "gemini_sync_deadline", default=None
+)
+"""The `time.monotonic()` deadline of the sync call running in this context."""
 
-    def __init__(self, inner: Any, limit: int) -> None:
+
+class _CappedStream(httpx.SyncByteStream):
+    """Stops reading a response body past `limit` bytes, or past `deadline`."""
+
+    def __init__(self, inner: Any, limit: int, deadline: float | None = None) -> None:
         self._inner = inner
         self._limit = limit
+        self._deadline = deadline
 
     def __iter__(self) -> Iterator[bytes]:
         seen = 0
+        deadline = self._deadline
         for chunk in self._inner:
             seen += len(chunk)
             if seen > self._limit:
                 raise _ResponseTooLarge()
+            if deadline is not None and time.monotonic() > deadline:
+                raise retry.DeadlineReached("the request deadline passed mid-response")
             yield chunk
 
     def close(self) -> None:
@@ -92,9 +124,23 @@ class _CappedStream(httpx.SyncByteStream):
 
 
 class _CappedTransport(httpx.HTTPTransport):
+    """Caps the body; under a sync call's deadline, connecting, writing and each read
+    get only the time left, and the body stops at the deadline."""
+
     def handle_request(self, request: httpx.Request) -> httpx.Response:
+        deadline = _sync_deadline.get()
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise retry.DeadlineReached("the request deadline passed")
+            request.extensions["timeout"] = {
+                "connect": left,
+                "read": left,
+                "write": left,
+                "pool": left,
+            }
         response = super().handle_request(request)
-        response.stream = _CappedStream(response.stream, MAX_RESPONSE_BYTES)
+        response.stream = _CappedStream(response.stream, MAX_RESPONSE_BYTES, deadline)
         return response
 
 
@@ -202,12 +248,16 @@ class GeminiProvider:
         tools: Sequence[ToolDeclaration],
     ) -> ModelOutput:
         settings, request = self._prepare(config, history, tools)
-        with _mapped_errors():
-            response = self._client(settings).models.generate_content(
+        client = self._client(settings)
+
+        def attempt() -> ModelOutput:
+            response = client.models.generate_content(
                 model=settings.model, contents=requests.placeholder_contents(), config=request
             )
             parts, grounding = wire.candidate_parts(response)
             return wire.model_output(parts, wire.grounding_json(grounding))
+
+        return _call(settings, attempt, None)
 
     def stream(
         self,
@@ -236,8 +286,10 @@ class GeminiProvider:
     ) -> ModelOutput:
         settings, request = self._prepare(config, history, tools)
         frames = _Frames(deliver)
-        with _mapped_errors():
-            chunks = self._client(settings).models.generate_content_stream(
+        client = self._client(settings)
+
+        def attempt() -> ModelOutput:
+            chunks = client.models.generate_content_stream(
                 model=settings.model, contents=requests.placeholder_contents(), config=request
             )
             try:
@@ -249,6 +301,8 @@ class GeminiProvider:
                     close()
             return frames.output()
 
+        return _call(settings, attempt, frames)
+
     # -- async calls (on the running loop) -----------------------------------------------
 
     async def agenerate(
@@ -258,12 +312,16 @@ class GeminiProvider:
         tools: Sequence[ToolDeclaration],
     ) -> ModelOutput:
         settings, request = self._prepare(config, history, tools)
-        with _mapped_errors():
-            response = await self._async_client(settings).aio.models.generate_content(
+        client = self._async_client(settings)
+
+        async def attempt() -> ModelOutput:
+            response = await client.aio.models.generate_content(
                 model=settings.model, contents=requests.placeholder_contents(), config=request
             )
             parts, grounding = wire.candidate_parts(response)
             return wire.model_output(parts, wire.grounding_json(grounding))
+
+        return await _acall(settings, attempt, None)
 
     async def astream(
         self,
@@ -292,8 +350,10 @@ class GeminiProvider:
     ) -> ModelOutput:
         settings, request = self._prepare(config, history, tools)
         frames = _Frames(deliver)
-        with _mapped_errors():
-            chunks = await self._async_client(settings).aio.models.generate_content_stream(
+        client = self._async_client(settings)
+
+        async def attempt() -> ModelOutput:
+            chunks = await client.aio.models.generate_content_stream(
                 model=settings.model, contents=requests.placeholder_contents(), config=request
             )
             try:
@@ -304,6 +364,8 @@ class GeminiProvider:
                 if close is not None:
                     await close()
             return frames.output()
+
+        return await _acall(settings, attempt, frames)
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -402,14 +464,17 @@ class GeminiProvider:
 
 
 class _Frames:
-    """A stream's frames: each delivered as it arrives, all kept for the final answer."""
+    """A stream's frames: each delivered as it arrives, all kept for the final answer.
+    `started` once the first chunk arrived: from then on the stream is not retried."""
 
     def __init__(self, deliver: Callable[[list[Part]], None]) -> None:
         self._deliver = deliver
         self._parts: list[Part] = []
         self._grounding: dict[str, Any] | None = None
+        self.started = False
 
     def add(self, chunk: types.GenerateContentResponse) -> None:
+        self.started = True
         parts, grounding = wire.candidate_parts(chunk)
         self._grounding = wire.merge_grounding(self._grounding, wire.grounding_json(grounding))
         self._deliver(parts)
@@ -435,34 +500,92 @@ def _content_deliverer(on_delta: Callable[[Content], None]) -> Callable[[list[Pa
     return deliver
 
 
-class _mapped_errors:
-    """Turn SDK, transport and parsing failures into `AdkError`s without secrets."""
+async def _acall(
+    settings: GeminiSettings,
+    attempt: Callable[[], Awaitable[ModelOutput]],
+    frames: _Frames | None,
+) -> ModelOutput:
+    """`attempt()` under the request deadline, tried again while `retry.next_delay`
+    allows (a stream only before its first chunk); failures mapped to `AdkError`."""
+    loop = asyncio.get_running_loop()
+    deadline = None if settings.timeout_ms is None else loop.time() + settings.timeout_ms / 1000
+    scope = asyncio.timeout_at(deadline)
+    failure: Exception
+    try:
+        async with scope:
+            attempts = 0
+            while True:
+                attempts += 1
+                try:
+                    return await attempt()
+                except AdkError:
+                    raise
+                except Exception as error:
+                    failure = error
+                if frames is not None and frames.started:
+                    break
+                left = None if deadline is None else deadline - loop.time()
+                delay = retry.next_delay(settings.retry, attempts, failure, left)
+                if delay is None:
+                    break
+                await asyncio.sleep(delay)
+    except TimeoutError:
+        if scope.expired():
+            raise AdkError("timeout", "the Gemini request deadline passed") from None
+        raise
+    raise _mapped(failure, settings)  # outside the handler: the SDK error is not chained
 
-    def __enter__(self) -> None:
-        return None
 
-    def __exit__(self, kind: Any, error: BaseException | None, traceback: Any) -> None:
-        if error is None or isinstance(error, AdkError):
-            return None
-        if isinstance(error, genai_errors.APIError):
-            status = getattr(error, "status", None)
-            raise AdkError(
-                ("http_error", int(error.code or 0), str(status or "")),
-                "Gemini refused the request",
-            ) from None
-        if isinstance(error, _ResponseTooLarge):
-            raise AdkError(
-                "response_too_large", f"responses are capped at {MAX_RESPONSE_BYTES} bytes"
-            ) from None
-        if isinstance(error, httpx.TimeoutException):
-            raise AdkError("timeout", "the Gemini request timed out") from None
-        if isinstance(error, httpx.HTTPError):
-            raise AdkError("unavailable", f"transport error: {type(error).__name__}") from None
-        if isinstance(error, ValueError | TypeError | KeyError):
-            raise AdkError(
-                "malformed_response", f"Gemini's response did not parse: {type(error).__name__}"
-            ) from None
-        return None
+def _call(
+    settings: GeminiSettings, attempt: Callable[[], ModelOutput], frames: _Frames | None
+) -> ModelOutput:
+    """`_acall` for sync calls: the deadline reaches the transport (`_sync_deadline`)."""
+    deadline = (
+        None if settings.timeout_ms is None else time.monotonic() + settings.timeout_ms / 1000
+    )
+    token = _sync_deadline.set(deadline)
+    failure: Exception
+    try:
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                return attempt()
+            except AdkError:
+                raise
+            except Exception as error:
+                failure = error
+            if frames is not None and frames.started:
+                break
+            left = None if deadline is None else deadline - time.monotonic()
+            delay = retry.next_delay(settings.retry, attempts, failure, left)
+            if delay is None:
+                break
+            time.sleep(delay)
+    finally:
+        _sync_deadline.reset(token)
+    raise _mapped(failure, settings)
+
+
+def _mapped(error: Exception, settings: GeminiSettings) -> Exception:
+    """An SDK, transport or parsing failure as an `AdkError` without secrets or bodies
+    (anything else, e.g. an exception from a stream's callback, as it is)."""
+    if isinstance(error, genai_errors.APIError):
+        return AdkError(
+            ("http_error", int(error.code or 0), retry.http_status_text(error, settings.api_key)),
+            f"Gemini refused the request (HTTP {int(error.code or 0)})",
+        )
+    if isinstance(error, _ResponseTooLarge):
+        return AdkError("response_too_large", f"responses are capped at {MAX_RESPONSE_BYTES} bytes")
+    if isinstance(error, httpx.TimeoutException):
+        return AdkError("timeout", "the Gemini request timed out")
+    if isinstance(error, httpx.HTTPError):
+        return AdkError("unavailable", f"transport error: {type(error).__name__}")
+    if isinstance(error, ValueError | TypeError | KeyError | RecursionError):
+        return AdkError(
+            "malformed_response", f"Gemini's response did not parse: {type(error).__name__}"
+        )
+    return error
 
 
 __all__ = ["GeminiProvider"]

@@ -8,6 +8,15 @@ misspelled key anywhere is an error naming it, never silently ignored.
 of each client (one per key, base URL and timeout, and for async calls per event
 loop too): the config key, else ``ADK_GEMINI_MAX_CONNECTIONS``, else
 `DEFAULT_MAX_CONNECTIONS`; at most `MAX_CONNECTIONS_CEILING`.
+
+``request_timeout`` (milliseconds, default `DEFAULT_TIMEOUT_MS`, at most
+`MAX_TIMEOUT_MS`, or ``"infinity"``) is one absolute deadline over the whole call:
+connecting, every read, every retry and its backoff, and a whole stream.
+
+``retry`` is ``{"max_attempts": 3, "initial_delay": 500, "max_delay": 8000}``
+(delays in milliseconds): how often a retryable failure (HTTP 408, 429, 500, 502,
+503, 504, a refused or reset connection) is tried again, with exponential backoff
+and full jitter (``Retry-After`` honoured); see `RetryPolicy`.
 """
 
 from __future__ import annotations
@@ -65,6 +74,7 @@ PROVIDER_KEYS = frozenset(
         "generation_config",
         "cached_content",
         "max_connections",
+        "retry",
     }
 )
 AGENT_KEYS = frozenset(
@@ -81,9 +91,32 @@ AGENT_KEYS = frozenset(
 """Agent/runtime fields that share the agent's config with the provider; accepted here."""
 
 MAX_TIMEOUT_MS = 3_600_000
+DEFAULT_TIMEOUT_MS = 120_000
+"""The request deadline when ``request_timeout`` is not set (``"infinity"``: none)."""
+DEFAULT_MAX_ATTEMPTS = 3
+MAX_ATTEMPTS_CEILING = 10
+DEFAULT_INITIAL_DELAY_MS = 500
+DEFAULT_MAX_DELAY_MS = 8_000
+MAX_RETRY_DELAY_MS = 300_000
+RETRY_KEYS = ("max_attempts", "initial_delay", "max_delay")
 DEFAULT_MAX_CONNECTIONS = 1024
 MAX_CONNECTIONS_CEILING = 65_536
 MAX_CONNECTIONS_ENV = "ADK_GEMINI_MAX_CONNECTIONS"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How a failed request is tried again: at most `max_attempts` attempts in all;
+    before attempt n+1 a random wait in [0, min(max_delay, initial_delay * 2**(n-1))]
+    seconds (full jitter), or the server's ``Retry-After`` if that is longer. Every
+    wait stays inside the request's deadline."""
+
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    initial_delay: float = DEFAULT_INITIAL_DELAY_MS / 1000
+    max_delay: float = DEFAULT_MAX_DELAY_MS / 1000
+
+
+DEFAULT_RETRY = RetryPolicy()
 
 
 @dataclass(frozen=True)
@@ -100,6 +133,7 @@ class GeminiSettings:
     include_thoughts: bool
     cached_content: str | None
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    retry: RetryPolicy = DEFAULT_RETRY
 
     def __repr__(self) -> str:  # the key never reaches a log line or traceback
         return (
@@ -172,11 +206,14 @@ def check(config: Mapping[str, Any], *, need_key: bool = True) -> GeminiSettings
         include_thoughts=bool(thinking.get("include_thoughts", False)),
         cached_content=cached,
         max_connections=_max_connections(config.get("max_connections")),
+        retry=_retry(config.get("retry")),
     )
 
 
 def _timeout(value: Any) -> int | None:
-    if value is None or value == "infinity":
+    if value is None:
+        return DEFAULT_TIMEOUT_MS
+    if value == "infinity":
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise AdkError(
@@ -187,6 +224,36 @@ def _timeout(value: Any) -> int | None:
             "invalid_request_timeout", f"request_timeout is 0..{MAX_TIMEOUT_MS} ms or 'infinity'"
         )
     return int(value)
+
+
+def _retry(value: Any) -> RetryPolicy:
+    """The ``retry`` mapping: known keys only, ints in range (delays in ms)."""
+    if value is None:
+        return DEFAULT_RETRY
+    if not isinstance(value, Mapping):
+        raise AdkError("invalid_retry", f"retry is a mapping of {', '.join(RETRY_KEYS)}")
+    unknown = sorted(str(key)[:64] for key in set(value) - set(RETRY_KEYS))
+    if unknown:
+        raise AdkError(
+            ("unknown_retry_keys", tuple(unknown)), f"unknown keys: {', '.join(unknown)}"
+        )
+    bounds = {
+        "max_attempts": (1, MAX_ATTEMPTS_CEILING, DEFAULT_MAX_ATTEMPTS),
+        "initial_delay": (0, MAX_RETRY_DELAY_MS, DEFAULT_INITIAL_DELAY_MS),
+        "max_delay": (0, MAX_RETRY_DELAY_MS, DEFAULT_MAX_DELAY_MS),
+    }
+    checked: dict[str, int] = {}
+    for key, (low, high, default) in bounds.items():
+        item = value.get(key, default)
+        if isinstance(item, bool) or not isinstance(item, int) or not low <= item <= high:
+            unit = "" if key == "max_attempts" else " ms"
+            raise AdkError(("invalid_retry", key), f"retry.{key} is an int in {low}..{high}{unit}")
+        checked[key] = item
+    return RetryPolicy(
+        max_attempts=checked["max_attempts"],
+        initial_delay=checked["initial_delay"] / 1000,
+        max_delay=checked["max_delay"] / 1000,
+    )
 
 
 def _max_connections(value: Any) -> int:

@@ -263,7 +263,12 @@ def model_output(parts: list[Part], grounding: dict[str, Any] | None) -> ModelOu
     its grounding metadata when the candidate carried some."""
     if not parts:
         raise AdkError("empty_response", "Gemini returned no content")
-    message = content_model.new(_merge_text(parts), role="model")
+    try:
+        message = content_model.new(_merge_text(parts), role="model")
+    except AdkError as error:
+        if error.reason != "json_too_deep":
+            raise
+        raise AdkError("malformed_response", "Gemini's response nests JSON too deep") from None
     calls = message.function_calls()
     output: str | Content | ToolCalls
     if calls:

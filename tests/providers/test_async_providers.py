@@ -514,18 +514,23 @@ def test_async_answers_and_streams_deliver_like_the_sync_path(fake, config):
     ],
 )
 def test_async_http_errors_map_to_the_same_reasons(fake, config, status, status_text):
-    fake.reply_error(status, f"the key {KEY} is bad", status_text)
-    assert areason(lambda: protocol.agenerate(config, HISTORY)) == (
+    quick = {**config, "retry": {"max_attempts": 2, "initial_delay": 1, "max_delay": 1}}
+    attempts = 2 if status in (429, 503) else 1  # retryable ones are tried again
+    for _ in range(attempts):
+        fake.reply_error(status, f"the key {KEY} is bad", status_text)
+    assert areason(lambda: protocol.agenerate(quick, HISTORY)) == (
         "http_error",
         status,
         status_text,
     )
-    fake.reply_error(status, f"the key {KEY} is bad", status_text)
-    assert areason(lambda: protocol.astream(config, HISTORY, (), lambda d: None)) == (
+    for _ in range(attempts):
+        fake.reply_error(status, f"the key {KEY} is bad", status_text)
+    assert areason(lambda: protocol.astream(quick, HISTORY, (), lambda d: None)) == (
         "http_error",
         status,
         status_text,
     )
+    assert len(fake.requests) == 2 * attempts
 
 
 def test_async_blocked_malformed_timeout_and_missing_key(fake, config, monkeypatch):

@@ -303,8 +303,12 @@ def test_missing_api_key_fails_before_any_http(fake, config, monkeypatch):
     ],
 )
 def test_http_errors_map_to_typed_reasons(fake, config, status, status_text):
-    fake.reply_error(status, f"the key {KEY} is bad", status_text)
-    assert reason(lambda: providers.generate(config, ask())) == ("http_error", status, status_text)
+    quick = {**config, "retry": {"max_attempts": 2, "initial_delay": 1, "max_delay": 1}}
+    attempts = 2 if status in (429, 503) else 1  # retryable ones are tried again
+    for _ in range(attempts):
+        fake.reply_error(status, f"the key {KEY} is bad", status_text)
+    assert reason(lambda: providers.generate(quick, ask())) == ("http_error", status, status_text)
+    assert len(fake.requests) == attempts
 
 
 def test_safety_blocks_and_malformed_or_oversized_responses(fake, config, monkeypatch):
