@@ -12,7 +12,11 @@ inline limit may not exceed the total inline limit (``max_inline_exceeds_total``
 What is refused, and how (`AdkError.reason`): a key the content or a part does not
 have, ``("invalid_content_part", ("unknown_keys", [names...]))``; a function payload
 that is JSON only after a change (a non-string key, NaN or infinity, a set, bytes),
-``not_canonical_json``; a lone surrogate in any string, ``invalid_utf8``.
+``not_canonical_json``; a lone surrogate in any string, ``invalid_utf8``; a function
+payload nested more than `MAX_JSON_DEPTH` (64) levels of objects and arrays (the payload
+object itself is the first), ``json_too_deep``; a field of the wrong type (a number for
+a text, a list for arguments), JSON that does not parse or is not a content,
+``invalid_content``. Every constructor, `validate` and `decode` raise only `AdkError`.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import binascii
 import math
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 from urllib.parse import urlsplit
 
 import msgspec
@@ -34,7 +38,44 @@ CONTENT_SCHEMA_VERSION = 1
 Role = Literal["user", "model", "system", "tool"]
 ROLES = ("user", "model", "system", "tool")
 
-_MIME = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$")
+_MIME = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}")
+"""Matched with `fullmatch` (``$`` would accept a trailing newline)."""
+
+MAX_JSON_DEPTH = 64
+"""Objects and arrays nest at most this deep in a function payload (and in what else is
+checked with `canonical_json`): the payload object is level 1. The same bound as
+`providers.errors.prune` and the runtime policy's JSON values: whatever is accepted,
+`prune` keeps whole."""
+
+CONTENT_REASONS = frozenset(
+    {
+        "invalid_content",
+        "invalid_content_part",
+        "invalid_role",
+        "empty_content",
+        "too_many_parts",
+        "text_part_too_large",
+        "inline_data_too_large",
+        "inline_data_total_too_large",
+        "invalid_mime_type",
+        "invalid_base64",
+        "uri_too_long",
+        "invalid_uri",
+        "unsupported_uri_scheme",
+        "uri_credentials_not_allowed",
+        "uri_fragment_not_allowed",
+        "invalid_function_name",
+        "invalid_function_payload",
+        "not_canonical_json",
+        "function_payload_too_large",
+        "json_too_deep",
+        "invalid_utf8",
+        "invalid_content_limits",
+        "content_limit_above_ceiling",
+    }
+)
+"""Every `AdkError.reason` (its first element, for a tuple) that content construction,
+`validate` and `decode` raise: the documented set the fuzz suite checks against."""
 
 
 class TextPart(
@@ -173,7 +214,7 @@ _PART_TYPES: dict[Any, type[msgspec.Struct]] = {
 
 def text(value: str, *, thought: bool = False) -> TextPart:
     """A text part (``thought=True`` marks a thought summary, never visible output)."""
-    part = TextPart(value, thought=thought)
+    part = TextPart(value, thought=thought)  # every field's type is checked by _check_part
     _check_part(part, DEFAULT_LIMITS)
     return part
 
@@ -183,6 +224,8 @@ def inline_data(mime_type: str, data: bytes | str) -> InlineDataPart:
     encoded = (
         base64.b64encode(data).decode("ascii") if isinstance(data, bytes | bytearray) else data
     )
+    if not isinstance(encoded, str):
+        raise AdkError("invalid_content", "inline data is bytes or a base64 string")
     part = InlineDataPart(mime_type, encoded)
     _check_part(part, DEFAULT_LIMITS)
     return part
@@ -202,7 +245,7 @@ def function_call(
     id: str | None = None,
     thought_signature: str | None = None,
 ) -> FunctionCallPart:
-    part = FunctionCallPart(name, dict(args or {}), id, thought_signature)
+    part = FunctionCallPart(name, _payload(args, "args"), id, thought_signature)
     _check_part(part, DEFAULT_LIMITS)
     return part
 
@@ -210,7 +253,7 @@ def function_call(
 def function_response(
     name: str, response: Mapping[str, Any], *, id: str | None = None
 ) -> FunctionResponsePart:
-    part = FunctionResponsePart(name, dict(response), id)
+    part = FunctionResponsePart(name, _payload(response, "response"), id)
     _check_part(part, DEFAULT_LIMITS)
     return part
 
@@ -219,12 +262,33 @@ def new(
     parts: Iterable[Part | str], role: str = "user", *, limits: ContentLimits | None = None
 ) -> Content:
     """A validated `Content`; plain strings become text parts."""
+    if not isinstance(parts, Iterable) or isinstance(parts, bytes | bytearray):
+        raise AdkError("invalid_content", "parts is an iterable of parts or strings")
     built = tuple(TextPart(part) if isinstance(part, str) else part for part in parts)
-    return _checked(Content(role, built), limits or DEFAULT_LIMITS)
+    return _checked(Content(role, built), _limits(limits))
 
 
 def from_text(value: str, role: str = "user") -> Content:
+    if not isinstance(value, str):
+        raise AdkError("invalid_content", "the text is a string")
     return new([value], role)
+
+
+def _payload(value: Any, what: str) -> dict[str, Any]:
+    """A function payload as the dict it is stored as (None: empty, for ``args``)."""
+    if value is None and what == "args":
+        return {}
+    if not isinstance(value, Mapping):
+        raise AdkError("invalid_function_payload", f"function {what} is a mapping")
+    return dict(value)
+
+
+def _limits(limits: Any) -> ContentLimits:
+    if limits is None:
+        return DEFAULT_LIMITS
+    if not isinstance(limits, ContentLimits):
+        raise AdkError("invalid_content_limits", "limits is a ContentLimits")
+    return limits
 
 
 # -- validation ----------------------------------------------------------------------------
@@ -233,7 +297,7 @@ def from_text(value: str, role: str = "user") -> Content:
 def validate(obj: Any, *, limits: ContentLimits | None = None) -> Content:
     """Return `obj` as a valid `Content` (from a `Content` or its JSON-safe dict form),
     or raise `AdkError` with the first violation's reason."""
-    limits = limits.checked() if limits is not None else DEFAULT_LIMITS
+    limits = _limits(limits)
     if isinstance(obj, Content):
         return _checked(obj, limits)
     if not isinstance(obj, Mapping):
@@ -244,6 +308,8 @@ def validate(obj: Any, *, limits: ContentLimits | None = None) -> Content:
         content = msgspec.convert(obj, Content)
     except msgspec.ValidationError as exc:
         raise _refusal(str(exc), obj) from None
+    except (TypeError, ValueError, RecursionError):
+        raise AdkError("invalid_content", "not the dict form of a content") from None
     return _checked(content, limits)
 
 
@@ -258,17 +324,28 @@ def encode(content: Content) -> bytes:
 
 
 def decode(data: bytes | str) -> Content:
-    """Parse JSON produced by `encode` (or any equivalent JSON) and validate it."""
+    """Parse JSON produced by `encode` (or any equivalent JSON) and validate it.
+    Only `AdkError` escapes: JSON nested past Python's recursion limit is
+    ``json_too_deep``, a lone surrogate in a str ``invalid_utf8``, anything that is
+    neither bytes nor str ``invalid_content``."""
+    if not isinstance(data, bytes | bytearray | memoryview | str):
+        raise AdkError("invalid_content", "content JSON is bytes or str")
     try:
         content = _content_decoder.decode(data)
     except msgspec.ValidationError as exc:
         try:  # the untyped form names every unknown key, if it parses
             obj = _json_decoder.decode(data)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             obj = None
         raise _refusal(str(exc), obj) from None
     except msgspec.DecodeError as exc:
         raise AdkError("invalid_content", _structural(str(exc))) from None
+    except RecursionError:
+        raise AdkError(
+            "json_too_deep", f"JSON nests at most {MAX_JSON_DEPTH} objects and arrays deep"
+        ) from None
+    except UnicodeEncodeError:
+        raise AdkError("invalid_utf8", "content JSON must be valid UTF-8") from None
     return _checked(content, DEFAULT_LIMITS)
 
 
@@ -314,23 +391,32 @@ def _plain(part: Any) -> bool:
     return isinstance(part, TextPart) and not part.thought and part.thought_signature is None
 
 
-def canonical_json(value: Any, *, not_json: Any, not_canonical: Any) -> bytes:
+def canonical_json(
+    value: Any, *, not_json: Any, not_canonical: Any, too_deep: Any = "json_too_deep"
+) -> bytes:
     """The JSON bytes of `value`, if `value` is JSON as it stands: mappings with string
-    keys, lists (or tuples), strings, finite numbers, booleans and None. Otherwise an
-    `AdkError`: ``invalid_utf8`` for a lone surrogate; `not_canonical` for what becomes
-    JSON only by changing (a non-string key of any type, NaN or infinity, a set, bytes,
-    an object the encoder converts); `not_json` for what has no JSON form at all.
+    keys, lists (or tuples), strings, finite numbers, booleans and None, objects and
+    arrays nested at most `MAX_JSON_DEPTH` deep. Otherwise an `AdkError`:
+    ``invalid_utf8`` for a lone surrogate; `too_deep` for deeper nesting; `not_canonical`
+    for what becomes JSON only by changing (a non-string key of any type, NaN or
+    infinity, a set, bytes, an object the encoder converts); `not_json` for what has no
+    JSON form at all.
 
     One encode, then one decode compared with `value` (both in C); only a value that
-    differs is walked, to tell a tuple (accepted) from a real change."""
+    differs is walked, to tell a tuple (accepted) from a real change. The depth is read
+    from the encoded bytes (`json_too_deep_bytes`), never by walking `value`."""
     try:
         data = _json_encoder.encode(value)
     except UnicodeEncodeError:
         raise AdkError("invalid_utf8", "strings must be valid UTF-8 (no lone surrogates)") from None
+    except RecursionError:
+        raise AdkError(too_deep, f"JSON nests at most {MAX_JSON_DEPTH} deep") from None
     except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
         found = _json_change(value) or "a value with no JSON form"
         key = found.startswith(_KEY_CHANGE)  # any non-string key: not canonical, as above
         raise AdkError(not_canonical if key else not_json, f"not JSON: {found}") from None
+    if json_too_deep_bytes(data):
+        raise AdkError(too_deep, f"JSON nests at most {MAX_JSON_DEPTH} deep")
     if _json_decoder.decode(data) != value:
         change = _json_change(value)
         if change is not None:
@@ -339,6 +425,34 @@ def canonical_json(value: Any, *, not_json: Any, not_canonical: Any) -> bytes:
 
 
 _KEY_CHANGE = "a key of type"
+_NOT_STRUCTURE = bytes(range(256)).translate(None, b'"[]{}')
+_INNERMOST = re.compile(rb"\[\]|\{\}")
+
+
+def json_too_deep_bytes(data: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
+    """True if the JSON text `data` nests objects and arrays more than `limit` deep.
+
+    Read from the bytes, in C-speed passes, never by walking a value: fewer than
+    `limit` brackets cannot be too deep; otherwise escapes and strings are removed,
+    leaving only the brackets, and each pass strips the innermost pairs."""
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return False
+    # every backslash starts an escape: drop escaped backslashes, then escaped quotes
+    shape = data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURE)
+    shape = shape.replace(b'""', b"")  # most strings hold no bracket
+    if b'"' in shape:  # quotes now alternate: even pieces are outside strings
+        shape = b"".join(shape.split(b'"')[::2])
+    quick, passes = shape, 0
+    while quick and passes < limit // 2:  # a pass strips one or two levels
+        quick = quick.replace(b"[]", b"").replace(b"{}", b"")
+        passes += 1
+    if not quick:
+        return False
+    for _ in range(limit):  # exactly one level per pass
+        shape = _INNERMOST.sub(b"", shape)
+        if not shape:
+            return False
+    return True
 
 
 def _json_change(value: Any) -> str | None:
@@ -365,7 +479,7 @@ def _json_change(value: Any) -> str | None:
 
 def _structural(message: str) -> str:
     # msgspec names the path and the expected type, never the offending value
-    return message[:200]
+    return _printable(message[:200])
 
 
 _UNKNOWN_FIELD = re.compile(
@@ -379,8 +493,8 @@ def _refusal(message: str, obj: Any) -> AdkError:
     """The typed error for a msgspec validation failure of the dict form `obj`."""
     unknown = _UNKNOWN_FIELD.match(message)
     if unknown:
-        where = unknown["path"] or ""
-        names = _unknown_keys(obj, where) or [unknown["name"][:64]]
+        where = _printable(unknown["path"] or "")
+        names = _unknown_keys(obj, where) or [_printable(unknown["name"][:64])]
         shown = names[:MAX_KEYS_NAMED]
         return AdkError(
             ("invalid_content_part", ("unknown_keys", shown)),
@@ -389,6 +503,11 @@ def _refusal(message: str, obj: Any) -> AdkError:
     if _PAYLOAD_KEY.search(message):
         return AdkError("not_canonical_json", "function payload keys must be strings")
     return AdkError("invalid_content", _structural(message))
+
+
+def _printable(text: str) -> str:
+    """`text` with any lone surrogate replaced, so an error carrying it stays JSON."""
+    return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
 
 
 def _unknown_keys(obj: Any, where: str) -> list[str]:
@@ -403,12 +522,14 @@ def _unknown_keys(obj: Any, where: str) -> list[str]:
         allowed = {"type", *kind.__struct_encode_fields__} if kind else set()
     if not isinstance(obj, Mapping):
         return []
-    return sorted({key_name(key) for key in obj if key not in allowed})
+    return sorted({_printable(key_name(key)) for key in obj if key not in allowed})
 
 
 def _checked(content: Content, limits: ContentLimits) -> Content:
-    if content.role not in ROLES:
+    if not isinstance(content.role, str) or content.role not in ROLES:
         raise AdkError("invalid_role", f"role must be one of {ROLES}")
+    if not isinstance(content.parts, tuple | list):
+        raise AdkError("invalid_content", "parts is a tuple of parts")
     if not content.parts:
         raise AdkError("empty_content", "content needs at least one part")
     if len(content.parts) > limits.max_parts:
@@ -425,8 +546,13 @@ def _checked(content: Content, limits: ContentLimits) -> Content:
 
 
 def _check_part(part: Part, limits: ContentLimits) -> int:
-    """Validate one part; returns its decoded inline byte count (0 for other kinds)."""
+    """Validate one part; returns its decoded inline byte count (0 for other kinds).
+    Each field's type is checked first (a struct built directly is not)."""
     if isinstance(part, TextPart):
+        if (
+            part.thought_signature is not None and not isinstance(part.thought_signature, str)
+        ) or not (isinstance(part.text, str) and isinstance(part.thought, bool)):
+            _wrong_type(part)
         if _utf8_size(part.text) > limits.max_text_bytes:
             raise AdkError(
                 "text_part_too_large", f"at most {limits.max_text_bytes} bytes per text part"
@@ -434,6 +560,8 @@ def _check_part(part: Part, limits: ContentLimits) -> int:
         _check_utf8(part.thought_signature)
         return 0
     if isinstance(part, InlineDataPart):
+        if not isinstance(part.data, str):
+            _wrong_type(part)
         _check_mime(part.mime_type)
         size = _canonical_base64_size(part.data)
         if size > limits.max_inline_bytes:
@@ -442,19 +570,27 @@ def _check_part(part: Part, limits: ContentLimits) -> int:
             )
         return size
     if isinstance(part, FileDataPart):
+        if not isinstance(part.file_uri, str):
+            _wrong_type(part)
         _check_mime(part.mime_type)
         _check_uri(part.file_uri, limits)
         return 0
     if isinstance(part, FunctionCallPart | FunctionResponsePart):
+        payload = part.args if isinstance(part, FunctionCallPart) else part.response
+        if not (isinstance(part.name, str) and isinstance(payload, dict)) or not (
+            part.id is None or isinstance(part.id, str)
+        ):
+            _wrong_type(part)
+        if isinstance(part, FunctionCallPart) and not (
+            part.thought_signature is None or isinstance(part.thought_signature, str)
+        ):
+            _wrong_type(part)
         if not part.name or len(part.name) > 128:
             raise AdkError("invalid_function_name", "function names are 1..128 characters")
         _check_utf8(part.name)
         _check_utf8(part.id)
         if isinstance(part, FunctionCallPart):
             _check_utf8(part.thought_signature)
-            payload = part.args
-        else:
-            payload = part.response
         size = len(
             canonical_json(
                 payload, not_json="invalid_function_payload", not_canonical="not_canonical_json"
@@ -467,6 +603,12 @@ def _check_part(part: Part, limits: ContentLimits) -> int:
             )
         return 0
     raise AdkError("invalid_content", f"unknown part type {type(part).__name__}")
+
+
+def _wrong_type(part: Part) -> NoReturn:
+    raise AdkError(
+        "invalid_content", f"a field of a {part.__struct_config__.tag} part has the wrong type"
+    )
 
 
 def _utf8_size(value: str) -> int:
@@ -486,7 +628,7 @@ def _check_utf8(value: str | None) -> None:
 
 
 def _check_mime(mime_type: str) -> None:
-    if not isinstance(mime_type, str) or not _MIME.match(mime_type):
+    if not isinstance(mime_type, str) or not _MIME.fullmatch(mime_type):
         raise AdkError(
             "invalid_mime_type", "MIME types are lowercase type/subtype without parameters"
         )

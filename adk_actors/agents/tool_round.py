@@ -7,7 +7,9 @@ Runner (`Suspend`) and, anywhere else, answers the model with the structural err
 ``tool_confirmation_requires_runner``. A call that may run is wrapped by
 ``on_tool_start``, ``before_tool``, then (unless ``before_tool`` replaced its result)
 its execution, ``after_tool``, the Runner's result policy (`result_gate`) and
-``on_tool_end``.
+``on_tool_end``. Every result is JSON as it stands by then (`checked_result`): a tool's
+own result is checked by the catalog, a payload a callback, a policy or a resume put in
+its place here; one that is not becomes ``invalid_tool_result``, never stored.
 
 Serial mode (the default) runs the calls one after another. In parallel mode the
 ``parallel_safe`` calls run side by side, at most ``max_concurrency`` at a time: the
@@ -30,7 +32,12 @@ from opentelemetry import trace
 
 from adk_actors.agents.turn_context import TurnContext, off_loop
 from adk_actors.tools import Tool, ToolContext
-from adk_actors.tools.catalog import evaluation_failed, requires_runner, structural_error
+from adk_actors.tools.catalog import (
+    checked_result,
+    evaluation_failed,
+    requires_runner,
+    structural_error,
+)
 from adk_actors.tools.suspension import Suspension
 from providers.content import FunctionCallPart, FunctionResponsePart
 from providers.errors import AdkError
@@ -135,12 +142,13 @@ class ToolRound(TurnContext):
             return FunctionResponsePart(call.name, refusal, call.id)
         ctx = self._context(call)
         outcome = await self._begin(call, ctx)
+        ran = outcome is None
         if outcome is None:
             result = await self._run(call, ctx)
             if isinstance(result, Suspension):
                 raise self._suspension(call, result)
             outcome = result
-        return await self._finish(call, outcome)
+        return await self._finish(call, outcome, checked=ran)
 
     async def _parallel(
         self, entries: list[tuple[FunctionCallPart, Outcome | None]]
@@ -157,6 +165,7 @@ class ToolRound(TurnContext):
             for position in chunk:  # start and before, in call order
                 outcomes[position] = await self._begin(entries[position][0], contexts[position])
             running = [position for position in chunk if outcomes[position] is None]
+            ran = set(running)
             deadline = time.monotonic() + self.spec.tool_timeout
             tasks = [
                 Task.start(
@@ -171,7 +180,9 @@ class ToolRound(TurnContext):
             for position in chunk:  # after and end, in call order
                 outcome = outcomes[position]
                 assert outcome is not None
-                finished[position] = await self._finish(entries[position][0], outcome)
+                finished[position] = await self._finish(
+                    entries[position][0], outcome, checked=position in ran
+                )
         return [
             finished[position]
             if refusal is None
@@ -204,7 +215,12 @@ class ToolRound(TurnContext):
             if catalog.is_async(call.name):
                 response = await catalog.aexecute(call, ctx, approved=True)
             else:
-                response = await off_loop(catalog.execute, call, ctx, approved=True)
+                try:
+                    response = await off_loop(catalog.execute, call, ctx, approved=True)
+                except AdkError as refused:  # no thread for it: the model hears why
+                    if refused.reason not in ("capacity_exhausted", "busy"):
+                        raise
+                    return structural_error(str(refused.reason), operation=call.name)
             span.set_attribute("adk.duration_ms", round((time.monotonic() - started) * 1000, 3))
             if isinstance(response, FunctionResponsePart):
                 span.set_attribute(
@@ -220,13 +236,20 @@ class ToolRound(TurnContext):
             return response
         return dict(response.response)
 
-    async def _finish(self, call: FunctionCallPart, outcome: Outcome) -> FunctionResponsePart:
-        """``after_tool``, the result policy, then ``on_tool_end``: the final response."""
+    async def _finish(
+        self, call: FunctionCallPart, outcome: Outcome, *, checked: bool = False
+    ) -> FunctionResponsePart:
+        """``after_tool``, the result policy, then ``on_tool_end``: the final response.
+        `checked`: `outcome` is what the catalog returned (already JSON as it stands);
+        anything else, and whatever replaces it here, is checked (`checked_result`)."""
         ctx = self._context(call)
         after = await self._callback("after_tool", ctx, outcome)
         final = _as_payload(after) if after is not None else outcome
+        if not checked or final is not outcome:
+            final = checked_result(call.name, final)
         if self.options.result_gate is not None:
-            final = self.options.result_gate(call, final)
+            gated = self.options.result_gate(call, final)
+            final = gated if gated is final else checked_result(call.name, gated)
         response = FunctionResponsePart(call.name, final, call.id)
         await self._callback("on_tool_end", ctx, response)
         return response

@@ -11,6 +11,11 @@ page's ``next_cursor`` is None. Pages are deterministic.
 * events: in the order they were added; default 100 per page
 * at most 500 per page
 
+Mistyped parameters are refused as `AdkError`, never a Python error: a cursor that is
+not a str (bytes, a number, ...) or not one this service sealed is
+``invalid_cursor``; a page size that is not an int in 1..500 ``invalid_limit``; an
+author filter that is not a str ``invalid_author``.
+
 What a page shows is safe to hand out: no runtime (``_adk:``) key in a state, and no
 credential-named key (``api_key``, ``access_token``, ...) at any depth of a state, of
 an event's function-call arguments and responses, actions or provider metadata
@@ -67,18 +72,20 @@ def _seal(key: bytes, cursor: _Cursor) -> str:
     return base64.urlsafe_b64encode(payload).decode() + "." + base64.urlsafe_b64encode(tag).decode()
 
 
-def _open(key: bytes, token: str) -> _Cursor:
+def _open(key: bytes, token: Any) -> _Cursor:
+    if not isinstance(token, str) or not token.isascii():
+        raise AdkError("invalid_cursor", "a cursor is the str a page returned")
     try:
         payload_text, tag_text = token.split(".")
         payload = base64.urlsafe_b64decode(payload_text.encode())
         tag = base64.urlsafe_b64decode(tag_text.encode())
-    except (ValueError, AttributeError):
+    except ValueError:  # binascii.Error is one
         raise AdkError("invalid_cursor", "the cursor is malformed") from None
     if not hmac.compare_digest(tag, hmac.new(key, payload, hashlib.sha256).digest()):
         raise AdkError("invalid_cursor", "the cursor was not issued by this service")
     try:
         return _decode_cursor(payload)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         raise AdkError("invalid_cursor", "the cursor is malformed") from None
 
 
@@ -86,6 +93,12 @@ def _limit(limit: int) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
         raise AdkError("invalid_limit", f"a page holds 1..{MAX_PAGE} items")
     return limit
+
+
+def _author(author: Any) -> str | None:
+    if author is not None and not isinstance(author, str):
+        raise AdkError("invalid_author", "an author filter is a str")
+    return author
 
 
 def _start(key: bytes, token: str | None, expected: _Cursor) -> int:
@@ -138,6 +151,7 @@ def events_page(
     author: str | None,
 ) -> EventPage:
     limit = _limit(limit)
+    author = _author(author)
     record = storage.get_session(app, user, session_id)
     if record is None:
         raise AdkError("not_found", "no such session")

@@ -1,11 +1,22 @@
 """`ToolCatalog`: an immutable snapshot of an agent's tools, schemas compiled once.
 
-Building a catalog reads every schema once, compiles it with fastjsonschema, and
-refuses invalid schemas (``("invalid_tool_schema", name)``) and duplicate names
-(``("duplicate_tool_name", name, first_source, second_source)``). Calling a tool
-validates its arguments first: the model sees only the structure of a violation
-(kind, path, constraint), never the values. A tool that raises becomes a failed,
-sanitized function response; the turn goes on.
+Building a catalog reads every schema once, compiles it with fastjsonschema (never
+fetching anything: a ``$ref`` that is not a local ``#...`` fragment is refused, see
+`adk_actors.tools.schema`), and refuses invalid or mistyped declarations and schemas
+(``("invalid_tool_schema", name)``) and duplicate names (``("duplicate_tool_name",
+name, first_source, second_source)``). Calling a tool validates its arguments first:
+the model sees only the structure of a violation (kind, path, constraint), never the
+values; arguments that are not JSON as they stand (nested more than
+`providers.content.MAX_JSON_DEPTH` deep: kind ``too_deep``; NaN, infinity, a non-string
+key: ``not_json``; a lone surrogate: ``invalid_utf8``) are refused the same way, before
+any schema runs. A tool that raises (any exception, `SystemExit` included, but not
+`KeyboardInterrupt` or a cancellation) becomes a failed function response naming only
+the exception's class, and its reason if it is a stable ``snake_case`` `AdkError`
+reason, never the exception's text; the turn goes on. A result that is not JSON as it
+stands (a lone surrogate, NaN or infinity, deeper than `MAX_JSON_DEPTH`, an object,
+larger than `MAX_RESULT_BYTES`) is replaced by the structural error
+``invalid_tool_result`` (with ``reason`` ``invalid_utf8``, ``not_json_safe``,
+``too_deep`` or ``result_too_large``): the poison is neither stored nor shown.
 
 A call refused for a structural reason answers the model with `structural_error`:
 ``{"success": false, "error": {"kind": <reason>, ...}}`` (``not_found``,
@@ -17,23 +28,29 @@ shape, ``{"type": "invalid_tool_arguments", "validation": {"kind", "path",
 
 from __future__ import annotations
 
+import asyncio
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import fastjsonschema
-import msgspec
 
+from adk_actors.tools.schema import InvalidSchema, compile_schema
 from adk_actors.tools.suspension import Suspension
 from adk_actors.tools.tool import Tool, ToolContext, check_name
 from adk_actors.tools.toolset import Toolset, ToolsetSnapshot
-from providers.content import FunctionCallPart, FunctionResponsePart
+from providers.content import FunctionCallPart, FunctionResponsePart, canonical_json
 from providers.errors import AdkError
 from supervision.logs import get_logger
 
 _log = get_logger("adk.tools")
 
 MAX_RESULT_BYTES = 1 << 20
+
+_NOT_CAUGHT = (KeyboardInterrupt, GeneratorExit, asyncio.CancelledError)
+"""What a tool may raise that is not its failure: the process is being interrupted."""
+_STABLE_REASON = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 _RULE_KINDS = {
     "required": "required_property",
@@ -78,8 +95,10 @@ class ToolCatalog:
                     ("invalid_tool", type(tool).__name__),
                     "tools are @adk.tool functions or adk.Tool instances",
                 )
-            declaration = dict(tool.schema())
+            declaration = _declaration(tool)
             name = check_name(declaration.get("name", ""))
+            if not isinstance(declaration.get("description", ""), str):
+                raise AdkError(("invalid_tool_schema", name), "a tool's description is a string")
             source = getattr(tool, "source", None) or (
                 f"sub-agent {name}"
                 if type(tool).__name__ == "AgentTool"
@@ -92,11 +111,11 @@ class ToolCatalog:
                 )
             parameters = declaration.get("parameters", {"type": "object"})
             try:
-                validate = fastjsonschema.compile(parameters)
-            except (fastjsonschema.JsonSchemaDefinitionException, TypeError, ValueError):
+                validate = compile_schema(parameters)
+            except InvalidSchema as refused:
                 raise AdkError(
                     ("invalid_tool_schema", name),
-                    f"the parameter schema of {name!r} does not compile",
+                    f"the parameter schema of {name!r} is refused ({refused.why})",
                 ) from None
             entries[name] = _Entry(tool, declaration, validate, source)
         self._entries = entries
@@ -121,15 +140,15 @@ class ToolCatalog:
         if entry is None:
             return structural_error("not_found", name=name)
         try:
+            canonical_json(args, not_json="not_json", not_canonical="not_json", too_deep="too_deep")
             entry.validate(args)
+        except AdkError as refused:  # not JSON as it stands: no schema has run
+            kind = refused.reason
+            return _invalid_arguments({"kind": kind, "path": [], "constraint": _CONSTRAINT[kind]})
+        except RecursionError:  # a recursive schema: the depth check runs first, though
+            return _invalid_arguments({"kind": "too_deep", "path": [], "constraint": "max_depth"})
         except fastjsonschema.JsonSchemaValueException as error:
-            return {
-                "success": False,
-                "error": {
-                    "type": "invalid_tool_arguments",
-                    "validation": _structure(error, entry, args),
-                },
-            }
+            return _invalid_arguments(_structure(error, entry, args))
         return None
 
     def call(self, call: FunctionCallPart, ctx: ToolContext) -> FunctionResponsePart:
@@ -157,7 +176,9 @@ class ToolCatalog:
         entry = self._runnable(call, ctx, approved)
         try:
             value = entry.tool.execute(dict(call.args), ctx)
-        except Exception as error:
+        except _NOT_CAUGHT:
+            raise
+        except BaseException as error:  # SystemExit too: a tool never ends its caller
             return FunctionResponsePart(call.name, _failure(call.name, error), call.id)
         return _response(call, value)
 
@@ -168,7 +189,9 @@ class ToolCatalog:
         entry = self._runnable(call, ctx, approved)
         try:
             value = await entry.tool.execute(dict(call.args), ctx)
-        except Exception as error:
+        except _NOT_CAUGHT:
+            raise
+        except BaseException as error:
             return FunctionResponsePart(call.name, _failure(call.name, error), call.id)
         return _response(call, value)
 
@@ -206,12 +229,14 @@ def confirmation_refusal(
     model-visible refusal (a failing check is ``tool_confirmation_evaluation_failed``)."""
     try:
         required, hint = tool.confirmation(dict(call.args), ctx)
-    except Exception as error:
+    except _NOT_CAUGHT:
+        raise
+    except BaseException as error:
         return evaluation_failed(call.name, error)
     return requires_runner(hint) if required else None
 
 
-def evaluation_failed(name: str, error: Exception) -> dict[str, Any]:
+def evaluation_failed(name: str, error: BaseException) -> dict[str, Any]:
     _log.warning("adk.tool.confirmation_failed", tool=name, error=type(error).__name__)
     return structural_error("tool_confirmation_evaluation_failed", operation=name)
 
@@ -219,7 +244,29 @@ def evaluation_failed(name: str, error: Exception) -> dict[str, Any]:
 def _response(call: FunctionCallPart, value: Any) -> FunctionResponsePart | Suspension:
     if isinstance(value, Suspension):
         return value
-    return FunctionResponsePart(call.name, _success(call.name, value), call.id)
+    return FunctionResponsePart(call.name, checked_result(call.name, value), call.id)
+
+
+def _declaration(tool: Tool) -> dict[str, Any]:
+    """A tool's declaration as a dict (``("invalid_tool_schema", name)`` if it is not one)."""
+    try:
+        declaration = tool.schema()
+        if isinstance(declaration, Mapping):
+            return dict(declaration)
+    except Exception:  # a broken schema() is the tool's definition failing
+        pass
+    name = getattr(tool, "name", None)
+    raise AdkError(
+        ("invalid_tool_schema", name if isinstance(name, str) else None),
+        "a tool's schema() is a mapping",
+    )
+
+
+_CONSTRAINT = {"too_deep": "max_depth", "not_json": "json", "invalid_utf8": "utf8"}
+
+
+def _invalid_arguments(validation: dict[str, Any]) -> dict[str, Any]:
+    return {"success": False, "error": {"type": "invalid_tool_arguments", "validation": validation}}
 
 
 def _structure(
@@ -245,20 +292,37 @@ def _structure(
     return {"kind": _RULE_KINDS.get(rule, rule), "path": path, "constraint": rule}
 
 
-def _success(name: str, value: Any) -> dict[str, Any]:
+def checked_result(name: str, value: Any) -> dict[str, Any]:
+    """The function-response payload of tool `name` returning `value` (a dict as it is,
+    anything else as ``{"result": value}``), if it is JSON as it stands and at most
+    `MAX_RESULT_BYTES`; otherwise the structural error ``invalid_tool_result``. One
+    canonical encode (`providers.content.canonical_json`) checks all of it: what a
+    callback or a resume puts in a tool's place is checked the same way."""
+    payload = value if isinstance(value, dict) else {"result": value}
     try:
-        size = len(msgspec.json.encode(value))
-    except (TypeError, msgspec.EncodeError):
-        return structural_error("invalid_tool_result", operation=name, reason="not_json_safe")
+        size = len(
+            canonical_json(
+                payload,
+                not_json="not_json_safe",
+                not_canonical="not_json_safe",
+                too_deep="too_deep",
+            )
+        )
+    except AdkError as refused:
+        return structural_error("invalid_tool_result", operation=name, reason=refused.reason)
     if size > MAX_RESULT_BYTES:
         return structural_error("invalid_tool_result", operation=name, reason="result_too_large")
-    return value if isinstance(value, dict) else {"result": value}
+    return payload
 
 
-def _failure(name: str, error: Exception) -> dict[str, Any]:
+def _failure(name: str, error: BaseException) -> dict[str, Any]:
+    """What the model sees of a tool that raised: the class, never the text; an
+    `AdkError`'s reason only if it is a stable ``snake_case`` word."""
     reason = (
         error.reason
-        if isinstance(error, AdkError) and isinstance(error.reason, str)
+        if isinstance(error, AdkError)
+        and isinstance(error.reason, str)
+        and _STABLE_REASON.fullmatch(error.reason)
         else "tool_failed"
     )
     if reason == "tool_catalog_changed":  # fail closed, and say so

@@ -143,5 +143,92 @@ def test_arbitrary_bytes_fail_typed(data):
         events.decode(data)
     except AdkError as error:
         assert (
-            error.reason == "invalid_event" or error.reason[0] == "unsupported_event_schema_version"
+            error.reason == "invalid_event"
+            or error.reason in content.CONTENT_REASONS
+            or error.reason[0] == "unsupported_event_schema_version"
         )
+
+
+# -- hardening: one content validation path, deep and mistyped input -------------------
+
+
+def _with_content(content_dict):
+    as_dict = events.to_dict(Event.new("user", "inv", content.from_text("hi")))
+    return {**as_dict, "content": content_dict}
+
+
+@pytest.mark.parametrize(
+    "content_dict",
+    [
+        {"role": "robot", "parts": [{"type": "text", "text": "x"}]},
+        {"role": "user", "parts": []},
+        {
+            "role": "user",
+            "parts": [{"type": "file_data", "file_uri": "ftp://h/x", "mime_type": "text/plain"}],
+        },
+        {
+            "role": "user",
+            "parts": [
+                {"type": "file_data", "file_uri": "https://h/x", "mime_type": "text/plain\n"}
+            ],
+        },
+        {
+            "role": "user",
+            "parts": [{"type": "inline_data", "mime_type": "image/png", "data": "not base64"}],
+        },
+        {"role": "user", "parts": [{"type": "function_call", "name": "", "args": {}}]},
+        {"role": "user", "parts": [{"type": "text", "text": "x"}] * 65},
+    ],
+)
+def test_decode_validates_content_exactly_as_content_validate(content_dict):
+    with pytest.raises(AdkError) as expected:
+        content.validate(content_dict)
+    for decode in (
+        lambda: events.decode(msgspec.json.encode(_with_content(content_dict))),
+        lambda: events.from_dict(_with_content(content_dict)),
+    ):
+        with pytest.raises(AdkError) as info:
+            decode()
+        assert info.value.reason == expected.value.reason
+
+
+def test_deep_or_mistyped_input_is_an_adk_error():
+    def nested(depth):
+        return b"[" * depth + b"]" * depth
+
+    base = msgspec.json.encode(
+        _with_content(
+            {
+                "role": "user",
+                "parts": [{"type": "function_call", "name": "f", "args": {"x": "HOLE"}}],
+            }
+        )
+    )
+    for depth in (70, 100_000):
+        deep = base.replace(b'"HOLE"', nested(depth))
+        with pytest.raises(AdkError) as info:
+            events.decode(deep)
+        assert info.value.reason == "json_too_deep"
+    state = base.replace(
+        b'"actions":{}', b'"actions":{"state_delta":{"x":' + nested(100_000) + b"}}"
+    )
+    assert state != base
+    with pytest.raises(AdkError) as info:
+        events.decode(state)
+    assert info.value.reason == "json_too_deep"
+    for bad in (5, None, [b"{}"], b"[" * 100_000):
+        with pytest.raises(AdkError) as info:
+            events.decode(bad)
+        assert info.value.reason == "invalid_event"
+    value = []
+    for _ in range(100_000):
+        value = [value]
+    for build in (
+        lambda: events.encode(Event.new("a", "i", actions=EventActions(state_delta={"x": value}))),
+        lambda: events.from_dict({"x": value}),
+        lambda: events.from_dict({"x": "\ud800"}),
+        lambda: events.from_dict({"x": object()}),
+        lambda: events.from_dict(5),
+    ):
+        with pytest.raises(AdkError):
+            build()

@@ -207,3 +207,91 @@ def test_arbitrary_bytes_decode_or_fail_typed(data):
         content.decode(data)
     except AdkError as error:
         assert error.reason == "invalid_content"
+
+
+# -- hardening: depth, wrong types, MIME newlines, parsers never leak a Python error -------
+
+
+def nested(depth: int, leaf=1):
+    """`depth` nested lists around `leaf`: the leaf sits at depth `depth` (the outer list at 0)."""
+    value = leaf
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_function_payloads_nest_at_most_64_deep():
+    assert content.MAX_JSON_DEPTH == 64
+    # the payload is depth 0: a leaf at depth 64 is the deepest accepted (as `prune` keeps it)
+    ok = content.function_call("f", {"x": nested(63)})
+    assert redact(ok.args) == ok.args
+    content.function_response("f", {"x": nested(62, [])})  # an empty list at depth 64
+    for build in (
+        lambda: content.function_call("f", {"x": nested(64)}),
+        lambda: content.function_response("f", {"x": nested(64)}),
+        lambda: content.function_call("f", {"x": nested(100_000)}),  # far past recursion
+    ):
+        assert reason(build) == "json_too_deep"
+    deep = {"role": "model", "parts": [{"type": "function_call", "name": "f", "args": {}}]}
+    deep["parts"][0]["args"] = {"x": nested(64)}
+    assert reason(lambda: content.validate(deep)) == "json_too_deep"
+
+
+def test_decode_of_deep_or_mistyped_input_is_an_adk_error():
+    deep = b'{"role":"user","parts":[{"type":"function_call","name":"f","args":{"x":'
+    for depth in (70, 100_000):
+        data = deep + b"[" * depth + b"]" * depth + b"}}]}"
+        assert reason(lambda data=data: content.decode(data)) == "json_too_deep"
+    assert reason(lambda: content.decode(b"[" * 100_000)) == "invalid_content"
+    for wrong in (5, None, ["x"], 1.5):
+        assert reason(lambda wrong=wrong: content.decode(wrong)) == "invalid_content"
+    lone = b'{"role":"user","parts":[{"type":"text","text":"\\ud800"}]}'
+    assert reason(lambda: content.decode(lone)) == "invalid_content"  # msgspec: not JSON
+    assert reason(lambda: content.decode('{"role":"user","parts":"\ud800"}')) == "invalid_utf8"
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: content.text(5),
+        lambda: content.text(None),
+        lambda: content.text("x", thought="yes"),
+        lambda: content.from_text(b"bytes"),
+        lambda: content.inline_data("image/png", 5),
+        lambda: content.inline_data(None, b"x"),
+        lambda: content.file_data(5, "text/plain"),
+        lambda: content.file_data("https://x.test/a", 5),
+        lambda: content.function_call(5),
+        lambda: content.function_call("f", [1, 2]),
+        lambda: content.function_call("f", 5),
+        lambda: content.function_call("f", id=5),
+        lambda: content.function_call("f", thought_signature=[]),
+        lambda: content.function_response("f", 5),
+        lambda: content.function_response(None, {}),
+        lambda: content.function_response("f", {}, id=b"x"),
+        lambda: content.new(5),
+        lambda: content.new([5]),
+        lambda: content.new(["x"], role=5),
+        lambda: content.new(["x"], limits=5),
+        lambda: content.validate(Content("user", 5)),
+        lambda: content.validate(Content("user", (TextPart(5),))),
+        lambda: content.validate(Content("user", ("x",))),
+        lambda: content.validate(Content(None, (TextPart("x"),))),
+        lambda: content.validate(Content("user", (FunctionCallPart("f", None),))),
+        lambda: content.validate(Content("user", (InlineDataPart("image/png", None),))),
+        lambda: content.validate({"role": "user", "parts": [{"type": "text", "text": 5}]}),
+        lambda: content.validate({"role": "user", "parts": None}),
+        lambda: content.validate({1: 2}),
+        lambda: content.validate({"role": "user", "parts": [{"type": "text", "\ud800": 1}]}),
+    ],
+)
+def test_mistyped_fields_are_adk_errors_never_python_errors(build):
+    with pytest.raises(AdkError) as info:
+        build()
+    msgspec.json.encode(info.value.reason)  # the reason itself is JSON (no lone surrogate)
+
+
+@pytest.mark.parametrize("mime", ["text/plain\n", "image/png\n", "text/plain\r\n", "\ntext/plain"])
+def test_mime_types_refuse_a_trailing_newline(mime):
+    assert reason(lambda: content.inline_data(mime, b"x")) == "invalid_mime_type"
+    assert reason(lambda: content.file_data("https://x.test/a", mime)) == "invalid_mime_type"
