@@ -3,8 +3,10 @@
 Two runtime keys carry it, each written in the same atomic step as an event:
 
 * ``_adk:open:<invocation id>`` holds the token of whoever opened the invocation (the
-  user's message, or the claim of a resume); the one terminal event (final, error,
-  pause or abandonment) deletes it. Every step is stored only while that token is
+  user's message, or the claim of a resume) and the identity of its process
+  (`sessions.owner.marker`: ``token@owner``), so a durable store reopened after that
+  process died can close it (``abandoned``); the one terminal event (final, error,
+  pause, shutdown or abandonment) deletes it. Every step is stored only while that token is
   there, and only by a live worker (checked inside the same atomic step), so nothing
   lands after the end, whoever wrote it; an abandonment closes only its own opening.
 * ``_adk:paused:<invocation id>`` holds a pause's `Continuation` (a versioned
@@ -25,12 +27,13 @@ import msgspec
 
 from adk_actors.agents.turn_outcome import Answer, Continuation
 from adk_actors.events import Event, EventActions, Pause
+from adk_actors.sessions import owner
+from adk_actors.sessions.core import OPEN_PREFIX as OPEN_PREFIX
 from providers import content as content_model
 from providers.content import FunctionCallPart
 from providers.errors import AdkError
 
 PAUSED_PREFIX = "_adk:paused:"
-OPEN_PREFIX = "_adk:open:"
 LONG_RUNNING_PROGRESS = ("pending", "running")
 LONG_RUNNING_TERMINAL = ("completed", "failed", "cancelled")
 MAX_PROGRESS_MESSAGE_CHARS = 1024
@@ -58,13 +61,20 @@ def new_token() -> str:
 
 
 def is_open(invocation_id: str, token: str) -> dict[str, Any]:
-    """The `add_event_if_state` condition for writing a step of an open invocation."""
-    return {open_key(invocation_id): token}
+    """The `add_event_if_state` condition for writing a step of an invocation this
+    process opened with `token`."""
+    return {open_key(invocation_id): owner.marker(token)}
 
 
 def opened_delta(invocation_id: str, token: str) -> dict[str, Any]:
-    """Runtime delta of an opening event: the invocation is open, for `token`."""
-    return {open_key(invocation_id): token}
+    """Runtime delta of an opening event: the invocation is open, for `token`, in
+    this process."""
+    return {open_key(invocation_id): owner.marker(token)}
+
+
+def token_of(marker: Any) -> Any:
+    """The token in what an ``_adk:open:`` key holds (whichever process wrote it)."""
+    return owner.token_of(marker)
 
 
 def closed_delta(invocation_id: str) -> dict[str, Any]:
@@ -78,8 +88,9 @@ def paused_delta(invocation_id: str, continuation: dict[str, Any]) -> dict[str, 
 
 
 def claimed_delta(invocation_id: str, token: str) -> dict[str, Any]:
-    """Runtime delta of a resume's claim: the continuation consumed, open for `token`."""
-    return {key_of(invocation_id): None, open_key(invocation_id): token}
+    """Runtime delta of a resume's claim: the continuation consumed, open for `token`
+    in this process."""
+    return {key_of(invocation_id): None, open_key(invocation_id): owner.marker(token)}
 
 
 def dropped_delta(invocation_id: str) -> dict[str, Any]:

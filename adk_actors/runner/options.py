@@ -24,6 +24,8 @@ MAX_RUN_TIMEOUT = 86_400.0
 MAX_ROUNDS = 10_000
 """Ceiling for `max_llm_calls` and `max_tool_rounds`."""
 DEFAULT_MAX_STREAM_OUTPUT_BYTES = 16 << 20
+DEFAULT_MAX_PARTIAL_EVENTS = 64
+MAX_PARTIAL_EVENTS = 10_000
 MAX_STREAM_OUTPUT_BYTES = 64 << 20
 MAX_SERVER_NAME_CHARS = 256
 
@@ -42,6 +44,10 @@ class RunnerOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     max_stream_output_bytes: Annotated[int, msgspec.Meta(ge=1, le=MAX_STREAM_OUTPUT_BYTES)] = (
         DEFAULT_MAX_STREAM_OUTPUT_BYTES
     )
+    max_partial_events: Annotated[int, msgspec.Meta(ge=1, le=MAX_PARTIAL_EVENTS)] = (
+        DEFAULT_MAX_PARTIAL_EVENTS
+    )
+    """Stored partial events per model round; past it adjacent deltas are coalesced."""
 
 
 _RUNNER_REASONS = {
@@ -53,8 +59,8 @@ def runner_options(**options: Any) -> RunnerOptions:
     """The checked `RunnerOptions`; omitted options take their defaults.
 
     A bad value raises `AdkError` with the option's reason: ``invalid_run_timeout``,
-    ``invalid_max_llm_calls``, ``invalid_max_tool_rounds``, ``invalid_streaming_mode``
-    or ``invalid_max_stream_output_bytes``; an unknown option raises
+    ``invalid_max_llm_calls``, ``invalid_max_tool_rounds``, ``invalid_streaming_mode``,
+    ``invalid_max_stream_output_bytes`` or ``invalid_max_partial_events``; an unknown option raises
     ``("invalid_runner_options", ("unknown_keys", [names...]))``.
     """
     return decode_options(

@@ -30,6 +30,7 @@ from adk_actors.runner.history import model_history, split_events
 from adk_actors.runner.launch import launch
 from adk_actors.runner.messages import Cancel, StreamOpened, check_cancel_reason
 from adk_actors.runner.options import (
+    DEFAULT_MAX_PARTIAL_EVENTS,
     DEFAULT_MAX_STREAM_OUTPUT_BYTES,
     runner_admission,
     runner_options,
@@ -69,6 +70,7 @@ class Runner:
         max_tool_rounds: int = 16,
         streaming_mode: str = "none",
         max_stream_output_bytes: int = DEFAULT_MAX_STREAM_OUTPUT_BYTES,
+        max_partial_events: int = DEFAULT_MAX_PARTIAL_EVENTS,
         context_policy: Mapping[str, Any] | ContextPolicy | None = None,
         runtime_policy: Mapping[str, Any] | RuntimePolicy | None = None,
         admission_control: Mapping[str, Any] | None = None,
@@ -79,6 +81,7 @@ class Runner:
             max_tool_rounds=max_tool_rounds,
             streaming_mode=streaming_mode,
             max_stream_output_bytes=max_stream_output_bytes,
+            max_partial_events=max_partial_events,
         )
         if not isinstance(sessions, SessionService):
             raise AdkError("invalid_session_service", "sessions is a session service")
@@ -90,6 +93,7 @@ class Runner:
         self.max_tool_rounds = options.max_tool_rounds
         self.streaming_mode = options.streaming_mode
         self.max_stream_output_bytes = options.max_stream_output_bytes
+        self.max_partial_events = options.max_partial_events
         self.context_policy = ContextPolicy.compile(context_policy)
         self.runtime_policy = (
             None if runtime_policy is None else RuntimePolicy.compile(runtime_policy)
@@ -193,8 +197,8 @@ class Runner:
             raise
         holder = state.get(continuations.open_key(invocation_id))
         continuation = state.get(continuations.key_of(invocation_id))
-        if holder is not None and token in (None, holder):
-            expected = continuations.is_open(invocation_id, holder)
+        if holder is not None and token in (None, continuations.token_of(holder)):
+            expected = {continuations.open_key(invocation_id): holder}
             delta = continuations.closed_delta(invocation_id)
         elif isinstance(continuation, dict) and token in (None, continuation.get("token")):
             expected = {continuations.key_of(invocation_id): continuation}

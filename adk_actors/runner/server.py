@@ -15,6 +15,18 @@ and a step that arrives after the terminal is dropped, so a late or killed turn 
 never write. A plain invocation (`Runner.run`) stops once its terminal is published;
 a stable run stays, answering `Wait`/`Status`, until the run registry ends its
 retention.
+
+The server traps exits, so a shutdown from its supervisor (``adk.stop()``) runs
+`terminate`, which ends an invocation still in flight the way a failure does: an
+open one gets its terminal error event (reason ``shutdown``, its ``_adk:open:`` key
+deleted, ``temp:`` cleared) and every subscriber and waiter its outcome
+(``Failed("shutdown")``); a paused or ended one keeps what it has. Any other exit
+signal but ``normal`` (the run registry's ``("shutdown", why)`` at the end of a
+retention, a linked run stream that fails) still ends the server, as without
+trapping, and its `terminate` runs too (a shutdown reason records ``shutdown``,
+anything else ``("invocation_server_exit", kind)``).
+Only ``kill`` (or the process dying) skips `terminate`: a durable store closes such
+an invocation when it is next opened (``abandoned``, `sessions.owner`).
 """
 
 from __future__ import annotations
@@ -67,6 +79,7 @@ from supervision import (
     AlreadyStarted,
     CreditStream,
     Down,
+    ExitSignal,
     From,
     GenServer,
     NameTaken,
@@ -86,6 +99,7 @@ from supervision import (
     cancel_request,
     cancel_timer,
     cast,
+    is_normal_exit,
     monitor,
     register,
     reply,
@@ -94,6 +108,7 @@ from supervision import (
     send_after,
     send_request,
     shared_pool,
+    trap_exit,
     whereis,
 )
 from supervision.logs import get_logger
@@ -105,6 +120,8 @@ ENDED_ELSEWHERE = "invocation_ended_elsewhere"
 deleted session): its own outcome is not reported as stored."""
 LANE_RETRIES = 3
 """Times a lane request follows a restarted agent before the invocation fails."""
+SHUTDOWN = "shutdown"
+"""The reason an invocation in flight ends with when the application stops."""
 _log = get_logger("adk_actors.runner")
 
 
@@ -140,6 +157,8 @@ class InvocationServer(GenServer):
                     pass  # the caller is gone already: its owner monitor says so next
         timeout = request.runner.run_timeout
         state = InvocationState(request, stream, time.monotonic() + timeout)
+        state.partials = steps.Partials(request.runner.max_partial_events)
+        trap_exit(True)  # a shutdown runs `terminate`, which records the end
         state.deadline_timer = send_after(self_pid(), DeadlineReached(), timeout)
         if request.owner is not None:
             state.owner_ref = monitor(request.owner)
@@ -213,13 +232,42 @@ class InvocationServer(GenServer):
                 state.owner_ref = None  # whoever waited for it is gone: stop at once
                 state.cancel_reason = "consumer_closed"
                 self._end_cancelled(state)
+            case ExitSignal(reason=reason) if reason != "normal":
+                return Stop(reason, state)  # as without trapping: any exit but normal ends it
         return self._after(state)
 
     def terminate(self, reason: Any, state: Any) -> None:
         if isinstance(state, InvocationState):
+            if not state.phase.terminal:
+                self._end_in_terminate(state, reason)
             _release(state)
             if state.stream is not None:
                 CreditStream.close_async(state.stream)  # after the items it still has to send
+
+    def _end_in_terminate(self, state: InvocationState, reason: Any) -> None:
+        """The server stops with the invocation in flight (a shutdown, or a crash):
+        record its end as a failure, so the session never keeps it open."""
+        if is_normal_exit(reason):
+            why: Any = SHUTDOWN
+        else:
+            kind = getattr(reason, "kind", None) or reason  # a crash's kind, never its text
+            why = (
+                "invocation_server_exit",
+                (kind if isinstance(kind, str) else type(kind).__name__)[:200],
+            )
+        try:
+            self._kill_turn(state)
+            if state.phase is Phase.OPEN:
+                state.partials.clear()  # an unfinished round's deltas are not stored
+                self._end_failed(state, why)
+            else:
+                self._refuse(state, why)
+        except Exception as error:  # the end is best effort here: never mask the exit
+            _log.warning(
+                "adk.invocation.end_not_recorded",
+                invocation_id=state.invocation_id,
+                kind=type(error).__name__,
+            )
 
     # -- admission and the lane --------------------------------------------------------
 
@@ -415,7 +463,7 @@ class InvocationServer(GenServer):
             state.final = (value, metadata)
 
     def _flush_partials(self, state: InvocationState) -> None:
-        for partial in state.partials.take():
+        for partial in state.partials.take(state.spec.name, state.invocation_id):
             self._store(state, partial)
 
     def _store(self, state: InvocationState, event: Event) -> None:

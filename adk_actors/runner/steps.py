@@ -2,55 +2,106 @@
 
 Streamed deltas (`Partials`) wait for their model round to end: a round that ends
 in tool calls stores them before its calls; the final round's deltas wait for the
-final-output policy, and a round over `max_stream_output_bytes` stores none.
+final-output policy, and a round over `max_stream_output_bytes` stores none. A
+round stores at most `max_partial_events` partial events: past that many deltas,
+adjacent ones are coalesced (pairwise, so each stored partial holds about as many
+deltas as the next), never dropped: the stored partials of a round, in order, hold
+exactly its streamed text and parts.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import msgspec
 
 from adk_actors.events import Event, EventActions, EventError
 from adk_actors.outcomes import OUTCOME_TYPES, Outcome
+from adk_actors.runner.options import DEFAULT_MAX_PARTIAL_EVENTS
 from providers import content as content_codec
-from providers.content import Content
+from providers.content import Content, Part, TextPart
 
 RUNNER_AUTHOR = "runner"
 """The author of what the runtime itself records in a conversation: a pause, and a
 resume's claim (never the user: a resume stores no user-authored event)."""
 _STATES = {kind: kind.__struct_config__.tag for kind in OUTCOME_TYPES}
 
+Frame = str | Content
+"""A streamed delta: text (``streaming_mode="text"``) or a content frame."""
+
 
 class Partials:
-    """One model round's streamed deltas, as partial events not yet stored."""
+    """One model round's streamed deltas, kept as at most `max_events` chunks of
+    adjacent deltas until the round ends (then `take` makes one partial event of each).
 
-    __slots__ = ("events", "streamed")
+    A chunk closes after `per_chunk` deltas; when a delta finds `max_events` chunks
+    closed, they are merged pairwise and `per_chunk` doubles. So however many deltas come (200,000
+    one-byte ones, say) a round stores at most `max_events` events, each built once,
+    and a round of at most `max_events` deltas stores one event per delta."""
 
-    def __init__(self) -> None:
-        self.events: list[Event] = []
+    __slots__ = ("_chunks", "_open", "_per_chunk", "max_events", "streamed")
+
+    def __init__(self, max_events: int = DEFAULT_MAX_PARTIAL_EVENTS) -> None:
+        self.max_events = max_events
         self.streamed = 0
+        self._chunks: list[list[Frame]] = []
+        self._open: list[Frame] = []
+        self._per_chunk = 1
 
     def add(self, author: str, invocation_id: str, delta: Any, limit: int) -> bool:
         """Keep one delta (text or a Content frame); False once the round is over `limit`."""
         if isinstance(delta, Content):
-            frame = delta
             self.streamed += len(content_codec.encode(delta))
         else:
-            frame = content_codec.from_text(delta, role="model")
             self.streamed += len(delta.encode())
         if self.streamed > limit:
             return False
-        self.events.append(Event.new(author, invocation_id, frame, partial=True))
+        if len(self._open) >= self._per_chunk:
+            self._chunks.append(self._open)
+            self._open = []
+        if not self._open and len(self._chunks) >= self.max_events:  # no room for another
+            chunks = self._chunks
+            if len(chunks) == 1:  # max_events 1: one chunk that keeps growing
+                self._open, self._chunks, self._per_chunk = chunks[0], [], sys.maxsize
+            else:
+                self._chunks = [
+                    chunks[i] + chunks[i + 1] if i + 1 < len(chunks) else chunks[i]
+                    for i in range(0, len(chunks), 2)
+                ]
+                self._per_chunk *= 2
+        self._open.append(delta)
         return True
 
-    def take(self) -> list[Event]:
+    def take(self, author: str, invocation_id: str) -> list[Event]:
         """The round's partial events, to store now; the next round starts empty."""
-        events, self.events, self.streamed = self.events, [], 0
-        return events
+        chunks = [*self._chunks, self._open] if self._open else self._chunks
+        self.clear()
+        return [Event.new(author, invocation_id, _joined(chunk), partial=True) for chunk in chunks]
 
     def clear(self) -> None:
-        self.events, self.streamed = [], 0
+        self._chunks, self._open, self._per_chunk, self.streamed = [], [], 1, 0
+
+
+def _joined(frames: list[Frame]) -> Content:
+    """One content of adjacent deltas: text joined; frames' parts in order, adjacent
+    plain text merged. Each delta was checked when it came; so is the whole, by size
+    (`max_stream_output_bytes`), so it is built without checking again."""
+    if all(isinstance(frame, str) for frame in frames):
+        return Content("model", (TextPart("".join(frames)),))  # type: ignore[arg-type]
+    if len(frames) == 1 and isinstance(frames[0], Content):
+        return frames[0]
+    parts: list[Part] = []
+    for frame in frames:
+        for part in (TextPart(frame),) if isinstance(frame, str) else frame.parts:
+            if _plain(part) and parts and _plain(parts[-1]):
+                part = TextPart(parts.pop().text + part.text)  # type: ignore[union-attr]
+            parts.append(part)
+    return Content("model", tuple(parts))
+
+
+def _plain(part: Any) -> bool:
+    return isinstance(part, TextPart) and not part.thought and part.thought_signature is None
 
 
 def has_calls(value: Any) -> bool:

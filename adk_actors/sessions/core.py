@@ -28,6 +28,7 @@ reads `get` and `list_all`), so the rules live here only:
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -36,11 +37,12 @@ from typing import Any, NamedTuple, Protocol
 import msgspec
 
 from adk_actors import events as event_codec
-from adk_actors.events import Event
+from adk_actors.events import Event, EventError
 from providers.errors import AdkError, is_secret_key, prune
 
 MAX_STATE_BYTES = 16 << 20
-MAX_ID_CHARS = 256
+MAX_ID_BYTES = 128
+"""An app, user or session id's longest UTF-8 encoding (`check_id`)."""
 DEFAULT_LIST_LIMIT = 50
 MAX_LIST_LIMIT = 500
 
@@ -103,13 +105,33 @@ class Storage(Protocol):
     def continuations(self, record: SessionRecord) -> dict[str, Any]: ...
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+"""What an id never holds: control characters (C0, DEL, C1; NUL among them, LMDB's
+key separator)."""
+
+
 def check_id(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not value or len(value) > MAX_ID_CHARS or "\x00" in value:
-        raise AdkError(
-            ("invalid_" + what,),
-            f"{what} is a non-empty string of at most {MAX_ID_CHARS} characters",
-        )
-    return _utf8(value, what)
+    """`value` if it is a valid app, user or session id: a non-empty `str` of at most
+    `MAX_ID_BYTES` bytes in UTF-8 (so `MAX_ID_BYTES` ASCII characters), without control
+    characters; ``invalid_id`` otherwise (a lone surrogate, which no UTF-8 holds:
+    ``invalid_utf8``, as everywhere). One rule for every backend and every call, reads
+    included (`SessionService` checks before any step); it keeps LMDB's keys (three
+    ids, separators, a sequence or a state key) under LMDB's 511-byte limit. Cheap:
+    ASCII is two C-level scans."""
+    if isinstance(value, str) and 0 < len(value) <= MAX_ID_BYTES:
+        if value.isascii():
+            if value.isprintable():
+                return value
+        elif (
+            len(_utf8(value, what).encode("utf-8")) <= MAX_ID_BYTES
+            and _CONTROL.search(value) is None
+        ):
+            return value
+    raise AdkError(
+        "invalid_id",
+        f"{what} is a non-empty string of at most {MAX_ID_BYTES} UTF-8 bytes "
+        "without control characters",
+    )
 
 
 def _utf8(value: str, what: str) -> str:
@@ -173,6 +195,15 @@ INTERNAL_PREFIX = "_adk:"
 
 CONTINUATION_PREFIX = INTERNAL_PREFIX + "paused:"
 """A paused invocation's continuation: stored apart from the record (`Storage`)."""
+
+OPEN_PREFIX = INTERNAL_PREFIX + "open:"
+"""An open invocation's marker (`owner.marker`: its opener's token and process)."""
+
+RUNTIME_AUTHOR = "runner"
+"""The author of what the runtime records by itself (the Runner's ``RUNNER_AUTHOR``)."""
+
+ABANDONED = "abandoned"
+"""The reason of the terminal a store writes for an invocation whose process is gone."""
 
 
 def _is_continuation(key: str) -> bool:
@@ -415,6 +446,41 @@ def add_event_if_state(
             raise AdkError("conflict", "the session state changed since it was read")
     checked = checked or check_event(event, runtime_delta)
     return _append(storage, record, event, checked, precondition)
+
+
+def close_abandoned(
+    storage: Storage, app: str, user: str, session_id: str, markers: Mapping[str, Any]
+) -> list[Event]:
+    """Close the open invocations `markers` names (invocation id -> the marker read
+    under its ``_adk:open:`` key) whose key still holds exactly that marker: one error
+    event (``abandoned``, by the runtime) each, its key deleted with it, all in this
+    one step; so of racing recoveries exactly one stores it, and an invocation that
+    moved on meanwhile is left alone. ``temp:`` state is cleared too once nothing in
+    the session is open or paused any more (a pause keeps it for its resume). A
+    missing session closes nothing."""
+    record = storage.get_session(app, user, session_id)
+    if record is None:
+        return []
+    closed: list[Event] = []
+    for invocation_id, value in markers.items():
+        key = OPEN_PREFIX + invocation_id
+        if record.state.get(key) != value:
+            continue
+        event = Event.new(
+            RUNTIME_AUTHOR,
+            invocation_id,
+            error=EventError(
+                reason=ABANDONED, message="the process that ran the invocation is gone"
+            ),
+        )
+        _append(storage, record, event, check_event(event, {key: None}), None)
+        closed.append(event)
+    if closed and not any(key.startswith(OPEN_PREFIX) for key in record.state):
+        paused = any(_is_continuation(key) for key in record.state) or storage.continuations(record)
+        if not paused:
+            record.state = {k: v for k, v in record.state.items() if not k.startswith("temp:")}
+            storage.put_session(record)
+    return closed
 
 
 def compact_events(

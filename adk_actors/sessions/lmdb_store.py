@@ -8,10 +8,25 @@ JSON (the bytes `events.checked` produced when the event was appended: encoded o
 Continuations (``_adk:paused:`` keys) have their own named database, one entry per
 key under the session's key, so a step rewrites only the small record. Several
 services, threads and OS processes may share one path.
+
+Keys are the ids joined by NUL, which no id holds (`core.check_id`: three ids of at
+most 128 bytes keep every key under LMDB's 511-byte limit); a continuation whose
+state key would make its key too long is filed under the SHA-256 of that state key
+and stores the key beside its value.
+
+A full map grows: a write that meets ``MDB_MAP_FULL`` is aborted (nothing of it
+stays), the map doubles (`set_mapsize`, once no transaction of this process is
+open: every transaction passes a gate that a resize closes) up to `max_map_size`,
+and the step runs again; at the ceiling (or on a full disk) the step fails
+``storage_full``, having written nothing. A map another process grew is adopted
+(``MDB_MAP_RESIZED``). Opening a path for the first time in a process closes, with
+one ``abandoned`` error event each, the invocations left open by a process that is
+gone (`recover_abandoned`; see `owner`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 import threading
@@ -24,9 +39,11 @@ import msgspec
 
 from adk_actors import events as event_codec
 from adk_actors.events import Event
+from adk_actors.sessions import core, owner
 from adk_actors.sessions.core import SessionRecord
 from adk_actors.sessions.service import SessionService
 from providers.errors import AdkError
+from supervision.logs import get_logger
 
 _SEP = b"\x00"
 _record_encoder = msgspec.msgpack.Encoder()
@@ -36,6 +53,17 @@ _value_decoder = msgspec.msgpack.Decoder()
 _DATABASES = ("sessions", "events", "scopes", "continuations")
 _MAX_READERS = 1024
 """Read transactions at once (one per reading thread; LMDB's default is 126)."""
+_MAX_KEY_BYTES = 511
+"""LMDB's key limit (its default build)."""
+_HASHED = b"\x01"
+"""Starts a continuation key's tail filed under a hash (a state key never starts so:
+a continuation's key starts with ``_adk:paused:``)."""
+DEFAULT_MAP_SIZE = 1 << 30
+DEFAULT_MAX_MAP_SIZE = 1 << 36
+"""How far a full map may grow by default (64 GiB of address space; the file grows
+only with its data)."""
+_OPEN_MARK = core.OPEN_PREFIX.encode()
+_log = get_logger("adk.sessions")
 
 
 def _key(*parts: str) -> bytes:
@@ -98,22 +126,51 @@ class _LmdbStorage:
         return [event_codec.decode(value) for _, value in self._scan("events", prefix)]
 
     def get_continuation(self, record: SessionRecord, key: str) -> Any:
-        raw = self._txn.get(_continuation_key(record, key), db=self._dbs["continuations"])
-        return None if raw is None else _value_decoder.decode(raw)
+        lmdb_key, hashed = _continuation_key(record, key)
+        raw = self._txn.get(lmdb_key, db=self._dbs["continuations"])
+        if raw is None:
+            return None
+        if not hashed:
+            return _value_decoder.decode(raw)
+        stored_key, value = _value_decoder.decode(raw)
+        return value if stored_key == key else None
 
     def put_continuation(self, record: SessionRecord, key: str, value: Any) -> None:
         db = self._dbs["continuations"]
+        lmdb_key, hashed = _continuation_key(record, key)
         if value is None:
-            self._txn.delete(_continuation_key(record, key), db=db)
+            self._txn.delete(lmdb_key, db=db)
         else:
-            self._txn.put(_continuation_key(record, key), _record_encoder.encode(value), db=db)
+            self._txn.put(
+                lmdb_key, _record_encoder.encode([key, value] if hashed else value), db=db
+            )
 
     def continuations(self, record: SessionRecord) -> dict[str, Any]:
         prefix = _key(record.app_name, record.user_id, record.id)
-        return {
-            key[len(prefix) :].decode("utf-8"): _value_decoder.decode(value)
-            for key, value in self._scan("continuations", prefix)
-        }
+        found: dict[str, Any] = {}
+        for key, value in self._scan("continuations", prefix):
+            tail = key[len(prefix) :]
+            if tail.startswith(_HASHED):
+                stored_key, found_value = _value_decoder.decode(value)
+                found[stored_key] = found_value
+            else:
+                found[tail.decode("utf-8")] = _value_decoder.decode(value)
+        return found
+
+    def open_invocations(self) -> Iterator[tuple[str, str, str, dict[str, Any]]]:
+        """(app, user, session id, {invocation id: marker}) of every session that holds
+        an open invocation (a record is decoded only if its bytes name one)."""
+        for _, raw in self._scan("sessions", b""):
+            if _OPEN_MARK not in raw:
+                continue
+            record = _record_decoder.decode(raw)
+            markers = {
+                key[len(core.OPEN_PREFIX) :]: value
+                for key, value in record.state.items()
+                if key.startswith(core.OPEN_PREFIX)
+            }
+            if markers:
+                yield record.app_name, record.user_id, record.id, markers
 
     def _scan(self, db: str, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         cursor = self._txn.cursor(db=self._dbs[db])
@@ -125,28 +182,97 @@ class _LmdbStorage:
             yield bytes(key), bytes(value)
 
 
-def _continuation_key(record: SessionRecord, key: str) -> bytes:
-    """The session's key, then the state key: a session's continuations are one range."""
-    return _key(record.app_name, record.user_id, record.id) + _key(key)[:-1]
+def _continuation_key(record: SessionRecord, key: str) -> tuple[bytes, bool]:
+    """The session's key, then the state key: a session's continuations are one range.
+    A state key too long for that is replaced by its hash (True: the value then holds
+    the key too)."""
+    prefix = _key(record.app_name, record.user_id, record.id)
+    tail = _key(key)[:-1]
+    if len(prefix) + len(tail) <= _MAX_KEY_BYTES:
+        return prefix + tail, False
+    return prefix + _HASHED + hashlib.sha256(tail).hexdigest().encode(), True
 
 
-_open: dict[str, list[Any]] = {}  # real path -> [env, dbs, users]
+class _Env:
+    """One LMDB environment of this process (LMDB allows no second open of a path),
+    shared by its services, with the gate its transactions pass: a resize waits until
+    none is open, and none begins while it runs."""
+
+    def __init__(self, env: Any, dbs: dict[str, Any], max_map_size: int) -> None:
+        self.env = env
+        self.dbs = dbs
+        self.users = 0
+        self.max_map_size = max(max_map_size, env.info()["map_size"])
+        self.map_size: int = env.info()["map_size"]
+        self._gate = threading.Condition(threading.Lock())
+        self._active = 0
+        self._resizing = False
+        self._depth = threading.local()
+
+    def enter(self) -> None:
+        depth: int = getattr(self._depth, "n", 0)
+        if depth == 0:  # a nested step (same thread) is already counted
+            with self._gate:
+                while self._resizing:
+                    self._gate.wait()
+                self._active += 1
+        self._depth.n = depth + 1
+
+    def leave(self) -> None:
+        depth: int = self._depth.n - 1
+        self._depth.n = depth
+        if depth == 0:
+            with self._gate:
+                self._active -= 1
+                if self._resizing and not self._active:
+                    self._gate.notify_all()
+
+    def resize(self, seen: int | None) -> None:
+        """Grow a full map (`seen`: its size when the step failed; doubled up to the
+        ceiling, else ``storage_full``), or adopt another process's growth (None)."""
+        if getattr(self._depth, "n", 0):
+            raise AdkError("storage_full", "the session store is full (a nested step)")
+        with self._gate:
+            while self._resizing:
+                self._gate.wait()
+            self._resizing = True
+            try:
+                while self._active:
+                    self._gate.wait()
+                if seen is None:
+                    self.env.set_mapsize(0)
+                elif self.map_size == seen:  # nobody grew it meanwhile
+                    if seen >= self.max_map_size:
+                        raise AdkError(
+                            "storage_full",
+                            f"the session store reached its max_map_size ({self.max_map_size})",
+                        )
+                    self.env.set_mapsize(min(seen * 2, self.max_map_size))
+                    _log.info("adk.sessions.map_grown", map_size=self.env.info()["map_size"])
+                self.map_size = self.env.info()["map_size"]
+            finally:
+                self._resizing = False
+                self._gate.notify_all()
+
+
+_open: dict[str, _Env] = {}  # real path -> its environment
 _open_lock = threading.Lock()
 
 
-def _acquire(path: str, map_size: int) -> tuple[Any, dict[str, Any]]:
-    """One environment per path in a process (LMDB allows no second open)."""
+def _acquire(path: str, map_size: int, max_map_size: int) -> tuple[_Env, bool]:
+    """The path's environment (True: opened just now, by this call)."""
     with _open_lock:
         entry = _open.get(path)
+        opened = entry is None
         if entry is None:
             env = lmdb.open(
                 path, map_size=map_size, max_dbs=8, max_readers=_MAX_READERS, subdir=True
             )
             env.reader_check()  # free the reader slots of processes that died reading
             dbs = {name: env.open_db(f"adk.sessions.{name}".encode()) for name in _DATABASES}
-            entry = _open[path] = [env, dbs, 0]
-        entry[2] += 1
-        return entry[0], entry[1]
+            entry = _open[path] = _Env(env, dbs, max_map_size)
+        entry.users += 1
+        return entry, opened
 
 
 def _release(path: str) -> None:
@@ -154,31 +280,104 @@ def _release(path: str) -> None:
         entry = _open.get(path)
         if entry is None:
             return
-        entry[2] -= 1
-        if entry[2] == 0:
+        entry.users -= 1
+        if entry.users == 0:
             del _open[path]
-            entry[0].close()
+            entry.env.close()
 
 
 class LmdbSessionService(SessionService):
-    """Durable sessions under `path` (a directory; created if missing)."""
+    """Durable sessions under `path` (a directory; created if missing).
 
-    def __init__(self, path: str | os.PathLike[str], *, map_size: int = 1 << 30) -> None:
+    `map_size` is the initial map (the environment's first opener in a process sets
+    it; an existing larger file keeps its size); a full map doubles up to
+    `max_map_size`, then a write fails ``storage_full``. Unless `recover` is False,
+    the first open of the path in this process closes the invocations left open by
+    a process that is gone (`recover_abandoned`).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        map_size: int = DEFAULT_MAP_SIZE,
+        max_map_size: int = DEFAULT_MAX_MAP_SIZE,
+        recover: bool = True,
+    ) -> None:
+        for name, value in (("map_size", map_size), ("max_map_size", max_map_size)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1 << 12:
+                raise AdkError(f"invalid_{name}", f"{name} is an int of at least 4096 bytes")
         Path(path).mkdir(parents=True, exist_ok=True)
         self._path = os.path.realpath(path)
-        self._env, self._dbs = _acquire(self._path, map_size)
+        self._shared, opened = _acquire(self._path, map_size, max_map_size)
+        self._env, self._dbs = self._shared.env, self._shared.dbs
         self._closed = False
+        if opened and recover:
+            try:
+                self.recover_abandoned()
+            except AdkError as error:  # e.g. storage_full: the store still opens
+                _log.warning("adk.sessions.recovery_failed", reason=str(error.reason)[:200])
 
     def close(self) -> None:
         if not self._closed:
             self._closed = True
             _release(self._path)
 
+    def recover_abandoned(self) -> int:
+        """Close every invocation held open by a process that is gone (`owner`): one
+        ``abandoned`` error event each, stored once however many processes recover at
+        the same time (each closes only the exact marker it read). Invocations of this
+        process, of live ones, and markers without an owner (written before owners
+        were recorded) stay open; paused invocations are not open and stay resumable.
+        Returns how many it closed."""
+        gone: dict[str, bool] = {}
+        found = self._read(lambda storage: list(storage.open_invocations()))
+        closed = 0
+        for app, user, session_id, markers in found:
+            dead = {}
+            for invocation_id, value in markers.items():
+                holder = owner.owner_of(value)
+                if holder is None:
+                    continue
+                if holder not in gone:
+                    gone[holder] = owner.owner_gone(holder)
+                if gone[holder]:
+                    dead[invocation_id] = value
+            if dead:
+                events = self._locked(core.close_abandoned, app, user, session_id, dead)
+                closed += len(events)
+        if closed:
+            _log.info("adk.sessions.abandoned_closed", count=closed)
+        return closed
+
     def _run(self, operation: Callable[..., Any], *args: Any) -> Any:
-        with self._env.begin(write=True) as txn:  # an exception aborts the whole step
-            return operation(_LmdbStorage(txn, self._dbs), *args)
+        shared = self._shared
+        while True:
+            seen: int | None = shared.map_size
+            shared.enter()
+            try:
+                with self._env.begin(write=True) as txn:  # an exception aborts the whole step
+                    return operation(_LmdbStorage(txn, self._dbs), *args)
+            except lmdb.MapFullError:
+                pass  # aborted: nothing of it stays; grow below, then run it again
+            except lmdb.MapResizedError:
+                seen = None  # another process grew the map: adopt it, then run it again
+            except lmdb.DiskError:
+                raise AdkError("storage_full", "the disk under the session store is full") from None
+            finally:
+                shared.leave()
+            shared.resize(seen)
 
     def _read(self, operation: Callable[..., Any], *args: Any) -> Any:
         """A read-only transaction: a snapshot, no commit (a write in it raises)."""
-        with self._env.begin(write=False) as txn:
-            return operation(_LmdbStorage(txn, self._dbs), *args)
+        shared = self._shared
+        while True:
+            shared.enter()
+            try:
+                with self._env.begin(write=False) as txn:
+                    return operation(_LmdbStorage(txn, self._dbs), *args)
+            except lmdb.MapResizedError:
+                pass
+            finally:
+                shared.leave()
+            shared.resize(None)

@@ -5,6 +5,10 @@ A backend supplies `_run` (one atomic step that may write) and may override `_re
 costs no commit). The per-session locks are the same for both: every operation on a
 session, reads included, waits for that session's `lock`.
 
+Every call checks its app, user and session ids first, reads included, with one rule
+for every backend (`core.check_id`: ``invalid_id``), so no id can reach a store's
+key encoding unchecked.
+
 A `Session`'s state never shows the runtime's own keys (``_adk:``: open invocations,
 paused continuations); the runtime reads them with ``include_internal=True``."""
 
@@ -74,6 +78,7 @@ class SessionService:
         """Hold one session's lock (re-entrant) across several operations, e.g. a read,
         a decision and a write. Every operation on that session waits for it; other
         sessions never do."""
+        _check_ids(app_name, user_id, session_id)
         held = self._locks.get((app_name, user_id, session_id))
         with held.lock:
             yield
@@ -90,6 +95,7 @@ class SessionService:
         """Run a one-session operation under that session's lock (`read_only`: as a
         pure read, `_read`; otherwise as a step that may write, `_run`)."""
         step = self._read if read_only else self._run
+        _check_ids(app, user, session_id, new=operation is core.create)
         if session_id is None:
             return step(operation, app, user, session_id, *args)
         held = self._locks.get((app, user, session_id))
@@ -133,6 +139,7 @@ class SessionService:
     ) -> list[Session]:
         """A user's sessions, newest first (ties by id), without events
         (`include_internal`: as in `get_session`)."""
+        _check_ids(app_name, user_id)
         return self._read(core.list_all, app_name, user_id, limit, include_internal)  # type: ignore[no-any-return]
 
     def delete_session(self, app_name: str, user_id: str, session_id: str) -> None:
@@ -208,6 +215,7 @@ class SessionService:
         cursor: str | None = None,
     ) -> query.SessionPage:
         """One page of a user's sessions, newest first, with the cursor of the next."""
+        _check_ids(app_name, user_id)
         return self._read(query.sessions_page, self._key(), app_name, user_id, limit, cursor)  # type: ignore[no-any-return]
 
     def query_events(
@@ -278,6 +286,18 @@ class SessionService:
     def clear_temp_state(self, app_name: str, user_id: str, session_id: str) -> None:
         """Remove ``temp:`` keys (at an invocation's final or error boundary)."""
         self._locked(core.clear_temp_state, app_name, user_id, session_id)
+
+
+_NO_SESSION: Any = object()
+
+
+def _check_ids(app: Any, user: Any, session_id: Any = _NO_SESSION, *, new: bool = False) -> None:
+    """The one id rule (`core.check_id`, ``invalid_id``), before any step or lock; a
+    session id of None only for a create (`new`: "choose one for me")."""
+    core.check_id(app, "app_name")
+    core.check_id(user, "user_id")
+    if session_id is not _NO_SESSION and not (new and session_id is None):
+        core.check_id(session_id, "session_id")
 
 
 def _optional(delta: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -103,7 +103,7 @@ def test_invalid_input_is_refused_and_changes_nothing(sessions):
         reason(lambda: sessions.update_state("app", "u", "s", {"bad": object()}))
         == "invalid_state_delta"
     )
-    assert reason(lambda: sessions.create_session("", "u")) == ("invalid_app_name",)
+    assert reason(lambda: sessions.create_session("", "u")) == "invalid_id"
     assert sessions.get_session("app", "u", "s").state == {"a": 1}
 
 
@@ -626,3 +626,109 @@ def test_the_session_owner_refuses_malformed_requests_and_changes_nothing():
     assert sv.call(OWNER_NAME, DropTable(table_id)) is True  # dropped by its owner
     assert reason(lambda: service.get_session("app", "u", "s")) == "unavailable"
     service.close()
+
+
+# -- ids: one rule, every call, both backends ----------------------------------------------------
+
+BAD_IDS = [
+    "",
+    "x" * 129,  # over 128 bytes
+    "é" * 65,  # 65 characters, 130 bytes
+    "a\x00b",  # NUL: LMDB's key separator
+    "a\nb",
+    "tab\there",
+    "del\x7f",
+    "c1\x85",
+    None,
+    5,
+    b"bytes",
+]
+GOOD_IDS = ["a", "x" * 128, "é" * 64, "with space", "日本語", "emoji-\U0001f600\u200d", "a:b/c"]
+
+
+def every_call(sessions, app, user, session_id):
+    """Every service call that names ids (reads included)."""
+    return [
+        lambda: sessions.create_session(app, user, session_id),
+        lambda: sessions.get_session(app, user, session_id),
+        lambda: sessions.list_sessions(app, user),
+        lambda: sessions.delete_session(app, user, session_id),
+        lambda: sessions.update_state(app, user, session_id, {"a": 1}),
+        lambda: sessions.take_state(app, user, session_id, "a", None),
+        lambda: sessions.add_event(app, user, session_id, event()),
+        lambda: sessions.add_event_if_state(app, user, session_id, event(), {}),
+        lambda: sessions.query_sessions(app, user),
+        lambda: sessions.query_events(app, user, session_id),
+        lambda: sessions.rewind(app, user, session_id, 0, "target"),
+        lambda: sessions.compact_events(app, user, session_id, ["x"], event()),
+        lambda: sessions.clear_temp_state(app, user, session_id),
+        lambda: sessions.lock(app, user, session_id).__enter__(),
+    ]
+
+
+@pytest.mark.parametrize("bad", BAD_IDS, ids=repr)
+def test_every_call_checks_every_id_on_both_backends(sessions, bad):
+    for where in range(3):
+        ids = ["app", "u", "s"]
+        ids[where] = bad
+        calls = every_call(sessions, *ids)
+        if where == 2:  # list and query_sessions name no session; a None one is created
+            skip = (2, 8, 0) if bad is None else (2, 8)
+            calls = [c for n, c in enumerate(calls) if n not in skip]
+        for call in calls:
+            assert reason(call) == "invalid_id", (where, call)
+    sessions.create_session("app", "u", "s")
+    assert reason(lambda: sessions.rewind("app", "u", "s", 0, bad)) in ("invalid_id",)
+    assert [s.id for s in sessions.list_sessions("app", "u")] == ["s"]
+
+
+def test_a_lone_surrogate_in_any_id_is_invalid_utf8_on_every_call(sessions):
+    for where in range(3):
+        ids = ["app", "u", "s"]
+        ids[where] = "ok\ud800"
+        calls = every_call(sessions, *ids)
+        if where == 2:
+            calls = [c for n, c in enumerate(calls) if n not in (2, 8)]
+        for call in calls:
+            assert reason(call) == "invalid_utf8"
+
+
+@pytest.mark.parametrize("good", GOOD_IDS, ids=repr)
+def test_the_longest_and_widest_ids_work_on_both_backends(sessions, good):
+    sessions.create_session(good, good, good, {"user:k": 1})
+    sessions.add_event(good, good, good, event())
+    paused = {"_adk:paused:" + "i" * 128: {"big": "x" * 100}}  # the longest key of all
+    sessions.update_state(good, good, good, paused)
+    session = sessions.get_session(good, good, good, include_internal=True)
+    assert session.id == good and len(session.events) == 1
+    assert session.state["_adk:paused:" + "i" * 128] == {"big": "x" * 100}
+    assert [s.id for s in sessions.list_sessions(good, good)] == [good]
+    assert sessions.take_state(good, good, good, "_adk:paused:" + "i" * 128) == {"big": "x" * 100}
+    sessions.delete_session(good, good, good)
+
+
+def test_a_nul_in_a_user_id_never_reaches_another_users_session(sessions):
+    sessions.create_session("app", "alice", "s1", {"secret": 1})
+    sessions.add_event("app", "alice", "s1", event("alice's words"))
+    for user, session_id in (("alice\x00s1", "x"), ("alice\x00s1\x00", "x"), ("alice", "s1\x00")):
+        assert reason(lambda u=user, s=session_id: sessions.get_session("app", u, s)) == (
+            "invalid_id"
+        )
+        if user != "alice":
+            assert reason(lambda u=user: sessions.list_sessions("app", u)) == "invalid_id"
+            assert reason(lambda u=user: sessions.query_sessions("app", u)) == "invalid_id"
+    assert sessions.list_sessions("app", "alice")[0].state == {"secret": 1}
+
+
+def test_any_state_key_fits_an_lmdb_key(tmp_path):
+    store = adk.sessions.LmdbSessionService(tmp_path / "s")
+    longest = "x" * 128
+    store.create_session(longest, longest, longest)
+    keys = {"_adk:paused:" + "k" * n: n for n in (1, 100, 124, 125, 400, 5000)}
+    store.update_state(longest, longest, longest, {k: {"n": n} for k, n in keys.items()})
+    state = store.get_session(longest, longest, longest, include_internal=True).state
+    assert {k: state[k] for k in keys} == {k: {"n": n} for k, n in keys.items()}
+    store.update_state(longest, longest, longest, {k: None for k in keys})
+    state = store.get_session(longest, longest, longest, include_internal=True).state
+    assert not any(k in state for k in keys)
+    store.close()
