@@ -19,6 +19,12 @@ from supervision import stop as stop_server
 
 APP_NAME = "adk.app"
 AGENT_SUPERVISOR = "adk.agents"
+AGENT_SUPERVISOR_INTENSITY = 1_000_000
+AGENT_SUPERVISOR_PERIOD = 1.0
+"""The agent supervisor's own restart intensity: out of reach on purpose. Each agent
+has its own (``restart_intensity`` in its config, by default 3 in 5 s), past which
+that agent alone is failed; the supervisor giving up would restart every agent and
+every run after it in the tree."""
 TASK_SUPERVISOR = "adk.tasks"
 RUN_SUPERVISOR = "adk.runs"
 MAX_RUNS = 100_000

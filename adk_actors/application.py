@@ -20,6 +20,8 @@ import msgspec
 from adk_actors import admission
 from adk_actors.app import (
     AGENT_SUPERVISOR,
+    AGENT_SUPERVISOR_INTENSITY,
+    AGENT_SUPERVISOR_PERIOD,
     APP_NAME,
     MAX_RUNS,
     RUN_SUPERVISOR,
@@ -47,9 +49,18 @@ def _children(admission_config: admission.AdmissionConfig) -> list[ChildSpec]:
     return [
         # first: agents and runs record into sessions, so they start after it
         ChildSpec("session_owner", _start_session_owner),
+        # Each agent has its own restart intensity (its `AgentLifeline`): a crash loop
+        # fails that agent alone. Giving up here would restart every agent and, through
+        # rest_for_one, every run after it, and a restarted agent supervisor starts empty,
+        # so it never gives up on account of agent restarts (a ceiling no real restart
+        # rate reaches: each restart is a process start in this supervisor's thread).
         ChildSpec(
             "agent_supervisor",
-            lambda: DynamicSupervisor.start_link(name=AGENT_SUPERVISOR, intensity=100, period=5.0),
+            lambda: DynamicSupervisor.start_link(
+                name=AGENT_SUPERVISOR,
+                intensity=AGENT_SUPERVISOR_INTENSITY,
+                period=AGENT_SUPERVISOR_PERIOD,
+            ),
             type="supervisor",
         ),
         ChildSpec("task_supervisor", _start_tasks, type="supervisor", shutdown="brutal_kill"),

@@ -14,6 +14,14 @@ task, so the agent answers inspection and new requests while a turn is running.
 * The caller of a queued or running turn (the holder of a slot) is monitored: if it
   dies, its turn is dropped or its task killed (its slot freed). A turn past
   `turn_timeout` is killed and its caller gets ``turn_timeout``.
+
+Restarts: the agent is a `transient` child of the agent DynamicSupervisor, started by
+its `AgentLifeline`, which also holds the agent's own restart intensity (by default
+more than 3 restarts within 5 s is too many). The supervisor restarts a crashed agent
+by calling the lifeline again; the lifeline counts the restart and, past the agent's
+intensity, records the agent as failed (`names.AgentFailure`) and returns None, which
+drops the child. So a crash loop ends that one agent: no other agent, run or
+supervisor restarts, and the name is free for a new `spawn_agent`.
 """
 
 from __future__ import annotations
@@ -35,28 +43,120 @@ from adk_actors.agents.messages import (
     LeaveLane,
     Prompt,
 )
+from adk_actors.agents.names import AgentFailure, record_failure, registered_name
 from adk_actors.agents.scope import Scope, TurnOptions
 from adk_actors.agents.spec import MAX_HISTORY_CONTENTS, AgentSpec
 from adk_actors.agents.turn import run_turn
+from adk_actors.agents.turn_context import agent_thread_stats
 from adk_actors.agents.turn_outcome import TurnCompleted
 from providers.content import Content
 from supervision import (
     DEADLINE_REASON,
+    AlreadyStarted,
+    Crash,
     Down,
     From,
     GenServer,
     NoReply,
     Pid,
     Reply,
+    StartError,
     Task,
     TaskResult,
     demonitor,
+    get_logger,
     monitor,
     reply,
+    self_pid,
     trap_exit,
+    whereis,
 )
 
 COMPAT_LANE: Lane = ("compat",)
+DEFAULT_RESTART_INTENSITY = 3
+DEFAULT_RESTART_PERIOD = 5.0
+MAX_RESTART_INTENSITY = 1000
+
+_log = get_logger("adk.agents")
+
+
+class AgentLifeline:
+    """One spawned agent's start function (its `ChildSpec` start) and its own restart
+    budget: more than `intensity` restarts within `period` seconds and it gives up.
+
+    The agent supervisor calls `start` in its own process: once at spawn, then at every
+    restart. A restart is counted first; past the budget the agent is recorded as failed
+    and `start` returns None, so the supervisor drops the child (OTP: a restart that
+    returns ``ignore``). A restart that finds the name taken (a newer `spawn_agent` won
+    the free name) ends this incarnation quietly the same way. Plain data, a few slots:
+    spawning stays as cheap as starting the agent process.
+    """
+
+    __slots__ = ("_started", "_times", "intensity", "last_exit", "period", "restarts", "spec")
+
+    def __init__(
+        self,
+        spec: AgentSpec,
+        intensity: int = DEFAULT_RESTART_INTENSITY,
+        period: float = DEFAULT_RESTART_PERIOD,
+    ) -> None:
+        self.spec = spec
+        self.intensity = intensity
+        self.period = period
+        self.restarts = 0
+        self.last_exit: Any = None  # set by the agent's terminate, or a failed restart
+        self._started = False
+        self._times: list[float] | None = None  # restart times within the period
+
+    def start(self) -> Pid | None:
+        restarting = self._started
+        self._started = True
+        if restarting and not self._count_restart():
+            self._give_up()
+            return None
+        self.last_exit = None
+        try:
+            return AgentServer.start_link(self, name=registered_name(self.spec.name))
+        except AlreadyStarted:
+            if restarting:
+                return None  # a newer spawn holds the name: this incarnation is over
+            raise
+        except StartError as error:
+            self.last_exit = error.reason  # the supervisor retries: that counts too
+            raise
+
+    def _count_restart(self) -> bool:
+        now = time.monotonic()
+        times = self._times if self._times is not None else []
+        self._times = [at for at in times if at >= now - self.period]
+        self._times.append(now)
+        if len(self._times) > self.intensity:
+            return False
+        self.restarts += 1
+        return True
+
+    def _give_up(self) -> None:
+        if whereis(registered_name(self.spec.name)) is not None:
+            return  # a newer spawn holds the name: this incarnation is over, not failed
+        # only an untrappable kill skips `terminate`, which records every other reason
+        reason = self.last_exit if self.last_exit is not None else "killed"
+        failure = AgentFailure(
+            name=self.spec.name,
+            reason=reason,
+            restarts=self.restarts,
+            intensity=self.intensity,
+            period=self.period,
+            failed_at=time.time(),
+            supervisor=self_pid(),
+        )
+        record_failure(failure)
+        _log.warning(
+            "adk.agents.agent_failed",
+            agent=self.spec.name,
+            reason=failure.kind,
+            intensity=self.intensity,
+            period=self.period,
+        )
 
 
 @dataclass
@@ -78,6 +178,7 @@ class _Request:
 @dataclass
 class _State:
     spec: AgentSpec
+    lifeline: AgentLifeline
     history: list[Content] = field(default_factory=list)
     lanes: dict[Lane, deque[_Request]] = field(default_factory=dict)
     ready_since: dict[Lane, int] = field(default_factory=dict)
@@ -91,9 +192,9 @@ _order = itertools.count()
 
 
 class AgentServer(GenServer):
-    def init(self, spec: AgentSpec) -> _State:
+    def init(self, lifeline: AgentLifeline) -> _State:
         trap_exit(True)  # so stop_agent runs terminate and fails waiting callers
-        return _State(spec)
+        return _State(lifeline.spec, lifeline)
 
     def handle_call(self, request: Any, from_: From, state: _State) -> Any:
         match request:
@@ -134,6 +235,7 @@ class AgentServer(GenServer):
     def terminate(self, reason: Any, state: Any) -> None:
         if not isinstance(state, _State):
             return
+        state.lifeline.last_exit = reason  # what a failure reports, if it is the last
         for request in list(state.active.values()):
             if request.task is not None:
                 request.task.kill()
@@ -268,12 +370,15 @@ class AgentServer(GenServer):
     def _info(state: _State) -> dict[str, Any]:
         return {
             "name": state.spec.name,
+            "status": "running",
+            "restarts": state.lifeline.restarts,
             "active": len(state.active),
             "queued": sum(len(queue) for queue in state.lanes.values()),
             "history_length": len(state.history),
             "completed": state.completed,
             "tools": state.spec.catalog.names(),
             "sub_agents": list(state.spec.sub_agents),
+            "threads": agent_thread_stats(state.spec.name),
         }
 
 
@@ -285,8 +390,12 @@ def _respond(request: _Request, outcome: tuple[Any, ...]) -> None:
 
 
 def _reason_text(reason: Any) -> Any:
-    return (
-        reason
-        if isinstance(reason, str | tuple)
-        else getattr(reason, "kind", type(reason).__name__)
-    )
+    """A turn task's exit reason for the caller: a crash gives its class only (never its
+    text); a plain reason is kept, bounded."""
+    if isinstance(reason, Crash):
+        return reason.kind
+    if isinstance(reason, str):
+        return reason[:200]
+    if isinstance(reason, tuple) and reason and isinstance(reason[0], str):
+        return reason[0]
+    return type(reason).__name__

@@ -32,7 +32,7 @@ def test_spawn_prompt_stop_and_name_reuse():
         == "already_exists"
     )
     adk.stop_agent(agent)
-    assert agent.pid is None
+    assert agent.pid is None and agent.status == "not_running"
     assert reason(lambda: adk.prompt(agent, "hi")) == "noproc"
     again = adk.spawn_agent(
         "Echo", {"provider": adk.ScriptedProvider(fn=echo)}
@@ -255,6 +255,9 @@ def test_crashed_agent_restarts_under_its_name_and_refs_follow():
     new = wait_until(lambda: agent.pid if agent.pid not in (None, old) else None)
     assert new != old
     assert adk.prompt(agent, "back") == "echo:back"
+    info = adk.agent_info(agent)
+    assert info["status"] == "running" and info["restarts"] == 1
+    assert agent.status == "running"  # within its restart intensity (see test_blast_radius)
 
 
 def test_delegate_to_queue_pid_and_asyncio_queue():

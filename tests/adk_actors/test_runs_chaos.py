@@ -98,7 +98,14 @@ def test_two_thousand_runs_survive_random_kills():
     sessions = adk.sessions.InMemorySessionService()
     chaos = _Chaos([], seed=7)
     agents = [
-        adk.spawn_agent(f"Chaos{n}", {"provider": adk.ScriptedProvider(fn=chaos.model)})
+        adk.spawn_agent(
+            f"Chaos{n}",
+            {
+                "provider": adk.ScriptedProvider(fn=chaos.model),
+                # the kills stay within each agent's own restart budget
+                "restart_intensity": {"intensity": 100, "period": 5.0},
+            },
+        )
         for n in range(AGENTS)
     ]
     chaos.agents = agents
