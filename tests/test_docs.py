@@ -17,6 +17,7 @@ PAGES = [
     "docs/admission.md",
     "docs/runner.md",
     "docs/runs.md",
+    "docs/security.md",
     "README.md",
 ]
 
