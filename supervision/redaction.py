@@ -75,13 +75,18 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _NON_WORD = re.compile(r"[^a-z0-9]+")
 
 
+_MEASURE_WORDS = frozenset({"count", "limit"})
+"""A name ending in one of these measures something (``input_token_limit``)."""
+
+
 def is_secret_key(key: object) -> bool:
     """True for names of credentials: ``api_key``, ``x-goog-api-key``,
     ``Authorization``, ``refresh_token``, ``client_secret``, ``aws_access_key_id``, ...
-    (but not counters such as ``promptTokenCount`` or ``max_output_tokens``).
+    (but not counters and limits such as ``promptTokenCount``, ``input_token_limit``
+    or ``max_output_tokens``).
 
     The rule: split the name into lower-case words (camelCase, ``-``, ``.`` and ``_``
-    separate them); a name ending in ``count`` is not a secret; a name with one of
+    separate them); a name ending in ``count`` or ``limit`` is not a secret; a name with one of
     the secret words (``token``, ``secret``, ``password``, ``authorization``,
     ``cookie``, ``apikey``, ...) or pairs (``api_key``, ``private_key``,
     ``access_key``, ...) is.
@@ -90,7 +95,7 @@ def is_secret_key(key: object) -> bool:
         return False
     normalized = _NON_WORD.sub("_", _CAMEL.sub("_", key).lower()).strip("_")
     words = normalized.split("_")
-    if words[-1] == "count":
+    if words[-1] in _MEASURE_WORDS:
         return False
     return bool(_SECRET_WORDS.intersection(words)) or any(
         pair in normalized for pair in _SECRET_PAIRS
@@ -243,13 +248,14 @@ def _is_basic(value: str) -> bool:
         return False
 
 
-def redact_text(text: str, limit: int = MAX_REDACT_CHARS) -> str:
+def redact_text(text: str, limit: int | None = MAX_REDACT_CHARS) -> str:
     """`text` without credentials (see the module doc), cut to `limit` characters first.
 
     Clean text comes back as the same object. Text longer than `limit` is cut, then
-    redacted, then marked ``...[truncated]``.
+    redacted, then marked ``...[truncated]``. ``limit=None`` never cuts: for text whose
+    size the caller already bounds (an event's payload), where cutting would lose data.
     """
-    truncated = len(text) > limit
+    truncated = limit is not None and len(text) > limit
     if truncated:
         text = text[:limit]
     lowered = text.lower()
@@ -264,24 +270,26 @@ def redact_text(text: str, limit: int = MAX_REDACT_CHARS) -> str:
 # -- structured values ----------------------------------------------------------------
 
 
-def redact_value(value: Any, *, depth: int = 0) -> Any:
+def redact_value(value: Any, *, limit: int | None = MAX_REDACT_CHARS, depth: int = 0) -> Any:
     """A copy of `value` with every secret-named key's value replaced by ``[redacted]``
-    and every string passed through `redact_text`.
+    and every string passed through `redact_text` (with `limit`).
 
     Walks mappings (copied into dicts), lists and tuples (named tuples keep their
     type) to a depth of `MAX_DEPTH`; other values pass unchanged.
     """
     if isinstance(value, str):
-        return redact_text(value)
+        return redact_text(value, limit)
     if depth > MAX_DEPTH:
         return REDACTED
     if isinstance(value, Mapping):
         return {
-            key: (REDACTED if is_secret_key(key) else redact_value(item, depth=depth + 1))
+            key: (
+                REDACTED if is_secret_key(key) else redact_value(item, limit=limit, depth=depth + 1)
+            )
             for key, item in value.items()
         }
     if isinstance(value, list | tuple):
-        cleaned = [redact_value(item, depth=depth + 1) for item in value]
+        cleaned = [redact_value(item, limit=limit, depth=depth + 1) for item in value]
         if isinstance(value, list):
             return cleaned
         if all(new is old for new, old in zip(cleaned, value, strict=True)):

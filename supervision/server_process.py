@@ -320,6 +320,8 @@ class ServerProcess(Process):
         if not self.alive:
             return  # dead: the rest of the mailbox is dropped
         tag = message[0]
+        if tag is INFO and type(message[1]) is Down and self._forget_down(message[1].ref):
+            return  # flushed by demonitor: as if it never arrived (an idle timeout stays on)
         if self._idle is not None and tag is not SYSTEM and tag is not TIMEOUT:
             self._disarm()  # a message came first: the idle timeout is off
         server = self.server
@@ -352,8 +354,6 @@ class ServerProcess(Process):
                 if type(info) is ExitSignal and parent is not None and info.pid == parent.pid:
                     self._stop(Stop(info.reason, self.state), None, "parent exit")
                     return
-                if type(info) is Down and self._forget_down(info.ref):
-                    return  # flushed by demonitor
                 result = server.handle_info(info, self.state)
             elif tag is TIMEOUT:
                 if message[1] is not self._idle:

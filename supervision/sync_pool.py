@@ -141,9 +141,6 @@ class SyncPool:
         current: TaskProcess | None = None
         while True:
             with wake:
-                if current is not None:
-                    executing.discard(current)
-                    current = None
                 while not queue:
                     self._idle += 1
                     woken = wake.wait(self.idle_seconds)
@@ -164,13 +161,22 @@ class SyncPool:
             try:
                 value = fn(*args)
             except BaseException as exc:
-                process.fail(exc)
+                failure: BaseException | None = exc
             else:
-                process.complete(value)
+                failure = None
             finally:
                 bind_thread(None)
-                if share is not None:
-                    share._leave(process)
+            # free the thread's place first: whoever the outcome wakes may start a task
+            # at once, and must not find this finished one counted as busy or abandoned
+            with wake:
+                executing.discard(process)
+                current = None
+            if share is not None:
+                share._leave(process)
+            if failure is None:
+                process.complete(value)
+            else:
+                process.fail(failure)
 
     class Share:
         """At most `limit` tasks of one party in a pool at once; see the module doc.

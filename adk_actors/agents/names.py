@@ -1,8 +1,9 @@
 """Agent names: what a valid one is, the name its process is registered under, and the
 failure an agent left under its name when it used up its restart intensity.
 
-A leaf module: the spec, `AgentTool`, the low-level calls (`calls.py`), the agent
-process and the facade all need these, and none of them may import another for it.
+A leaf of the agents package (it imports only `app.py`'s names, providers' errors and
+the kernel): the spec, `AgentTool`, the low-level calls (`calls.py`), the agent process
+and the facade all need these, and none of them may import another for it.
 
 A failed agent has no process, so its failure is kept here, by name, until a new
 `spawn_agent` of that name (or `stop_agent`, which forgets it). A record names the agent

@@ -73,10 +73,14 @@ class Suspend(Exception):
         self.message = message
         self.index = 0
         self.done: list[FunctionResponsePart] = []
+        self.calls: Sequence[FunctionCallPart] = (call,)
 
-    def at(self, index: int, done: list[FunctionResponsePart]) -> Suspend:
+    def at(
+        self, index: int, done: list[FunctionResponsePart], calls: Sequence[FunctionCallPart]
+    ) -> Suspend:
         self.index = index
         self.done = list(done)
+        self.calls = calls
         return self
 
 
@@ -96,13 +100,13 @@ class ToolRound(TurnContext):
                     continue
                 except Suspend as suspend:  # an approval is a barrier
                     responses.extend(await self._parallel(together))
-                    raise suspend.at(index, responses) from None
+                    raise suspend.at(index, responses, batch.calls) from None
             responses.extend(await self._parallel(together))  # a serial call is a barrier
             together = []
             try:
                 responses.append(await self._one_tool(call))
             except Suspend as suspend:
-                raise suspend.at(index, responses) from None
+                raise suspend.at(index, responses, batch.calls) from None
         responses.extend(await self._parallel(together))
         return responses
 

@@ -36,7 +36,9 @@ from adk_actors.agents.turn_outcome import (
     TurnOutcome,
     TurnPaused,
     as_answer,
+    decode_call,
     decode_response,
+    encode_call,
     encode_response,
 )
 from adk_actors.tools.catalog import checked_result
@@ -149,6 +151,11 @@ class _Turn(ToolRound):
         stored = sum(len(_responses(item)) for item in contents[position + 1 :])
         if index >= len(calls) or calls[index].id != continuation.call_id or stored > len(done):
             raise AdkError("invalid_continuation", "the paused call is not in the session")
+        if continuation.calls is not None:  # the model's own arguments, not the redacted
+            original = [decode_call(item) for item in continuation.calls]
+            if [(c.name, c.id) for c in original] != [(c.name, c.id) for c in calls]:
+                raise AdkError("invalid_continuation", "the paused batch is not the session's")
+            calls = original
         call = calls[index]
         how, payload = answer.how, answer.payload
         try:
@@ -163,7 +170,7 @@ class _Turn(ToolRound):
             else:  # a completion: the tool's after-callbacks see it now
                 done.append(await self._finish(call, payload))
         except Suspend as suspend:
-            return self._paused(suspend.at(index, done), rounds, stored)
+            return self._paused(suspend.at(index, done, calls), rounds, stored)
         pending = Batch(calls, index + 1, done, stored)
         return await self._loop([*history, *contents], len(history), rounds, pending)
 
@@ -251,6 +258,7 @@ class _Turn(ToolRound):
             call_id=suspend.call.id,
             tool_name=suspend.call.name,
             responses=[encode_response(part) for part in suspend.done],
+            calls=[encode_call(part) for part in suspend.calls],
             llm_calls=self.llm_calls,
             rounds=rounds,
             action_id=suspend.details.get("action_id"),

@@ -42,6 +42,9 @@ class Continuation(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     """Whose pause it is: the opening token of the invocation that paused."""
     run_id: str | None = None
     """The stable run that paused, if any: how a daemon finds it again after a restart."""
+    calls: list[dict[str, Any]] | None = None
+    """The paused batch's calls as the model made them (`encode_call`): stored events
+    hold them redacted, and an approved call must run with its real arguments."""
 
     def dump(self) -> dict[str, Any]:
         """JSON-normalised builtins (a NaN becomes null), so what is stored compares
@@ -110,6 +113,14 @@ def encode_response(part: FunctionResponsePart) -> dict[str, Any]:
 
 def decode_response(item: dict[str, Any]) -> FunctionResponsePart:
     return FunctionResponsePart(item["name"], dict(item["response"]), item.get("id"))
+
+
+def encode_call(part: FunctionCallPart) -> dict[str, Any]:
+    return {"name": part.name, "args": part.args, "id": part.id}
+
+
+def decode_call(item: dict[str, Any]) -> FunctionCallPart:
+    return FunctionCallPart(item["name"], dict(item["args"]), item.get("id"))
 
 
 def as_answer(value: Any) -> str | Content:

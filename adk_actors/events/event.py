@@ -142,9 +142,9 @@ def _redacted(content: Content) -> Content:
     if not any(isinstance(part, FunctionCallPart | FunctionResponsePart) for part in content.parts):
         return content
     parts = tuple(
-        msgspec.structs.replace(part, args=redact(part.args))
+        msgspec.structs.replace(part, args=redact(part.args, limit=None))
         if isinstance(part, FunctionCallPart)
-        else msgspec.structs.replace(part, response=redact(part.response))
+        else msgspec.structs.replace(part, response=redact(part.response, limit=None))
         if isinstance(part, FunctionResponsePart)
         else part
         for part in content.parts

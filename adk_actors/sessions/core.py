@@ -148,10 +148,11 @@ Split = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
 """A checked state delta: its session (incl. ``temp:`` and ``_adk:``), user: and app: keys."""
 
 
-def _split(delta: Mapping[str, Any]) -> Split:
+def _split(delta: Mapping[str, Any], *, runtime: bool = False) -> Split:
     """(session incl. temp:, user:, app:) parts of a state delta, checked: string keys,
     JSON-safe values (``invalid_state_delta``; ``invalid_utf8`` for a lone surrogate),
-    at most `MAX_STATE_BYTES` encoded."""
+    at most `MAX_STATE_BYTES` encoded. Only the runtime's own delta (`runtime`) may
+    touch ``_adk:`` keys: nobody else can forge or drop a pause or an open marker."""
     if not isinstance(delta, Mapping):
         raise AdkError("invalid_state_delta", "a state delta is a mapping")
     session: dict[str, Any] = {}
@@ -160,6 +161,10 @@ def _split(delta: Mapping[str, Any]) -> Split:
     for key, value in delta.items():
         if not isinstance(key, str) or not key:
             raise AdkError("invalid_state_delta", "state keys are non-empty strings")
+        if not runtime and key.startswith(INTERNAL_PREFIX):
+            raise AdkError(
+                "invalid_state_key", f"keys starting with {INTERNAL_PREFIX!r} are the runtime's"
+            )
         target = user if key.startswith("user:") else app if key.startswith("app:") else session
         target[key] = value
     try:
@@ -329,6 +334,10 @@ def take_state(
     session is ``not_found``; so is a missing key, unless a `default` is given."""
     if not isinstance(key, str) or not key:
         raise AdkError("invalid_state_key", "a state key is a non-empty string")
+    if key.startswith(INTERNAL_PREFIX):
+        raise AdkError(
+            "invalid_state_key", f"keys starting with {INTERNAL_PREFIX!r} are the runtime's"
+        )
     _utf8(key, "a state key")
     record = _require(storage, app, user, session_id)
     found = True
@@ -395,7 +404,7 @@ def check_event(event: Event, runtime_delta: Mapping[str, Any] | None) -> Checke
     ):
         raise AdkError("invalid_state_delta", f"runtime keys start with {INTERNAL_PREFIX!r}")
     delta = _split(event.actions.state_delta)
-    runtime = _split(runtime_delta) if runtime_delta else None
+    runtime = _split(runtime_delta, runtime=True) if runtime_delta else None
     return Checked(delta, runtime, event_codec.checked(event))
 
 

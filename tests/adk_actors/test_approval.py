@@ -583,3 +583,52 @@ def test_user_checks_run_off_the_reactor(sessions):
     )
     assert adk.Runner(agent, "app", sessions).run("u", "s", "go") == "done"
     assert len(seen) == 2 and "supervision-reactor" not in seen
+
+
+@pytest.mark.parametrize("backend", ["memory", "lmdb"])
+def test_an_approved_call_runs_with_the_models_arguments_though_events_are_redacted(
+    backend, tmp_path
+):
+    """Review finding: stored events hold redacted arguments, and a resume rebuilt the
+    approved call from them, so the tool ran with ``[redacted]``. The continuation keeps
+    the batch's calls as the model made them."""
+    service = (
+        adk.sessions.InMemorySessionService()
+        if backend == "memory"
+        else adk.sessions.LmdbSessionService(str(tmp_path / "db"))
+    )
+
+    class Deploy(adk.Tool):
+        name = "deploy"
+        description = "Deploy."
+        parameters = {
+            "type": "object",
+            "properties": {"api_key": {"type": "string"}, "cmd": {"type": "string"}},
+            "required": ["api_key", "cmd"],
+        }
+        require_confirmation = True
+
+        def __init__(self) -> None:
+            self.ran: list[dict] = []
+
+        def execute(self, args, ctx):
+            self.ran.append(args)
+            return {"ok": True}
+
+    args = {"api_key": "user-key-123", "cmd": "login --token=abc12345"}
+    tool = Deploy()
+    model = adk.ScriptedProvider([{"tool_calls": [{"name": "deploy", "args": args}]}, "done"])
+    runner = adk.Runner(
+        adk.spawn_agent("Deployer", {"provider": model}, tools=[tool]), "app", service
+    )
+    assert isinstance(runner.run("u", "s", "deploy"), adk.Paused)
+    assert runner.resume("u", "s", {"confirmed": True}) == "done"
+    assert tool.ran == [args]
+    (call,) = [
+        part
+        for event in service.get_session("app", "u", "s").events
+        if event.content is not None
+        for part in event.content.function_calls()
+    ]
+    assert call.args == {"api_key": "[redacted]", "cmd": "login --token=[redacted]"}
+    service.close()

@@ -232,3 +232,18 @@ def test_deep_or_mistyped_input_is_an_adk_error():
     ):
         with pytest.raises(AdkError):
             build()
+
+
+def test_event_payloads_are_redacted_but_never_cut():
+    """Review finding: the log-sized scan limit once cut a stored tool response at
+    64 KiB. Events redact secrets and keep every byte of everything else."""
+    big = "x" * 100_000
+    event = Event.new(
+        "tool",
+        "inv",
+        content.Content(
+            "model", (content.FunctionCallPart("f", {"api_key": "k-1", "q": big}, "c"),)
+        ),
+    )
+    (call,) = event.content.parts
+    assert call.args == {"api_key": "[redacted]", "q": big}

@@ -18,6 +18,7 @@ from adk_actors.agents.turn_context import agent_thread_stats
 from providers.content import FunctionResponsePart
 from providers.errors import AdkError
 from supervision import SyncPool, Task, TaskBusy
+from supervision.aio import wait_task
 from tests.helpers import wait_until
 
 HUNG_CALLS = 40
@@ -250,3 +251,16 @@ def test_a_serial_call_refused_for_capacity_is_a_tool_error_and_the_turn_goes_on
     assert len(entered) == 1  # the refused call never took a thread
     threads = adk.agent_info(agent)["threads"]  # stuck threads are visible in its status
     assert threads["tool_threads_abandoned"] == 1 and threads["capacity_exhausted"] == 1
+
+
+def test_a_finished_task_never_counts_as_hung_for_the_next_one():
+    """Review finding: a task woke its waiter before its thread left the share, so the
+    next task found a full share of not-alive members and was refused."""
+    share = SyncPool.Share("sequential", 1)
+
+    async def one_after_another() -> int:
+        for _ in range(5_000):
+            await wait_task(Task.start(lambda: 1, share=share))  # TaskBusy would escape
+        return share.stats()["refused"]
+
+    assert Task.start(one_after_another).wait(120) == 0

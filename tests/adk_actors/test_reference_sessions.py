@@ -181,9 +181,7 @@ def test_invalid_utf8_in_state_ids_and_deltas_is_typed(sessions):
         reason(lambda: sessions.add_event("app", "u", "s", text_event(), runtime_delta=runtime))
         == "invalid_utf8"
     )
-    assert reason(lambda: sessions.take_state("app", "u", "s", "_adk:paused:" + BAD)) == (
-        "invalid_utf8"
-    )
+    assert reason(lambda: sessions.take_state("app", "u", "s", "key" + BAD)) == "invalid_utf8"
     summary = Event.new("agent", "c", Content("model", (TextPart(BAD),)))
     first = sessions.add_event("app", "u", "s", text_event("one"))
     assert reason(lambda: sessions.compact_events("app", "u", "s", [first.id], summary)) == (
@@ -238,11 +236,14 @@ def test_take_state_scopes_defaults_and_missing_sessions(sessions):
         "not_found"
     )
     assert reason(lambda: sessions.take_state("app", "u", "s", "")) == "invalid_state_key"
-    # the runtime's continuations are taken from where they are kept
+    # the runtime's own keys are not the caller's to take: a pause stays resumable
     paused = {"kind": "tool_confirmation"}
     sessions.add_event("app", "u", "s", text_event(), runtime_delta={"_adk:paused:i": paused})
-    assert sessions.take_state("app", "u", "s", "_adk:paused:i") == paused
-    assert sessions.get_session("app", "u", "s", include_internal=True).state == {}
+    assert reason(lambda: sessions.take_state("app", "u", "s", "_adk:paused:i")) == (
+        "invalid_state_key"
+    )
+    state = sessions.get_session("app", "u", "s", include_internal=True).state
+    assert state == {"_adk:paused:i": paused}
 
 
 # -- 5. provider metadata is strict JSON ------------------------------------------------------
@@ -379,3 +380,31 @@ def test_text_of_tool_call_and_response_events():
     assert Event.new("A", "inv").text() == ""
     thought_only = Event.new("A", "inv", content.new([content.text("hmm", thought=True)]))
     assert thought_only.text() == ""
+
+
+@pytest.mark.parametrize("backend", ["memory", "lmdb"])
+def test_nobody_but_the_runtime_touches_its_own_keys(backend, tmp_path):
+    """Review finding: `take_state` once returned (and consumed) a pause's continuation,
+    and `update_state` could forge an open-invocation marker."""
+    sessions = (
+        adk.sessions.InMemorySessionService()
+        if backend == "memory"
+        else adk.sessions.LmdbSessionService(str(tmp_path / "db"))
+    )
+    sessions.create_session("app", "u", session_id="s")
+    for attempt in (
+        lambda: sessions.take_state("app", "u", "s", "_adk:paused:inv-1"),
+        lambda: sessions.update_state("app", "u", "s", {"_adk:open:inv-1": "forged"}),
+        lambda: sessions.create_session("app", "u", session_id="t", state={"_adk:x": 1}),
+        lambda: sessions.add_event(
+            "app",
+            "u",
+            "s",
+            adk.Event.new("user", "inv", actions=adk.EventActions(state_delta={"_adk:x": 1})),
+        ),
+    ):
+        with pytest.raises(adk.AdkError) as info:
+            attempt()
+        assert info.value.reason == "invalid_state_key"
+    assert sessions.get_session("app", "u", "s", include_internal=True).state == {}
+    sessions.close()

@@ -696,14 +696,13 @@ def test_a_lone_surrogate_in_any_id_is_invalid_utf8_on_every_call(sessions):
 @pytest.mark.parametrize("good", GOOD_IDS, ids=repr)
 def test_the_longest_and_widest_ids_work_on_both_backends(sessions, good):
     sessions.create_session(good, good, good, {"user:k": 1})
-    sessions.add_event(good, good, good, event())
     paused = {"_adk:paused:" + "i" * 128: {"big": "x" * 100}}  # the longest key of all
-    sessions.update_state(good, good, good, paused)
+    sessions.add_event(good, good, good, event(), runtime_delta=paused)
     session = sessions.get_session(good, good, good, include_internal=True)
     assert session.id == good and len(session.events) == 1
     assert session.state["_adk:paused:" + "i" * 128] == {"big": "x" * 100}
     assert [s.id for s in sessions.list_sessions(good, good)] == [good]
-    assert sessions.take_state(good, good, good, "_adk:paused:" + "i" * 128) == {"big": "x" * 100}
+    assert sessions.take_state(good, good, good, "user:k") == 1
     sessions.delete_session(good, good, good)
 
 
@@ -725,10 +724,11 @@ def test_any_state_key_fits_an_lmdb_key(tmp_path):
     longest = "x" * 128
     store.create_session(longest, longest, longest)
     keys = {"_adk:paused:" + "k" * n: n for n in (1, 100, 124, 125, 400, 5000)}
-    store.update_state(longest, longest, longest, {k: {"n": n} for k, n in keys.items()})
+    runtime = {k: {"n": n} for k, n in keys.items()}
+    store.add_event(longest, longest, longest, event(), runtime_delta=runtime)
     state = store.get_session(longest, longest, longest, include_internal=True).state
     assert {k: state[k] for k in keys} == {k: {"n": n} for k, n in keys.items()}
-    store.update_state(longest, longest, longest, {k: None for k in keys})
+    store.add_event(longest, longest, longest, event(), runtime_delta=dict.fromkeys(keys))
     state = store.get_session(longest, longest, longest, include_internal=True).state
     assert not any(k in state for k in keys)
     store.close()

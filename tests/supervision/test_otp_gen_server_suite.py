@@ -773,3 +773,30 @@ def test_calling_self_with_get_state_is_refused():
     with pytest.raises(sv.ProcessExit) as info:
         sv.call(pid, "go")
     assert info.value.reason.kind == "KernelError"
+
+
+def test_a_flushed_down_does_not_cancel_an_idle_timeout():
+    """Follows gen_server_SUITE:handle_event_timeout_plain with OTP's demonitor(flush):
+    a flushed 'DOWN' never arrives, so it cannot cancel the idle timeout (review
+    finding: the timeout was disarmed before the flushed message was dropped)."""
+    fired = threading.Event()
+
+    class Target(sv.GenServer):
+        pass
+
+    class Watcher(sv.GenServer):
+        def handle_call(self, target: Any, from_: Any, state: Any) -> Any:
+            ref = sv.monitor(target)
+            sv.stop(target)  # its Down is queued behind this call
+            sv.demonitor(ref, flush=True)
+            return sv.Reply("armed", state, timeout=0.05)
+
+        def handle_info(self, msg: Any, state: Any) -> Any:
+            if isinstance(msg, sv.Timeout):
+                fired.set()
+            return state
+
+    watcher = Watcher.start()
+    assert sv.call(watcher, Target.start()) == "armed"
+    assert fired.wait(10)
+    sv.stop(watcher)
