@@ -181,7 +181,8 @@ def _contract(schema: Any, key: str) -> Any:
         return compile_schema(schema, allow_bool=True)
     except InvalidSchema as refused:
         raise AdkError(
-            (f"invalid_{key}",), f"{key} is not an accepted JSON Schema ({refused.why})"
+            refused.reason((f"invalid_{key}",), key),
+            f"{key} is not an accepted JSON Schema ({refused.why})",
         ) from None
 
 

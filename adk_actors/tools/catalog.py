@@ -114,7 +114,7 @@ class ToolCatalog:
                 validate = compile_schema(parameters)
             except InvalidSchema as refused:
                 raise AdkError(
-                    ("invalid_tool_schema", name),
+                    refused.reason(("invalid_tool_schema", name), name),
                     f"the parameter schema of {name!r} is refused ({refused.why})",
                 ) from None
             entries[name] = _Entry(tool, declaration, validate, source)

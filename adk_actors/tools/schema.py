@@ -12,8 +12,9 @@ resolution handlers that refuse every scheme:
 * a schema that is not a mapping (or, for a contract, a boolean), nests more than
   `MAX_SCHEMA_DEPTH` deep, or does not compile, is refused too.
 
-Every refusal is `InvalidSchema`; callers turn it into their own `AdkError` reason
-(``("invalid_tool_schema", name)``, ``("invalid_input_schema",)``, ...).
+Every refusal is `InvalidSchema`; callers turn it into an `AdkError`: a remote
+reference is ``("invalid_schema", "remote_ref", where)``, anything else the caller's
+own reason (``("invalid_tool_schema", name)``, ``("invalid_input_schema",)``, ...).
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ class InvalidSchema(Exception):
     def __init__(self, why: str) -> None:
         super().__init__(why)
         self.why = why
+
+    def reason(self, otherwise: tuple[str, ...], where: str) -> tuple[str, ...]:
+        """The `AdkError` reason: ``("invalid_schema", "remote_ref", where)`` for a
+        reference that would be fetched, else the caller's own reason."""
+        return ("invalid_schema", "remote_ref", where) if self.why == "remote_ref" else otherwise
 
 
 def _refuse(uri: str) -> NoReturn:
@@ -70,8 +76,18 @@ def compile_schema(schema: Any, *, allow_bool: bool = False) -> Callable[[Any], 
         return fastjsonschema.compile(schema, handlers=_NO_REMOTE)
     except InvalidSchema:
         raise
-    except Exception:  # JsonSchemaDefinitionException, RecursionError, a mistyped keyword
-        raise InvalidSchema("does_not_compile") from None
+    except Exception as error:  # JsonSchemaDefinitionException, RecursionError, a typo
+        raise _refusal_within(error) or InvalidSchema("does_not_compile") from None
+
+
+def _refusal_within(error: BaseException) -> InvalidSchema | None:
+    """A handler's refusal that fastjsonschema wrapped in its own exception."""
+    seen: BaseException | None = error
+    for _ in range(16):
+        if seen is None or isinstance(seen, InvalidSchema):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _check_references(schema: Mapping[str, Any]) -> None:

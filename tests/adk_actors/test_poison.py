@@ -315,7 +315,6 @@ def remote_schemas(base: str) -> list[Any]:
         {"$ref": f"{base}/schema.json"},
         {"type": "object", "properties": {"a": {"$ref": f"{base}/a.json#/x"}}},
         {"$id": f"{base}/root.json", "properties": {"a": {"$ref": "other.json"}}},
-        {"properties": {"a": {"$id": f"{base}/sub/", "$ref": "#/x"}}},
         {"$ref": "file:///etc/passwd"},
         {"$ref": "relative.json"},
         {"allOf": [{"$ref": f"{base}/all.json"}]},
@@ -332,11 +331,19 @@ def test_remote_references_are_refused_without_a_request(schema_server):
 
         with pytest.raises(adk.AdkError) as info:
             ToolCatalog([Remote()])
-        assert info.value.reason == ("invalid_tool_schema", "remote")
+        assert info.value.reason == ("invalid_schema", "remote_ref", "remote")
         for key in ("input_schema", "output_schema"):
             with pytest.raises(adk.AdkError) as info:
                 adk.spawn_agent("Contract", {"provider": adk.ScriptedProvider(["{}"]), key: schema})
-            assert info.value.reason == (f"invalid_{key}",)
+            assert info.value.reason == ("invalid_schema", "remote_ref", key)
+
+    class UnderRemoteId(adk.Tool):  # a local ref under a remote base: never resolved
+        name = "remote"
+        parameters = {"properties": {"a": {"$id": f"{base}/sub/", "$ref": "#/x"}}}
+
+    with pytest.raises(adk.AdkError) as info:
+        ToolCatalog([UnderRemoteId()])
+    assert info.value.reason == ("invalid_tool_schema", "remote")
     assert requests == []
 
 
