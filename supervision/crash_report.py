@@ -70,6 +70,6 @@ def supervisor_event(event: str, supervisor: Any, **fields: Any) -> None:
     if "child_id" in clean:
         clean["child_id"] = format_name(clean["child_id"])
     level = "error" if event.endswith(("max_intensity_reached", "start_failed")) else "info"
-    if event.endswith("child_exited") and fields.get("abnormal"):
-        level = "error"
+    if event.endswith("child_exited"):  # a normal exit is routine (one per finished run)
+        level = "error" if fields.get("abnormal") else "debug"
     getattr(_log, level)(event, supervisor=str(supervisor), **clean)

@@ -98,14 +98,29 @@ def _clean(value: Any, depth: int) -> Any:
     return redact_text(shown)
 
 
+_last_capture_check: tuple[object, bool] = ((), False)
+
+
+def _capturing(processors: Any) -> bool:
+    """Is ``structlog.testing.capture_logs`` active? Remembered per processor list (each
+    configuration makes a new one), so a dropped event costs one identity check."""
+    global _last_capture_check
+    seen, answer = _last_capture_check
+    if seen is not processors:
+        answer = any(isinstance(each, LogCapture) for each in processors)
+        _last_capture_check = (processors, answer)
+    return answer
+
+
 def _route(logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> Any:
     if not structlog.is_configured():
         if not logger.isEnabledFor(_LEVELS.get(method_name, logging.INFO)):
             raise structlog.DropEvent
         return _PLAIN(logger, method_name, redact_event(logger, method_name, event_dict))
     processors = structlog.get_config()["processors"]
-    capturing = any(isinstance(each, LogCapture) for each in processors)
-    if not capturing and not logger.isEnabledFor(_LEVELS.get(method_name, logging.INFO)):
+    if not logger.isEnabledFor(_LEVELS.get(method_name, logging.INFO)) and not _capturing(
+        processors
+    ):
         raise structlog.DropEvent
     result: Any = redact_event(logger, method_name, event_dict)
     for processor in processors:
@@ -148,12 +163,34 @@ def redact_loggers(*names: str, first_word_only: bool = False) -> None:
             logger.addFilter(RedactingFilter(first_word_only))
 
 
+def _wanted(logger: logging.Logger, level: int) -> bool:
+    """Would an event at `level` go anywhere? Answered before structlog does any work."""
+    if logger.isEnabledFor(level):
+        return True
+    return structlog.is_configured() and _capturing(structlog.get_config()["processors"])
+
+
+class _LibraryLogger(structlog.stdlib.BoundLogger):
+    """`structlog.stdlib.BoundLogger` whose routine levels cost one level check when
+    nothing would record them (per-run events are DEBUG)."""
+
+    def debug(self, event: str | None = None, *args: Any, **kw: Any) -> Any:
+        if not _wanted(self._logger, logging.DEBUG):
+            return None
+        return super().debug(event, *args, **kw)
+
+    def info(self, event: str | None = None, *args: Any, **kw: Any) -> Any:
+        if not _wanted(self._logger, logging.INFO):
+            return None
+        return super().info(event, *args, **kw)
+
+
 def get_logger(name: str) -> Any:
     """A structlog logger named `name` whose output goes to ``logging.getLogger(name)``."""
     return structlog.wrap_logger(
         logging.getLogger(name),
         processors=[_route],
-        wrapper_class=structlog.stdlib.BoundLogger,
+        wrapper_class=_LibraryLogger,
         cache_logger_on_first_use=True,
     )
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -79,6 +80,17 @@ _MEASURE_WORDS = frozenset({"count", "limit"})
 """A name ending in one of these measures something (``input_token_limit``)."""
 
 
+@functools.lru_cache(maxsize=4096)
+def _is_secret_name(key: str) -> bool:
+    normalized = _NON_WORD.sub("_", _CAMEL.sub("_", key).lower()).strip("_")
+    words = normalized.split("_")
+    if words[-1] in _MEASURE_WORDS:
+        return False
+    return bool(_SECRET_WORDS.intersection(words)) or any(
+        pair in normalized for pair in _SECRET_PAIRS
+    )
+
+
 def is_secret_key(key: object) -> bool:
     """True for names of credentials: ``api_key``, ``x-goog-api-key``,
     ``Authorization``, ``refresh_token``, ``client_secret``, ``aws_access_key_id``, ...
@@ -93,13 +105,7 @@ def is_secret_key(key: object) -> bool:
     """
     if not isinstance(key, str) or len(key) > 256:
         return False
-    normalized = _NON_WORD.sub("_", _CAMEL.sub("_", key).lower()).strip("_")
-    words = normalized.split("_")
-    if words[-1] in _MEASURE_WORDS:
-        return False
-    return bool(_SECRET_WORDS.intersection(words)) or any(
-        pair in normalized for pair in _SECRET_PAIRS
-    )
+    return _is_secret_name(key)  # names repeat: the answer is cached (bounded)
 
 
 # -- free text ------------------------------------------------------------------------

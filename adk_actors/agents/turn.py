@@ -235,7 +235,7 @@ class _Turn(ToolRound):
         contents.append(final)
         self._observe("model", final, metadata)
         if not is_fenced_thread():  # a killed turn's result goes nowhere
-            _log.info(
+            _log.debug(
                 "adk.agent.turn_completed",
                 agent=spec.name,
                 tool_rounds=rounds,

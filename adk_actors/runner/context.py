@@ -204,7 +204,7 @@ class ContextPolicy:
                 action = "compressed"
         # sizes cost a JSON encoding per event: measured only when a budget needs them
         measured = self._measure(selected) if self.budgeted else {}
-        _log.info(
+        _log.debug(
             "adk.context.build",
             agent=agent,
             input_events=len(candidates),
@@ -326,7 +326,7 @@ class ContextPolicy:
         size = len(envelope)
         tokens = estimate_tokens(size)
         fingerprint = hashlib.sha256(envelope).hexdigest()[:16]
-        _log.info(
+        _log.debug(
             "adk.context.envelope",
             request_bytes=size,
             estimated_tokens=tokens,
