@@ -29,7 +29,9 @@ HTTP error is capped and redacted before it reaches the `AdkError` reason.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
+import socket
 import ssl
 import threading
 import time
@@ -99,28 +101,58 @@ _sync_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
 
 
 class _CappedStream(httpx.SyncByteStream):
-    """Stops reading a response body past `limit` bytes, or past `deadline`."""
+    """Stops reading a response body past `limit` bytes, or past `deadline`: a
+    watchdog shuts the socket down at the deadline, so a read blocked on a silent
+    server ends then too (a per-read timeout would start afresh at every byte)."""
 
-    def __init__(self, inner: Any, limit: int, deadline: float | None = None) -> None:
+    def __init__(
+        self, inner: Any, limit: int, deadline: float | None = None, sock: Any = None
+    ) -> None:
         self._inner = inner
         self._limit = limit
         self._deadline = deadline
+        self._watchdog: threading.Timer | None = None
+        if deadline is not None and isinstance(sock, socket.socket):
+            self._watchdog = threading.Timer(
+                max(0.0, deadline - time.monotonic()), _shut_down, (sock,)
+            )
+            self._watchdog.daemon = True
+            self._watchdog.start()
 
     def __iter__(self) -> Iterator[bytes]:
         seen = 0
         deadline = self._deadline
-        for chunk in self._inner:
-            seen += len(chunk)
-            if seen > self._limit:
-                raise _ResponseTooLarge()
-            if deadline is not None and time.monotonic() > deadline:
-                raise retry.DeadlineReached("the request deadline passed mid-response")
-            yield chunk
+        try:
+            for chunk in self._inner:
+                seen += len(chunk)
+                if seen > self._limit:
+                    raise _ResponseTooLarge()
+                if deadline is not None and time.monotonic() > deadline:
+                    raise retry.DeadlineReached("the request deadline passed mid-response")
+                yield chunk
+        except httpx.TransportError:
+            if deadline is not None and time.monotonic() >= deadline:  # the watchdog's
+                raise retry.DeadlineReached("the request deadline passed mid-response") from None
+            raise
+        finally:
+            self._stop_watchdog()
 
     def close(self) -> None:
+        self._stop_watchdog()
         close = getattr(self._inner, "close", None)
         if close is not None:
             close()
+
+    def _stop_watchdog(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+
+
+def _shut_down(sock: socket.socket) -> None:
+    """Wake a read blocked on `sock` (another thread's): its call's deadline passed."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 class _CappedTransport(httpx.HTTPTransport):
@@ -140,7 +172,9 @@ class _CappedTransport(httpx.HTTPTransport):
                 "pool": left,
             }
         response = super().handle_request(request)
-        response.stream = _CappedStream(response.stream, MAX_RESPONSE_BYTES, deadline)
+        network = response.extensions.get("network_stream")
+        sock = None if network is None else network.get_extra_info("socket")
+        response.stream = _CappedStream(response.stream, MAX_RESPONSE_BYTES, deadline, sock)
         return response
 
 
@@ -564,6 +598,8 @@ def _call(
             time.sleep(delay)
     finally:
         _sync_deadline.reset(token)
+    if deadline is not None and time.monotonic() >= deadline:  # e.g. the watchdog's cut
+        raise AdkError("timeout", "the Gemini request deadline passed")
     raise _mapped(failure, settings)
 
 

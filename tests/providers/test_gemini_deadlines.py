@@ -40,8 +40,8 @@ OK = {
 
 @dataclass
 class Step:
-    """One scripted answer: `kind` is "json", "sse", "drip", "drip_sse", "reset" or
-    "sse_then_reset"."""
+    """One scripted answer: `kind` is "json", "sse", "drip", "drip_sse", "reset",
+    "sse_then_reset" or "late_stall" (`body`: seconds before the headers)."""
 
     kind: str
     status: int = 200
@@ -159,6 +159,12 @@ class RawServer:
                     time.sleep(0.2)
                     conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 return False
+            if step.kind == "late_stall":  # headers and a byte near the deadline, then silence
+                time.sleep(step.body)
+                conn.sendall(self._head(200, "application/json", {"Content-Length": "100"}) + b" ")
+                while not self._stop.is_set():
+                    time.sleep(0.05)
+                return False
             if step.kind in ("drip", "drip_sse"):
                 kind = "text/event-stream" if step.kind == "drip_sse" else "application/json"
                 headers = {"Connection": "close"} if step.kind == "drip_sse" else {}
@@ -234,6 +240,22 @@ def test_a_dripping_server_cannot_hold_a_call_past_its_deadline(server, kind):
     # the drip (a byte every 0.25 s, 100 kB) would hold a per-read timeout for hours
     assert time.monotonic() - started < 10
     assert len(server.times) == 1  # a timeout is not retried
+
+
+@pytest.mark.parametrize("kind", ["agenerate", "generate"])
+def test_a_server_that_goes_silent_late_cannot_hold_a_call_past_its_deadline(server, kind):
+    """Review finding: on the sync path each read had the time left when the request
+    started, so a server answering just before the deadline and then going silent held
+    the call for about twice it. A watchdog now ends the blocked read at the deadline."""
+    server.script.append(Step("late_stall", body=1.5))
+    cfg = config(server, request_timeout=2000)
+    calls = {
+        "agenerate": lambda: protocol.agenerate(cfg, HISTORY),
+        "generate": lambda: providers.generate(cfg, HISTORY),
+    }
+    started = time.monotonic()
+    assert failure(calls[kind]).reason == "timeout"
+    assert time.monotonic() - started < 3.0  # the deadline (2 s), not 1.5 s + 2 s more
 
 
 # -- retries ----------------------------------------------------------------------------------
