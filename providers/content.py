@@ -456,8 +456,10 @@ def json_too_deep_bytes(data: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
 
 
 def _json_change(value: Any) -> str | None:
-    """What JSON encoding would change in `value` (None: only tuples, which stay arrays)."""
+    """What JSON encoding would change in `value` (None: only tuples, which stay arrays).
+    Each container is walked once, so a value that contains itself ends the walk."""
     stack = [value]
+    walked: set[int] = set()
     while stack:
         item = stack.pop()
         if item is None or isinstance(item, str | bool | int):
@@ -465,7 +467,12 @@ def _json_change(value: Any) -> str | None:
         if isinstance(item, float):
             if not math.isfinite(item):
                 return "a NaN or infinite number"
-        elif isinstance(item, dict):
+            continue
+        if isinstance(item, dict | list | tuple):
+            if id(item) in walked:
+                continue
+            walked.add(id(item))
+        if isinstance(item, dict):
             for key, nested in item.items():
                 if not isinstance(key, str):
                     return f"{_KEY_CHANGE} {type(key).__name__}"

@@ -96,9 +96,14 @@ def _checked_shutdown(shutdown: object, child_type: str, name: str) -> Shutdown:
     keyword = _choice(shutdown, ("brutal_kill", "infinity"))
     if keyword is not None:
         return keyword  # type: ignore[return-value]
-    if isinstance(shutdown, int | float) and not isinstance(shutdown, bool) and shutdown >= 0:
-        # no thread waits longer than TIMEOUT_MAX (centuries): beyond that is infinity
-        return "infinity" if shutdown >= _MAX_WAIT else shutdown
+    if isinstance(shutdown, int | float) and not isinstance(shutdown, bool):
+        try:
+            seconds = float(shutdown)  # a plain number: a subclass's comparisons never run
+        except Exception:
+            seconds = math.nan
+        if seconds >= 0:  # NaN is not
+            # no thread waits longer than TIMEOUT_MAX (centuries): beyond that is infinity
+            return "infinity" if seconds >= _MAX_WAIT else seconds
     raise SupervisorError(
         ("invalid_child_spec", "shutdown"),
         f"child {name}: shutdown must be seconds >= 0, brutal_kill or infinity",
@@ -106,9 +111,11 @@ def _checked_shutdown(shutdown: object, child_type: str, name: str) -> Shutdown:
 
 
 def hashable(value: object) -> bool:
-    """True if `value` can be a dict key (a child id); any error from its ``__hash__`` says no."""
+    """True if `value` can be a dict key (a child id): any error from its ``__hash__``,
+    or from its ``__eq__`` (which a lookup may call), says no."""
     try:
         hash(value)
+        _ = value == value  # an id whose comparison raises would crash a lookup later
     except Exception:
         return False
     return True

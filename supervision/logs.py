@@ -98,18 +98,10 @@ def _clean(value: Any, depth: int) -> Any:
     return redact_text(shown)
 
 
-_last_capture_check: tuple[object, bool] = ((), False)
-
-
 def _capturing(processors: Any) -> bool:
-    """Is ``structlog.testing.capture_logs`` active? Remembered per processor list (each
-    configuration makes a new one), so a dropped event costs one identity check."""
-    global _last_capture_check
-    seen, answer = _last_capture_check
-    if seen is not processors:
-        answer = any(isinstance(each, LogCapture) for each in processors)
-        _last_capture_check = (processors, answer)
-    return answer
+    """Is ``structlog.testing.capture_logs`` active? It puts its `LogCapture` last in
+    the (same, mutated) processor list, so one look at the end answers."""
+    return bool(processors) and isinstance(processors[-1], LogCapture)
 
 
 def _route(logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> Any:

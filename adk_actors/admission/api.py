@@ -15,6 +15,7 @@ reasons.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import Hashable, Mapping
@@ -51,6 +52,7 @@ from supervision import (
     Ref,
     Response,
     call,
+    cancel_request,
     cast,
     receive,
     self_pid,
@@ -99,19 +101,21 @@ class Permit:
         release(self)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class AdmissionRequest:
     """A submitted request (`submit`): `request_id` (for `cancel`) and the agent.
 
     Its answer arrives in the mailbox of the process that submitted it, `requester`;
-    `await_permit` (or `wait`) takes it from there.
+    `await_permit` (or `wait`) takes it from there. Once its submitter cancels it, the
+    answer is dropped from that mailbox and awaiting it raises ``cancelled``.
     """
 
     request_id: str
     agent: str
-    requester: Pid = field(repr=False, compare=False)
-    server: Server = field(repr=False, compare=False)
-    ref: Ref = field(repr=False, compare=False)
+    requester: Pid = field(repr=False)
+    server: Server = field(repr=False)
+    ref: Ref = field(repr=False)
+    cancelled: bool = field(default=False, repr=False)
 
     def wait(self, timeout: float | None = None) -> Permit:
         """Same as `await_permit(self, timeout)`."""
@@ -224,11 +228,15 @@ def await_permit(request: AdmissionRequest, timeout: float | None = None) -> Per
         raise AdkError("invalid_await", "await an AdmissionRequest, timeout None or 0..86400 s")
     if self_pid() != request.requester:
         raise AdkError("invalid_await", "only the process that submitted it can await it")
+    if request.cancelled:
+        raise AdkError("cancelled", "the request was cancelled by its submitter")
     ref = request.ref
     try:
         response = receive(timeout, lambda m: type(m) is Response and m.request_id == ref)
     except TimeoutError:
         raise AdkError("await_timeout", f"no answer within {timeout} s") from None
+    except ProcessExit:
+        raise  # this thread's process was killed: it must hear of it
     except KernelError:
         raise AdkError("invalid_await", "a server takes its answer in handle_info") from None
     return permit_from_response(response, request.server)
@@ -281,10 +289,22 @@ def cancel(request_id: str | AdmissionRequest, *, server: Server = NAME) -> bool
     ``cancelled``); a granted one has its permit released. True if either was done,
     so at most once: False afterwards (and a later `release` of that permit is False
     too), or when the request is unknown. An `AdmissionRequest` names its controller."""
-    if isinstance(request_id, AdmissionRequest):
-        server = request_id.server
-        request_id = request_id.request_id
-    return _bool_answer(_short_call(server, Cancel(check_request_id(request_id))))
+    handle = request_id if isinstance(request_id, AdmissionRequest) else None
+    if handle is not None:
+        server, request_id = handle.server, handle.request_id
+    done = _bool_answer(_short_call(server, Cancel(check_request_id(request_id))))
+    if handle is not None and self_pid() == handle.requester:
+        handle.cancelled = True
+        _forget_answer(handle.ref)
+    return done
+
+
+def _forget_answer(ref: Ref) -> None:
+    """The submitter cancelled: its answer is never awaited, so it must not stay in the
+    mailbox (nor arrive later)."""
+    cancel_request(ref)
+    with contextlib.suppress(TimeoutError, KernelError):
+        receive(0, lambda m: type(m) is Response and m.request_id == ref)
 
 
 def status(server: Server = NAME) -> dict[str, Any]:

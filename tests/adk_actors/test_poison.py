@@ -138,6 +138,28 @@ def test_the_catalog_alone_refuses_poison_results():
     content.validate(Content("tool", (response,)))  # what it returns is valid content
 
 
+@pytest.mark.parametrize("shape", ["list", "dict"])
+def test_a_result_that_contains_itself_is_refused_not_walked_forever(shape):
+    """Review finding: a self-containing value with a non-JSON item in it made the
+    change finder loop (and grow) forever."""
+    if shape == "list":
+        loop: Any = [object()]
+        loop.append(loop)
+    else:
+        loop = {"x": object()}
+        loop["y"] = loop
+
+    @adk.tool
+    def cyclic() -> dict:
+        """Returns a value that contains itself."""
+        return {"result": loop}
+
+    response = ToolCatalog([cyclic]).call(
+        content.function_call("cyclic", {}, id="c"), ToolContext()
+    )
+    assert response.response["error"]["kind"] == "invalid_tool_result"
+
+
 class _DeepCaller:
     """A provider whose tool call's arguments nest past the bound (a provider that does not
     validate what it returns)."""

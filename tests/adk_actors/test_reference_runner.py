@@ -577,3 +577,24 @@ def test_runner_policy_tool_errors_use_kind(sessions):
         assert error["kind"] == "runtime_policy_denied" and "type" not in error
     assert errors["wipe"]["reason"] == "explicitly_denied"
     assert errors["fetch"]["reason"] == "content_budget_exceeded"
+
+
+def test_a_submitter_that_cancels_leaves_no_answer_behind():
+    """Review finding: each submit, timed-out await and cancel left its answer in the
+    thread's mailbox for good, and awaiting a cancelled granted request returned a
+    permit that was already released."""
+    ctl = admission.start_link({"global_limit": 1, "default_agent_limit": 1, "overflow": "queue"})
+    held = admission.acquire("a", server=ctl)
+    for _ in range(50):
+        request = admission.submit("a", timeout=30.0, server=ctl)
+        assert reason_of(admission.await_permit, request, 0) == "await_timeout"
+        assert admission.cancel(request) is True
+    held.release()
+    granted = admission.submit("a", server=ctl)
+    wait_until(lambda: admission.status(ctl)["active"] == 1)
+    assert admission.cancel(granted) is True  # its permit released
+    assert reason_of(admission.await_permit, granted, 1) == "cancelled"
+    assert admission.status(ctl)["active"] == 0
+    with pytest.raises(TimeoutError):  # no answer left behind, none arriving late
+        sv.receive(0.2, match=lambda m: isinstance(m, sv.Response))
+    sv.stop(ctl)

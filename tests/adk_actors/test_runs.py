@@ -552,13 +552,18 @@ def test_a_killed_run_actor_still_has_exactly_one_outcome(sessions):
     wait_until(lambda: len(sessions.get_session("app", "u", "doomed").events) == 1)  # opened
     sv.exit(sv.whereis(run_name(run_id)), "kill")
     outcome = adk.runs.wait(run_id, timeout=5)
-    assert outcome == adk.Failed(("run_actor_exit", "killed"))
+    # the registry starts watching a run from a cast; killed before it did, its monitor
+    # can only say noproc (as OTP's would)
+    assert outcome in (
+        adk.Failed(("run_actor_exit", "killed")),
+        adk.Failed(("run_actor_exit", "noproc")),
+    )
     assert adk.runs.wait(run_id, timeout=5) == outcome  # the same, every time
     assert adk.runs.status(run_id)["state"] == "failed"
     assert refused(lambda: adk.runs.cancel(run_id)).reason == "already_terminal"
     wait_until(lambda: sessions.get_session("app", "u", "doomed").events[-1].error is not None)
     last = sessions.get_session("app", "u", "doomed").events[-1]
-    assert last.error.reason == ("run_actor_exit", "killed")  # the session is closed too
+    assert last.error.reason == outcome.reason  # the session is closed too, the same way
 
 
 def test_a_resume_refused_by_admission_can_be_resumed_again(sessions):

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 
+import structlog
 from structlog.testing import capture_logs
 
 from supervision import get_logger
@@ -84,3 +85,22 @@ def test_below_the_standard_level_nothing_is_rendered() -> None:
     assert len(rendered) == 1
     assert "tests.shown" in rendered[0].getMessage()
     assert "n=2" in rendered[0].getMessage()
+
+
+def test_capture_logs_sees_every_level_after_events_were_dropped() -> None:
+    """Review finding: a cached 'not capturing' answer outlived structlog's in-place
+    change of the processor list, so capture_logs missed DEBUG and INFO events."""
+    saved, was_configured = structlog.get_config(), structlog.is_configured()
+    structlog.configure(processors=[structlog.processors.KeyValueRenderer()])
+    try:
+        log = get_logger("tests.logs.after_drop")
+        log.debug("dropped: nobody records debug")
+        with capture_logs() as logs:
+            log.debug("inside_debug")
+            log.info("inside_info")
+        assert [entry["event"] for entry in logs] == ["inside_debug", "inside_info"]
+    finally:
+        if was_configured:
+            structlog.configure(processors=saved["processors"])
+        else:
+            structlog.reset_defaults()

@@ -973,3 +973,38 @@ def test_significant_escalation() -> None:
             assert rows(sup_a) == [("sup1", None, False)]
             sv.stop(sup_a, "shutdown")
             assert wait_exit(ref_a) == "shutdown"
+
+
+def test_ids_and_shutdowns_whose_comparisons_raise_are_refused():
+    """Review finding: an id hashing like another but whose ``__eq__`` raises, or a
+    shutdown whose ``__ge__`` raises, crashed the supervisor on a later lookup. Follows
+    supervisor_SUITE:sup_start_fail / child_specs (a bad spec is an error answer)."""
+
+    class BadEq:
+        def __hash__(self) -> int:
+            return hash("a")
+
+        def __eq__(self, other: object) -> bool:
+            raise RuntimeError("eq")
+
+    class BadGe(float):
+        def __ge__(self, other: object) -> bool:
+            raise RuntimeError("ge")
+
+    sup = sv.Supervisor.start([sv.ChildSpec("a", lambda: Child.start_link(("w", False)))])
+    for spec, field in (
+        (sv.ChildSpec(BadEq(), lambda: Child.start_link(("w", False))), "id"),
+        (sv.ChildSpec("b", lambda: Child.start_link(("w", False)), shutdown=BadGe(1.0)), None),
+    ):
+        if field is None:  # a subclass of float is read as the plain number it holds
+            sv.Supervisor.start_child(sup, spec)
+            continue
+        with pytest.raises(sv.SupervisorError) as info:
+            sv.Supervisor.start_child(sup, spec)
+        assert info.value.reason == ("invalid_child_spec", field)
+    with pytest.raises(sv.SupervisorError) as info:
+        sv.Supervisor.which_child(sup, BadEq())
+    assert info.value.reason == "invalid_request"
+    assert sup.is_alive()
+    assert [child.id for child in sv.Supervisor.which_children(sup)] == ["a", "b"]
+    sv.stop(sup)
