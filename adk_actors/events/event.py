@@ -211,12 +211,7 @@ _version_decoder = msgspec.json.Decoder(_Version)
 def encode(event: Event) -> bytes:
     """Canonical JSON bytes; `AdkError("invalid_event")` if something is not JSON-safe,
     ``invalid_utf8`` if a string holds a lone surrogate."""
-    try:
-        data = _encoder.encode(event)
-    except UnicodeEncodeError:
-        raise AdkError("invalid_utf8", "event strings must be valid UTF-8") from None
-    except (TypeError, ValueError, OverflowError, RecursionError, msgspec.EncodeError):
-        raise AdkError("invalid_event", "event fields must be JSON-safe") from None
+    data = _json_bytes(event, "event fields must be JSON-safe")
     if len(data) > MAX_EVENT_BYTES:
         raise AdkError("event_too_large", f"an event is at most {MAX_EVENT_BYTES} bytes")
     return data
@@ -342,10 +337,14 @@ def to_dict(event: Event) -> dict[str, Any]:
 
 def from_dict(value: Any) -> Event:
     """The event of a dict form (`to_dict`), decoded and validated as `decode` does."""
+    return decode(_json_bytes(value, "an event's dict form is JSON"))
+
+
+def _json_bytes(value: Any, refusal: str) -> bytes:
+    """`value` as JSON: ``invalid_utf8`` for a lone surrogate, else ``invalid_event``."""
     try:
-        data = _encoder.encode(value)
+        return _encoder.encode(value)
     except UnicodeEncodeError:
         raise AdkError("invalid_utf8", "event strings must be valid UTF-8") from None
     except (TypeError, ValueError, OverflowError, RecursionError, msgspec.EncodeError):
-        raise AdkError("invalid_event", "an event's dict form is JSON") from None
-    return decode(data)
+        raise AdkError("invalid_event", refusal) from None

@@ -556,10 +556,8 @@ async def _acall(
                     raise
                 except Exception as error:
                     failure = error
-                if frames is not None and frames.started:
-                    break
                 left = None if deadline is None else deadline - loop.time()
-                delay = retry.next_delay(settings.retry, attempts, failure, left)
+                delay = _retry_delay(settings, attempts, failure, frames, left)
                 if delay is None:
                     break
                 await asyncio.sleep(delay)
@@ -589,10 +587,8 @@ def _call(
                 raise
             except Exception as error:
                 failure = error
-            if frames is not None and frames.started:
-                break
             left = None if deadline is None else deadline - time.monotonic()
-            delay = retry.next_delay(settings.retry, attempts, failure, left)
+            delay = _retry_delay(settings, attempts, failure, frames, left)
             if delay is None:
                 break
             time.sleep(delay)
@@ -601,6 +597,20 @@ def _call(
     if deadline is not None and time.monotonic() >= deadline:  # e.g. the watchdog's cut
         raise AdkError("timeout", "the Gemini request deadline passed")
     raise _mapped(failure, settings)
+
+
+def _retry_delay(
+    settings: GeminiSettings,
+    attempts: int,
+    failure: Exception,
+    frames: _Frames | None,
+    left: float | None,
+) -> float | None:
+    """Seconds to wait before the next attempt, or None to give up: a stream that has
+    delivered a chunk is never tried again (its reader saw part of an answer)."""
+    if frames is not None and frames.started:
+        return None
+    return retry.next_delay(settings.retry, attempts, failure, left)
 
 
 def _mapped(error: Exception, settings: GeminiSettings) -> Exception:
