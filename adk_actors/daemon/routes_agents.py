@@ -1,0 +1,7 @@
+"""The /dev/v1 agents routes (see the daemon README)."""
+
+from __future__ import annotations
+
+from starlette.routing import BaseRoute
+
+ROUTES: list[BaseRoute] = []
