@@ -8,7 +8,12 @@ STAMP := $(VENV)/.installed
 BENCH_VENV := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
-.PHONY: test lint typecheck contracts pytest run demo bench clean
+.PHONY: test lint typecheck contracts pytest browser-deps run demo bench clean
+
+# The console's browser tests (tests/browser) drive Debian's chromium through playwright's
+# Python package (a dev extra); `playwright install` is never used. As root on a fresh
+# machine, `make test` installs chromium; otherwise it says how, and those tests fail.
+CHROMIUM := /usr/bin/chromium
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,7 +39,17 @@ contracts: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy supervision providers adk_actors
 
-pytest: $(STAMP)
+browser-deps:
+	@if [ ! -x $(CHROMIUM) ]; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			echo "make: installing Debian's chromium for the browser tests"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+		else \
+			echo "make: $(CHROMIUM) is missing: run 'sudo apt-get install -y chromium' (tests/browser needs it)" >&2; \
+		fi; \
+	fi
+
+pytest: $(STAMP) browser-deps
 	$(BIN)/python -m pytest
 
 test: lint contracts typecheck pytest

@@ -18,6 +18,7 @@ PAGES = [
     "docs/runner.md",
     "docs/runs.md",
     "docs/security.md",
+    "docs/cli.md",
     "README.md",
 ]
 
@@ -38,6 +39,10 @@ def test_examples_run(page: str, capsys: pytest.CaptureFixture[str]) -> None:
 _SELF_CONTAINED = [
     *PAGES,
     "docs/BENCHMARKS.md",
+    "docs/daemon.md",
+    "adk_actors/daemon/README.md",
+    "adk_actors/cli/README.md",
+    "adk_actors/config_file/README.md",
     "supervision/README.md",
     "providers/README.md",
     "adk_actors/README.md",

@@ -44,6 +44,7 @@ from supervision import (
     Ref,
     SupervisorError,
     cast,
+    registered,
     self_pid,
     send,
     whereis,
@@ -267,6 +268,26 @@ def agent_info(agent: AgentLike, timeout: float = 5.0) -> dict[str, Any]:
         if failure is None:
             raise
         return failure.view()
+
+
+MAX_LISTED_AGENTS = 10_000
+
+
+def list_agents(limit: int = MAX_LISTED_AGENTS) -> list[str]:
+    """The names of the running agents, sorted, at most `limit` (1..10,000): read from
+    the name registry, so no agent is asked anything and a busy one is listed too."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LISTED_AGENTS:
+        raise AdkError("invalid_limit", f"limit is 1..{MAX_LISTED_AGENTS}")
+    kind = registered_name("")[0]
+    names = [
+        name[1]
+        for name in registered()
+        if isinstance(name, tuple)
+        and len(name) == 2
+        and name[0] == kind
+        and isinstance(name[1], str)
+    ]
+    return sorted(names)[:limit]
 
 
 def agent_spec(agent: AgentLike, timeout: float = 10.0) -> Any:

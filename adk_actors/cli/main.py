@@ -1,7 +1,55 @@
-"""The `adk` console script (placeholder until the CLI lands)."""
+"""The ``adk`` console script: every command, and how the process ends.
+
+Logs go to stderr only when asked (``-v``: INFO, ``-vv``: DEBUG, through
+`supervision.configure_console`); otherwise the CLI prints nothing but its own
+output. Exit codes are in `adk_actors.cli.output`.
+"""
 
 from __future__ import annotations
 
+import logging
+import sys
+
+import click
+
+from adk_actors.cli.config_commands import config_group
+from adk_actors.cli.doctor import doctor_command
+from adk_actors.cli.local_commands import console_command, run_command
+from adk_actors.cli.output import EXIT_INTERRUPTED
+from adk_actors.cli.remote import REMOTE_COMMANDS
+from adk_actors.cli.serve import serve_command
+from supervision import configure_console
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", count=True, help="Logs on stderr (-v info, -vv debug).")
+def cli(verbose: int) -> None:
+    """adk: run agents, serve the developer API and console, inspect a daemon.
+
+    Model keys stay in the environment (GEMINI_API_KEY); the developer API's bearer
+    token is ADK_DEV_TOKEN. Exit codes: 0 ok, 1 error, 2 usage.
+    """
+    if verbose:
+        configure_console(logging.DEBUG if verbose > 1 else logging.INFO)
+    else:
+        logging.getLogger().addHandler(logging.NullHandler())
+
+
+for _command in (
+    doctor_command,
+    config_group,
+    run_command,
+    console_command,
+    serve_command,
+    *REMOTE_COMMANDS,
+):
+    cli.add_command(_command)
+
 
 def main() -> None:
-    raise SystemExit("adk: not yet available")
+    """The console script's entry point."""
+    try:
+        cli.main(prog_name="adk")
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        sys.exit(EXIT_INTERRUPTED)

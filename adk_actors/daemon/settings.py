@@ -3,13 +3,15 @@
 `DevSettings` holds every limit the HTTP surface applies, with the spec's defaults
 and hard ceilings; `settings_from_env` reads the ``ADK_DEV_*`` environment settings
 (and ``ADK_DEV_TOKEN``, kept only as its SHA-256 digest). A bad value is an
-`AdkError` naming the setting, raised before anything listens.
+`AdkError` naming the setting (the environment variable, when it came from one),
+raised before anything listens.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from typing import Annotated, Any
 
@@ -18,6 +20,7 @@ import msgspec
 from providers.errors import AdkError
 
 MIN_TOKEN_CHARS = 16
+MAX_TOKEN_CHARS = 4096
 MAX_SSE_EVENTS = 10_000
 MAX_SSE_BYTES = 16 * 1024 * 1024
 MAX_SSE_DURATION = 3600.0
@@ -25,6 +28,8 @@ MAX_SESSION_RESULTS = 1000
 MAX_BODY_BYTES = 16 * 1024 * 1024
 
 TOKEN_ENV = "ADK_DEV_TOKEN"
+RUN_OPTIONS_ENV = "ADK_DEV_RUN_OPTIONS"
+LEGACY_ENV = "ADK_LEGACY_A2A"
 
 
 class DevSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -44,7 +49,10 @@ class DevSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     max_connections: Annotated[int, msgspec.Meta(gt=0, le=100_000)] = 2048
     keepalive_timeout: Annotated[float, msgspec.Meta(gt=0, le=300)] = 5.0
     request_timeout: Annotated[float, msgspec.Meta(gt=0, le=3600)] = 30.0
+    """A request's whole life until its answer is sent (an SSE stream: until it starts;
+    its own bounds apply after)."""
     drain_grace: Annotated[float, msgspec.Meta(ge=0, le=600)] = 10.0
+    """How long a stopping daemon waits for running runs before cancelling them."""
     legacy_a2a: bool = False
     legacy_max_body_bytes: Annotated[int, msgspec.Meta(gt=0, le=MAX_BODY_BYTES)] = 1024 * 1024
 
@@ -57,14 +65,26 @@ class DevSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
             )
 
 
+_TOKEN_CHARS = re.compile(r"[\x21-\x7e]+")
+"""Visible ASCII: what an ``Authorization: Bearer`` value can carry unchanged."""
+
+
 def token_digest(token: Any) -> bytes:
-    """The digest kept for a bearer token; ``dev_token_too_short`` under 16 characters."""
+    """The digest kept for a bearer token: ``dev_token_too_short`` under 16 characters,
+    ``dev_token_invalid`` for anything but 16..4096 visible ASCII characters (no space:
+    a header value with one never authenticates)."""
     if not isinstance(token, str) or len(token) < MIN_TOKEN_CHARS:
         raise AdkError(
             "dev_token_too_short",
             f"set {TOKEN_ENV} to at least {MIN_TOKEN_CHARS} random characters",
         )
-    return hashlib.sha256(token.encode()).digest()
+    if len(token) > MAX_TOKEN_CHARS or not _TOKEN_CHARS.fullmatch(token):
+        raise AdkError(
+            "dev_token_invalid",
+            f"{TOKEN_ENV} is {MIN_TOKEN_CHARS}..{MAX_TOKEN_CHARS} visible ASCII characters, "
+            "without spaces",
+        )
+    return hashlib.sha256(token.encode("ascii")).digest()
 
 
 def dev_settings(**values: Any) -> DevSettings:
@@ -75,62 +95,87 @@ def dev_settings(**values: Any) -> DevSettings:
         raise AdkError(("invalid_dev_setting", _key(str(error))), str(error)) from None
 
 
+_NUMERIC_ENV: dict[str, tuple[str, float]] = {
+    "ADK_DEV_SSE_MAX_EVENTS": ("sse_max_events", 1),
+    "ADK_DEV_SSE_MAX_BYTES": ("sse_max_bytes", 1),
+    "ADK_DEV_SSE_MAX_DURATION_MS": ("sse_max_duration", 1000),
+    "ADK_DEV_MAX_SESSION_RESULTS": ("max_session_results", 1),
+    "ADK_DEV_DRAIN_GRACE_MS": ("drain_grace", 1000),
+}
+"""Environment variable -> (setting, divisor): the ``_MS`` ones become seconds."""
+
+_RUN_OPTION_KEYS = {"max_buffered_events": "run_max_buffered_events", "retention": "run_retention"}
+"""``ADK_DEV_RUN_OPTIONS`` key -> setting (``retention`` in seconds)."""
+
+_INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
+
+
 def settings_from_env(environ: Mapping[str, str], **overrides: Any) -> DevSettings:
     """The settings of `adk serve`: ``ADK_DEV_TOKEN`` (required) and the ``ADK_DEV_*``
-    bounds, then `overrides` (keyword values of `DevSettings`) on top."""
+    bounds, then `overrides` (keyword values of `DevSettings`) on top.
+
+    Every value is checked against its bounds on its own, so the error names the
+    environment variable that holds it (``("invalid_dev_setting", "ADK_DEV_...")``).
+    """
     token = environ.get(TOKEN_ENV)
     if not token:
         raise AdkError("dev_token_required", f"set {TOKEN_ENV} (at least 16 characters)")
-    values: dict[str, Any] = {"token_digest": token_digest(token)}
-    for name, key, scale in _NUMERIC_ENV:
+    digest = token_digest(token)
+    values: dict[str, Any] = {}
+    for name, (key, divisor) in _NUMERIC_ENV.items():
         raw = environ.get(name)
         if raw is not None:
-            values[key] = _number(name, raw) / scale
-            if key != "sse_max_duration":
-                values[key] = _integer(name, values[key])
-    raw_run_options = environ.get("ADK_DEV_RUN_OPTIONS")
+            number = _integer(name, raw)
+            value = number / divisor if divisor != 1 else number
+            _check_one(name, key, value)
+            values[key] = value
+    raw_run_options = environ.get(RUN_OPTIONS_ENV)
     if raw_run_options is not None:
         values.update(_run_options(raw_run_options))
-    if environ.get("ADK_LEGACY_A2A") == "1":
+    raw_legacy = environ.get(LEGACY_ENV)
+    if raw_legacy is not None and raw_legacy not in ("0", "1"):
+        raise AdkError(("invalid_dev_setting", LEGACY_ENV), f"{LEGACY_ENV} is 1 (on) or 0 (off)")
+    if raw_legacy == "1":
         values["legacy_a2a"] = True
     values.update(overrides)
-    return dev_settings(**values)
+    return dev_settings(token_digest=digest, **values)
 
 
-_NUMERIC_ENV = (
-    ("ADK_DEV_SSE_MAX_EVENTS", "sse_max_events", 1),
-    ("ADK_DEV_SSE_MAX_BYTES", "sse_max_bytes", 1),
-    ("ADK_DEV_SSE_MAX_DURATION_MS", "sse_max_duration", 1000),
-    ("ADK_DEV_MAX_SESSION_RESULTS", "max_session_results", 1),
-)
+def _integer(name: str, raw: str) -> int:
+    if not _INTEGER.fullmatch(raw.strip()):
+        raise AdkError(("invalid_dev_setting", name), f"{name} is an integer")
+    return int(raw.strip())
 
 
-def _number(name: str, raw: str) -> float:
+def _check_one(name: str, key: str, value: Any) -> None:
+    """`value` within the bounds of setting `key`, or an error naming `name`."""
     try:
-        return float(int(raw))
-    except ValueError:
-        raise AdkError(("invalid_dev_setting", name), f"{name} is an integer") from None
-
-
-def _integer(name: str, value: float) -> int:
-    return int(value)
+        dev_settings(token_digest=bytes(32), **{key: value})
+    except AdkError as error:
+        raise AdkError(("invalid_dev_setting", name), error.detail) from None
 
 
 def _run_options(raw: str) -> dict[str, Any]:
+    """``ADK_DEV_RUN_OPTIONS``: a JSON object of ``max_buffered_events`` and
+    ``retention`` (seconds), each checked against its setting's bounds."""
     try:
         options = json.loads(raw)
     except ValueError:
-        raise AdkError(("invalid_dev_setting", "ADK_DEV_RUN_OPTIONS"), "a JSON object") from None
+        raise AdkError(("invalid_dev_setting", RUN_OPTIONS_ENV), "a JSON object") from None
     if not isinstance(options, dict):
-        raise AdkError(("invalid_dev_setting", "ADK_DEV_RUN_OPTIONS"), "a JSON object")
-    unknown = set(options) - {"max_buffered_events", "retention"}
+        raise AdkError(("invalid_dev_setting", RUN_OPTIONS_ENV), "a JSON object")
+    unknown = set(options) - set(_RUN_OPTION_KEYS)
     if unknown:
         raise AdkError(
-            ("invalid_dev_setting", "ADK_DEV_RUN_OPTIONS"),
-            f"unknown keys {sorted(unknown)}; use max_buffered_events and retention",
+            ("invalid_dev_setting", RUN_OPTIONS_ENV),
+            f"unknown keys {sorted(unknown)[:16]}; use max_buffered_events and retention",
         )
-    renamed = {"max_buffered_events": "run_max_buffered_events", "retention": "run_retention"}
-    return {renamed[key]: value for key, value in options.items()}
+    values = {_RUN_OPTION_KEYS[key]: value for key, value in options.items()}
+    for key, value in options.items():
+        if isinstance(value, bool):
+            raise AdkError(("invalid_dev_setting", f"{RUN_OPTIONS_ENV}.{key}"), "a number")
+        _check_one(f"{RUN_OPTIONS_ENV}.{key}", _RUN_OPTION_KEYS[key], value)
+    return values
 
 
 def _key(message: str) -> str:

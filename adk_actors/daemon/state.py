@@ -21,7 +21,8 @@ MAX_CACHED_RUNNERS = 256
 
 
 class DevState:
-    """Settings, the session service, Runner options and the draining flag."""
+    """Settings, the session service, Runner options, the draining flag and the count
+    of requests in flight."""
 
     def __init__(
         self,
@@ -35,6 +36,7 @@ class DevState:
         self._runners: OrderedDict[tuple[str, str], Runner] = OrderedDict()
         self._lock = threading.Lock()
         self._draining = threading.Event()
+        self._in_flight = 0
 
     @property
     def draining(self) -> bool:
@@ -42,7 +44,21 @@ class DevState:
         return self._draining.is_set()
 
     def start_draining(self) -> None:
+        """From now on every new request is refused (503); those in flight go on."""
         self._draining.set()
+
+    @property
+    def requests_in_flight(self) -> int:
+        """Requests a route is serving, not counting event streams once they started."""
+        return self._in_flight
+
+    def request_started(self) -> None:
+        with self._lock:
+            self._in_flight += 1
+
+    def request_ended(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
 
     def runner(self, agent_name: str, app_name: str) -> Runner:
         """The Runner for `agent_name` in `app_name` (made once, then reused)."""

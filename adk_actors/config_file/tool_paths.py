@@ -1,0 +1,82 @@
+"""Tools named by import path: ``"package.module:attribute"``.
+
+The attribute must be an `adk.Tool` instance (an ``@adk.tool`` function is one) or an
+`adk.Toolset`. Modules are imported from ``sys.path`` plus the current directory (as
+uvicorn finds an app), so ``"examples.agent_tools:publish_release"`` works from the
+repository root. A module that fails to import is reported by its path and the
+exception's class only, never its message (it may quote anything).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+from adk_actors.tools import Tool, Toolset
+from providers.errors import AdkError
+
+MAX_PATH_CHARS = 256
+_IMPORT_PATH = re.compile(
+    r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*"
+    r"(?:\.[A-Za-z_][A-Za-z0-9_]*)*"
+)
+
+
+def resolve_tools(paths: Iterable[Any]) -> list[Any]:
+    """The tool each import path names, in order; `AdkError` naming the first bad one."""
+    return [resolve_tool(path) for path in paths]
+
+
+def resolve_tool(path: Any) -> Any:
+    """The `Tool` or `Toolset` at ``"module:attribute"``."""
+    if not isinstance(path, str) or len(path) > MAX_PATH_CHARS or not _IMPORT_PATH.fullmatch(path):
+        shown = path[:64] if isinstance(path, str) else type(path).__name__
+        raise AdkError(
+            ("invalid_tool_path", shown),
+            'a tool is named "package.module:attribute", e.g. "examples.agent_tools:get_weather"',
+        )
+    module_name, attribute = path.split(":", 1)
+    module = _import(module_name, path)
+    found: Any = module
+    for part in attribute.split("."):
+        if not hasattr(found, part):
+            raise AdkError(("unknown_tool", path), f"{module_name} has no attribute {attribute}")
+        found = getattr(found, part)
+    if isinstance(found, Tool | Toolset):
+        return found
+    if isinstance(found, type) and issubclass(found, Tool | Toolset):
+        raise AdkError(
+            ("invalid_tool", path),
+            f"{path} is a class; name an instance of it (e.g. publish = {found.__name__}())",
+        )
+    raise AdkError(
+        ("invalid_tool", path),
+        f"{path} is a {type(found).__name__}, not an @adk.tool function or adk.Tool instance",
+    )
+
+
+def _import(module_name: str, path: str) -> Any:
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.append(here)
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name is not None and (
+            module_name == error.name or module_name.startswith(error.name + ".")
+        ):
+            raise AdkError(
+                ("unknown_tool_module", path), f"no module named {module_name}"
+            ) from None
+        raise AdkError(
+            ("tool_module_import_failed", path), "the module failed to import (ModuleNotFoundError)"
+        ) from None
+    except (Exception, SystemExit) as error:
+        raise AdkError(
+            ("tool_module_import_failed", path),
+            f"the module failed to import ({type(error).__name__})",
+        ) from None
