@@ -14,8 +14,6 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from rich.markup import escape
-
 import adk_actors as adk
 from adk_actors.cli.local import (
     LocalAgent,
@@ -25,14 +23,14 @@ from adk_actors.cli.local import (
     outcome_payload,
     pause_help,
 )
-from adk_actors.cli.output import CliError, Output, render_document
+from adk_actors.cli.output import CliError, Output, json_text, render_session
+from adk_actors.cli.sanitize import markup
 from adk_actors.events import to_dict
 from adk_actors.outcomes import Outcome, Paused
 from providers.errors import AdkError
 
 MAX_LINE_BYTES = 1 << 20
 MAX_SESSION_ID_CHARS = 128
-SHOWN_EVENTS = 10
 
 HELP = """\
 /help                 show these commands
@@ -151,7 +149,7 @@ class ConsoleLoop:
         if self.output.json_mode:
             self.output.json({"type": "session_switched", "session_id": session_id})
         else:
-            self.output.console.print(f"session: {escape(session_id)}", style="cyan")
+            self.output.console.print(f"session: {markup(session_id)}", style="cyan")
 
     def _inspect(self) -> None:
         sessions = self.local.sessions
@@ -163,33 +161,20 @@ class ConsoleLoop:
             view = {"type": "session", "session_id": self.session_id, "status": "not_found"}
             self.output.emit(
                 view,
-                lambda console: console.print(
-                    f"session {escape(self.session_id)} has no events yet", style="dim"
+                lambda console, answer: console.print(
+                    f"session {markup(answer['session_id'])} has no events yet", style="dim"
                 ),
             )
             return
-        events = list(session.events)
         payload = {
             "type": "session",
             "id": session.id,
             "app_name": session.app_name,
             "user_id": session.user_id,
             "state": session.state,
-            "events": [to_dict(event) for event in events],
+            "events": [to_dict(event) for event in session.events],
         }
-        summary = {
-            "session": session.id,
-            "app_name": session.app_name,
-            "user_id": session.user_id,
-            "event_count": len(events),
-            "state": session.state,
-            "latest_events": [
-                {"author": event.author, "text": event.text()[:120]}
-                for event in events[-SHOWN_EVENTS:]
-                if not event.partial
-            ],
-        }
-        self.output.emit(payload, lambda console: render_document(console, summary))
+        self.output.emit(payload, render_session)
 
     # -- output ------------------------------------------------------------------------
 
@@ -199,15 +184,15 @@ class ConsoleLoop:
         agent = self.local.file
         model = f", {agent.model}" if agent.model else ""
         self.output.console.print(
-            f"[bold]adk console[/]: {escape(agent.name)} ({agent.provider}{escape(model)}), "
-            f"session {escape(self.session_id)}. /help lists commands; /exit closes."
+            f"[bold]adk console[/]: {markup(agent.name)} ({agent.provider}{markup(model)}), "
+            f"session {markup(self.session_id)}. /help lists commands; /exit closes."
         )
 
     def _show_help(self) -> None:
         if self.output.json_mode:
             self.output.json({"type": "help", "commands": HELP.splitlines()})
         else:
-            self.output.console.print(escape(HELP))
+            self.output.console.print(markup(HELP))
 
     def _show_outcome(self, run_id: str, outcome: Outcome, printer: TurnPrinter) -> None:
         payload = outcome_payload(outcome)
@@ -221,11 +206,11 @@ class ConsoleLoop:
             self.output.text(payload["text"] + "\n")
         elif isinstance(outcome, Paused):
             what, how = pause_help(outcome)
-            self.output.console.print(f"[yellow]paused[/]: {escape(what)}")
-            self.output.console.print(f"  answer with: {escape(how)}", style="dim")
+            self.output.console.print(f"[yellow]paused[/]: {markup(what)}")
+            self.output.console.print(f"  answer with: {markup(how)}", style="dim")
         elif kind in ("cancelled", "failed"):
-            reason = json.dumps(payload.get("reason"), ensure_ascii=False)
-            self.output.console.print(f"[red]{kind}[/]: {escape(reason)}")
+            reason = json_text(payload.get("reason"))
+            self.output.console.print(f"[red]{kind}[/]: {markup(reason)}")
 
     def _error(self, error: CliError) -> None:
         if self.output.json_mode:

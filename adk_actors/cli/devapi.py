@@ -93,8 +93,18 @@ def developer_token(environ: Mapping[str, str] | None = None) -> str:
 
 
 def segment(value: str) -> str:
-    """One path segment, percent-encoded (a ``/`` in an id stays inside its segment)."""
+    """One path segment, percent-encoded: a ``/``, ``?``, ``#`` or ``%`` in an id stays
+    inside its segment. An empty id, ``.`` or ``..`` is refused (``invalid_path_segment``,
+    exit 2) before any request: HTTP clients remove dot segments, so ``adk session delete
+    .. runs RUN_ID`` would otherwise become ``DELETE /dev/v1/runs/RUN_ID``."""
+    if value in ("", ".", ".."):
+        raise _refused("invalid_path_segment", "an id in the path cannot be empty, '.' or '..'")
     return quote(value, safe="")
+
+
+def api_path(*segments: str) -> str:
+    """``/dev/v1/`` and the segments, each checked and encoded by `segment`."""
+    return "/dev/v1/" + "/".join(segment(value) for value in segments)
 
 
 class DevApiClient:

@@ -18,10 +18,10 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.markup import escape
 
 from adk_actors.cli.devapi import TOKEN_VARIABLE
 from adk_actors.cli.output import Output, table_of
+from adk_actors.cli.sanitize import markup
 from adk_actors.config_file import DEFAULT_MODEL, api_key_configured
 
 MIN_TOKEN_CHARS = 16
@@ -56,7 +56,9 @@ CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 def doctor_command(data_dir: str, json_mode: bool) -> None:
     """Check the Python, packages, environment and data directory."""
     report = doctor_report(data_dir)
-    Output(json_mode).emit(report, lambda console: _render(console, report))
+    # The report's keys name secrets (gemini_api_key_configured) but its values only say
+    # whether one is set: redacting would hide exactly that.
+    Output(json_mode).emit(report, _render, redact=False)
 
 
 def doctor_report(data_dir: str, environ: dict[str, str] | None = None) -> dict[str, Any]:
@@ -141,9 +143,9 @@ def _render(console: Console, report: dict[str, Any]) -> None:
     chromium = report["chromium"]
     _check(console, f"chromium {chromium['path'] or 'not found'}", chromium["found"])
     for warning in report["warnings"]:
-        console.print(f"[yellow]warning[/]: {escape(warning)}")
+        console.print(f"[yellow]warning[/]: {markup(warning)}")
 
 
 def _check(console: Console, what: str, ok: bool) -> None:
     mark = "[green]yes[/]" if ok else "[red]no [/]"
-    console.print(f"{mark}  {escape(what)}")
+    console.print(f"{mark}  {markup(what)}")

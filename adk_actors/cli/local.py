@@ -107,7 +107,8 @@ class LocalAgent:
 
 class TurnPrinter:
     """Prints one run's events: model text as it streams (each answer once), tool
-    activity as dim notes on stderr; with JSON, one line per event."""
+    activity as dim notes on stderr; with JSON, one line per event (the library's
+    event JSON, redacted by `Output.json` like everything it prints)."""
 
     def __init__(self, output: Output, run_id: str) -> None:
         self.output = output

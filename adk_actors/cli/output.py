@@ -10,10 +10,14 @@ exits 2 when it refuses to start); `EXIT_INTERRUPTED` (130) after Ctrl-C.
 
 An error is one JSON line on stderr, ``{"status": "error", "reason": CODE, "message":
 TEXT}`` plus ``"details": [...]`` when the reason has parts (``adk serve`` writes the
-same line), or one readable line in human mode. What the CLI prints is secret-free at
-its source: `AdkError` reasons and messages, events and a daemon's error bodies are
-redacted before they get here (`providers.redact`), and reports such as ``adk
-doctor`` say whether a secret is set, never what it is.
+same line), or one readable line in human mode.
+
+Everything printed goes through `Output`, which makes it safe in one place
+(`adk_actors.cli.sanitize`): a command's result, every JSON line and every error are
+redacted (`redacted`) before they are printed, in both modes, and text for people has
+its terminal control sequences removed and its rich markup escaped. The one exception
+is ``adk doctor``'s own report (``emit(..., redact=False)``): its keys name secrets
+(``gemini_api_key_configured``) but its values only say whether one is set.
 """
 
 from __future__ import annotations
@@ -25,15 +29,26 @@ from typing import Any, NoReturn, TextIO
 
 import msgspec
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from adk_actors.cli.sanitize import (
+    escape_json_controls,
+    markup,
+    printable,
+    redacted,
+    terminal_text,
+)
 from providers.errors import AdkError
 
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_REFUSED = 2
 EXIT_INTERRUPTED = 130
+SHOWN_EVENTS = 20
+"""A session view for people lists its latest this many (non-partial) events."""
+
+Render = Callable[[Console, Any], None]
+"""Draws a result for people from its (redacted) JSON payload."""
 
 
 class CliError(Exception):
@@ -80,7 +95,15 @@ def jsonable(value: Any) -> Any:
 
 
 def json_text(value: Any) -> str:
-    return json.dumps(jsonable(value), ensure_ascii=False, separators=(",", ":"))
+    """`value` as one line of JSON, inert on a terminal (`escape_json_controls`)."""
+    return escape_json_controls(
+        json.dumps(jsonable(value), ensure_ascii=False, separators=(",", ":"))
+    )
+
+
+def shown(value: Any) -> Any:
+    """`value` as the CLI shows it: JSON builtins, redacted."""
+    return redacted(jsonable(value))
 
 
 class Output:
@@ -103,38 +126,43 @@ class Output:
     def stderr(self) -> TextIO:
         return self._stderr or sys.stderr
 
-    def json(self, payload: Any) -> None:
-        """One JSON line on stdout."""
-        self.stdout.write(json_text(payload) + "\n")
+    def json(self, payload: Any, *, redact: bool = True) -> None:
+        """One JSON line on stdout, redacted unless `redact` is False."""
+        self.stdout.write(json_text(shown(payload) if redact else payload) + "\n")
         self.stdout.flush()
 
     def text(self, text: str) -> None:
-        """Raw text on stdout, as it arrives (no wrapping, no markup)."""
-        self.stdout.write(text)
+        """Text for people on stdout, as it arrives (a model's answer streaming):
+        no wrapping, no markup, no terminal control sequences."""
+        self.stdout.write(terminal_text(text))
         self.stdout.flush()
 
     def note(self, text: str, style: str = "dim") -> None:
-        """A secondary human line on stderr (activity, hints); nothing in JSON mode."""
+        """A secondary human line on stderr (activity, hints), redacted; nothing in
+        JSON mode."""
         if not self.json_mode:
-            self.errors.print(escape(text), style=style)
+            self.errors.print(markup(shown(text)), style=style)
 
-    def emit(self, payload: Mapping[str, Any], render: Callable[[Console], None]) -> None:
-        """A command's result: `payload` as JSON, or `render` for people."""
+    def emit(self, payload: Mapping[str, Any], render: Render, *, redact: bool = True) -> None:
+        """A command's result, redacted unless `redact` is False: as JSON, or drawn
+        for people by `render` from that same payload."""
+        document = shown(payload) if redact else payload
         if self.json_mode:
-            self.json(payload)
+            self.json(document, redact=False)
         else:
-            render(self.console)
+            render(self.console, document)
 
     def error(self, error: CliError) -> None:
+        payload = shown(error.payload())
         if self.json_mode:
-            self.stderr.write(json_text(error.payload()) + "\n")
+            self.stderr.write(json_text(payload) + "\n")
             self.stderr.flush()
             return
         self.errors.print(
-            f"[bold red]error[/] [red]{escape(error.reason)}[/]: {escape(error.message)}"
+            f"[bold red]error[/] [red]{markup(payload['reason'])}[/]: {markup(payload['message'])}"
         )
-        if error.details:
-            self.errors.print(f"  details: {escape(json_text(error.details))}", style="dim")
+        if "details" in payload:
+            self.errors.print(f"  details: {markup(json_text(payload['details']))}", style="dim")
 
     def fail(self, error: CliError) -> NoReturn:
         """Report `error` and exit with its code."""
@@ -145,21 +173,21 @@ class Output:
 def render_document(console: Console, document: Any, title: str | None = None) -> None:
     """A JSON answer for people: scalars as ``key: value`` lines, a list of objects as
     a table, anything nested as indented JSON."""
-    document = jsonable(document)
+    document = printable(jsonable(document))
     if title:
-        console.print(f"[bold]{escape(title)}[/]")
+        console.print(f"[bold]{markup(title)}[/]")
     if not isinstance(document, dict):
         console.print_json(data=document)
         return
     for key, value in document.items():
         if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
-            console.print(f"[bold]{escape(str(key))}[/] ({len(value)})")
+            console.print(f"[bold]{markup(str(key))}[/] ({len(value)})")
             console.print(table_of(value))
         elif isinstance(value, dict | list):
-            console.print(f"[bold]{escape(str(key))}:[/]")
+            console.print(f"[bold]{markup(str(key))}:[/]")
             console.print_json(data=value, indent=2)
         else:
-            console.print(f"[bold]{escape(str(key))}:[/] {escape(_scalar(value))}")
+            console.print(f"[bold]{markup(str(key))}:[/] {markup(_scalar(value))}")
 
 
 def table_of(rows: list[dict[str, Any]]) -> Table:
@@ -169,10 +197,46 @@ def table_of(rows: list[dict[str, Any]]) -> Table:
         columns.extend(key for key in row if key not in columns)
     table = Table(show_edge=False, header_style="bold")
     for column in columns:
-        table.add_column(escape(column))
+        table.add_column(markup(column))
     for row in rows:
-        table.add_row(*(escape(_scalar(row.get(column))) for column in columns))
+        table.add_row(*(markup(_scalar(row.get(column))) for column in columns))
     return table
+
+
+def render_session(console: Console, session: Any) -> None:
+    """A session as JSON (the console's ``/inspect``, the daemon's answer) for people:
+    its fields, then its latest events as author and text."""
+    if not isinstance(session, dict) or not isinstance(session.get("events", []), list):
+        render_document(console, session)
+        return
+    events = session.get("events", [])
+    render_document(console, {k: v for k, v in session.items() if k != "events"})
+    console.print(f"[bold]events[/] ({len(events)})")
+    table = Table(show_edge=False, header_style="bold")
+    table.add_column("author")
+    table.add_column("text")
+    for event in events[-SHOWN_EVENTS:]:
+        if isinstance(event, dict) and not event.get("partial"):
+            table.add_row(markup(str(event.get("author", ""))), markup(event_text(event)))
+    console.print(table)
+
+
+def event_text(event: dict[str, Any]) -> str:
+    """The visible text of an event as JSON: its ``text`` (the daemon's summary), else
+    its text parts, or what its calls are."""
+    if isinstance(event.get("text"), str):
+        return str(event["text"])[:200]
+    content = event.get("content")
+    parts = content.get("parts", []) if isinstance(content, dict) else []
+    shown_parts: list[str] = []
+    for part in parts if isinstance(parts, list) else []:
+        if not isinstance(part, dict):
+            continue
+        if isinstance(part.get("text"), str):
+            shown_parts.append(part["text"])
+        elif isinstance(part.get("name"), str):
+            shown_parts.append(f"<{part.get('type', 'call')} {part['name']}>")
+    return " ".join(shown_parts)[:200]
 
 
 def _scalar(value: Any) -> str:

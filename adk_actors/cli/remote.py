@@ -12,21 +12,25 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from adk_actors.cli.devapi import (
     DEFAULT_URL,
     DevApiClient,
+    api_path,
     check_base_url,
     developer_token,
-    segment,
 )
-from adk_actors.cli.output import EXIT_REFUSED, CliError, Output, render_document, table_of
+from adk_actors.cli.output import (
+    EXIT_REFUSED,
+    CliError,
+    Output,
+    Render,
+    render_document,
+    render_session,
+    table_of,
+)
 
 URL_VARIABLE = "ADK_DEV_URL"
-
-Render = Callable[[Console, Any], None]
 
 
 def _remote_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -40,26 +44,31 @@ def _remote_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--json", "json_mode", is_flag=True, help="Print the JSON answer.")(command)
 
 
+def _session_arguments(command: Callable[..., Any]) -> Callable[..., Any]:
+    """APP USER SESSION, the arguments that name one session."""
+    for name in ("session", "user", "app"):
+        command = click.argument(name)(command)
+    return command
+
+
 def _call(
     json_mode: bool,
     url: str,
     method: str,
-    path: str,
+    segments: tuple[str, ...],
     body: Any = None,
-    render: Render | None = None,
+    render: Render = render_document,
 ) -> None:
+    """One request to ``/dev/v1/SEGMENTS...`` (each segment checked and encoded before
+    anything is sent) and its answer, printed."""
     output = Output(json_mode)
     try:
-        base_url = check_base_url(url)
-        client = DevApiClient(base_url, developer_token())
+        path = api_path(*segments)
+        client = DevApiClient(check_base_url(url), developer_token())
         answer = client.request(method, path, body)
     except CliError as error:
         output.fail(error)
-    output.emit(answer, lambda console: (render or _render_document)(console, answer))
-
-
-def _render_document(console: Console, answer: Any) -> None:
-    render_document(console, answer)
+    output.emit(answer, render)
 
 
 def _json_argument(text: str, code: str) -> Any:
@@ -81,7 +90,7 @@ def inspect_group() -> None:
 @_remote_options
 def inspect_agents(url: str, json_mode: bool) -> None:
     """List the daemon's registered agents."""
-    _call(json_mode, url, "GET", "/dev/v1/agents", render=_render_list("agents"))
+    _call(json_mode, url, "GET", ("agents",), render=_render_list("agents"))
 
 
 @inspect_group.command("run")
@@ -89,7 +98,7 @@ def inspect_agents(url: str, json_mode: bool) -> None:
 @_remote_options
 def inspect_run(run_id: str, url: str, json_mode: bool) -> None:
     """Show a run's state, outcome and parent/resume links."""
-    _call(json_mode, url, "GET", f"/dev/v1/runs/{segment(run_id)}")
+    _call(json_mode, url, "GET", ("runs", run_id))
 
 
 @inspect_group.command("sessions")
@@ -98,37 +107,30 @@ def inspect_run(run_id: str, url: str, json_mode: bool) -> None:
 @_remote_options
 def inspect_sessions(app: str, user: str, url: str, json_mode: bool) -> None:
     """List a user's sessions in an app, newest first."""
-    path = f"/dev/v1/sessions/{segment(app)}/{segment(user)}"
-    _call(json_mode, url, "GET", path, render=_render_list("sessions"))
+    _call(json_mode, url, "GET", ("sessions", app, user), render=_render_list("sessions"))
 
 
 @inspect_group.command("session")
-@click.argument("app")
-@click.argument("user")
-@click.argument("session")
+@_session_arguments
 @_remote_options
 def inspect_session(app: str, user: str, session: str, url: str, json_mode: bool) -> None:
     """Show one session: its state and events."""
-    path = f"/dev/v1/sessions/{segment(app)}/{segment(user)}/{segment(session)}"
-    _call(json_mode, url, "GET", path, render=_render_session)
+    _call(json_mode, url, "GET", ("sessions", app, user, session), render=render_session)
 
 
 @inspect_group.command("diagnostics")
 @_remote_options
 def inspect_diagnostics(url: str, json_mode: bool) -> None:
     """Show the daemon's context capabilities and configured sources (no content)."""
-    _call(json_mode, url, "GET", "/dev/v1/diagnostics")
+    _call(json_mode, url, "GET", ("diagnostics",))
 
 
 @inspect_group.command("context")
-@click.argument("app")
-@click.argument("user")
-@click.argument("session")
+@_session_arguments
 @_remote_options
 def inspect_context(app: str, user: str, session: str, url: str, json_mode: bool) -> None:
     """Explain one session's context: counts and fingerprint (no events or state)."""
-    path = f"/dev/v1/context/{segment(app)}/{segment(user)}/{segment(session)}"
-    _call(json_mode, url, "GET", path)
+    _call(json_mode, url, "GET", ("context", app, user, session))
 
 
 # -- adk session ----------------------------------------------------------------------
@@ -140,20 +142,16 @@ def session_group() -> None:
 
 
 @session_group.command("create")
-@click.argument("app")
-@click.argument("user")
-@click.argument("session")
+@_session_arguments
 @_remote_options
 def session_create(app: str, user: str, session: str, url: str, json_mode: bool) -> None:
     """Create a session with this id."""
-    path = f"/dev/v1/sessions/{segment(app)}/{segment(user)}"
-    _call(json_mode, url, "POST", path, {"session_id": session}, render=_render_session)
+    segments = ("sessions", app, user)
+    _call(json_mode, url, "POST", segments, {"session_id": session}, render=render_session)
 
 
 @session_group.command("state")
-@click.argument("app")
-@click.argument("user")
-@click.argument("session")
+@_session_arguments
 @click.option("--delta-json", required=True, help='The state delta, e.g. \'{"mode": "trace"}\'.')
 @_remote_options
 def session_state(
@@ -173,19 +171,16 @@ def session_state(
                 exit_code=EXIT_REFUSED,
             )
         )
-    path = f"/dev/v1/sessions/{segment(app)}/{segment(user)}/{segment(session)}/state"
-    _call(json_mode, url, "POST", path, {"state_delta": delta}, render=_render_session)
+    segments = ("sessions", app, user, session, "state")
+    _call(json_mode, url, "POST", segments, {"state_delta": delta}, render=render_session)
 
 
 @session_group.command("delete")
-@click.argument("app")
-@click.argument("user")
-@click.argument("session")
+@_session_arguments
 @_remote_options
 def session_delete(app: str, user: str, session: str, url: str, json_mode: bool) -> None:
     """Delete one session."""
-    path = f"/dev/v1/sessions/{segment(app)}/{segment(user)}/{segment(session)}"
-    _call(json_mode, url, "DELETE", path)
+    _call(json_mode, url, "DELETE", ("sessions", app, user, session))
 
 
 # -- adk resume / adk cancel ----------------------------------------------------------
@@ -206,8 +201,7 @@ def resume_command(run_id: str, response_json: str, url: str, json_mode: bool) -
         response = _json_argument(response_json, "invalid_response_json")
     except CliError as error:
         output.fail(error)
-    path = f"/dev/v1/runs/{segment(run_id)}/resume"
-    _call(json_mode, url, "POST", path, {"tool_response": response})
+    _call(json_mode, url, "POST", ("runs", run_id, "resume"), {"tool_response": response})
 
 
 @click.command("cancel")
@@ -215,7 +209,7 @@ def resume_command(run_id: str, response_json: str, url: str, json_mode: bool) -
 @_remote_options
 def cancel_command(run_id: str, url: str, json_mode: bool) -> None:
     """Ask a running daemon to cancel a run."""
-    _call(json_mode, url, "DELETE", f"/dev/v1/runs/{segment(run_id)}")
+    _call(json_mode, url, "DELETE", ("runs", run_id))
 
 
 REMOTE_COMMANDS = (inspect_group, session_group, resume_command, cancel_command)
@@ -239,37 +233,3 @@ def _render_list(key: str) -> Render:
             render_document(console, rest)
 
     return render
-
-
-def _render_session(console: Console, answer: Any) -> None:
-    if not isinstance(answer, dict) or not isinstance(answer.get("events", []), list):
-        render_document(console, answer)
-        return
-    events = answer.get("events", [])
-    render_document(console, {k: v for k, v in answer.items() if k != "events"})
-    console.print(f"[bold]events[/] ({len(events)})")
-    table = Table(show_edge=False, header_style="bold")
-    table.add_column("author")
-    table.add_column("text")
-    for event in events[-20:]:
-        if isinstance(event, dict) and not event.get("partial"):
-            table.add_row(escape(str(event.get("author", ""))), escape(_event_text(event)))
-    console.print(table)
-
-
-def _event_text(event: dict[str, Any]) -> str:
-    """The visible text of an event as JSON: its ``text`` (the daemon's summary), else
-    its text parts, or what its calls are."""
-    if isinstance(event.get("text"), str):
-        return str(event["text"])[:200]
-    content = event.get("content")
-    parts = content.get("parts", []) if isinstance(content, dict) else []
-    shown: list[str] = []
-    for part in parts if isinstance(parts, list) else []:
-        if not isinstance(part, dict):
-            continue
-        if isinstance(part.get("text"), str):
-            shown.append(part["text"])
-        elif isinstance(part.get("name"), str):
-            shown.append(f"<{part.get('type', 'call')} {part['name']}>")
-    return " ".join(shown)[:200]

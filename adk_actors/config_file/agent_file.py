@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from adk_actors.config_file.tool_paths import UnimportedTool
 from providers.content import Content
 from providers.outputs import ToolDeclaration
 from providers.scripted import ScriptedProvider, Step
@@ -31,7 +32,8 @@ class AgentFile(msgspec.Struct, frozen=True, kw_only=True):
     `agent_config` holds the agent keys (model, instructions, global_instruction,
     generation_config, schemas, ...) without the provider; `runner_options` the
     `adk.Runner` keyword options; `tools` the import paths as written and
-    `tool_objects` what they resolved to.
+    `tool_objects` what they resolved to (`UnimportedTool` values when the file was
+    loaded inside `without_tool_imports`).
     """
 
     path: str
@@ -58,8 +60,16 @@ class AgentFile(msgspec.Struct, frozen=True, kw_only=True):
         return config
 
     @property
-    def tool_names(self) -> list[str]:
-        """The names the model sees for this file's tools."""
+    def tools_imported(self) -> bool:
+        """False when the tool paths were only checked for syntax (nothing imported)."""
+        return not any(isinstance(tool, UnimportedTool) for tool in self.tool_objects)
+
+    @property
+    def tool_names(self) -> list[str] | None:
+        """The names the model sees for this file's tools; None when they were not
+        imported (only a tool's object knows its name)."""
+        if not self.tools_imported:
+            return None
         return [str(getattr(tool, "name", "")) for tool in self.tool_objects]
 
     def needs_api_key(self) -> bool:

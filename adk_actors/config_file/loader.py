@@ -12,7 +12,6 @@ whose reason names what was wrong (``("unknown_agent_config_keys", [...])``,
 from __future__ import annotations
 
 import errno
-import json
 import os
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
@@ -21,6 +20,7 @@ import msgspec
 
 from adk_actors.agents.names import check_agent_name
 from adk_actors.config_file.agent_file import DEFAULT_AGENT_NAME, DEFAULT_MODEL, AgentFile
+from adk_actors.config_file.strict_json import StrictJsonError, strict_json_loads
 from adk_actors.config_file.tool_paths import resolve_tools
 from adk_actors.runner.options import runner_options as check_runner_options
 from adk_actors.tools import Tool, ToolCatalog
@@ -34,6 +34,7 @@ PROVIDERS = ("gemini", "scripted")
 MAX_FILE_BYTES = 1 << 20
 """A config file is at most 1 MiB (the reference's bound)."""
 MAX_DEPTH = 64
+"""Objects and arrays nest at most this deep (deeper is ``invalid_json``)."""
 MAX_TOOLS = 128
 MAX_SCRIPT_STEPS = 10_000
 
@@ -141,54 +142,31 @@ def _read_json(path: str | os.PathLike[str]) -> Any:
     if len(data) > MAX_FILE_BYTES:
         raise AdkError("file_too_large", f"a config file is at most {MAX_FILE_BYTES} bytes")
     try:
-        return json.loads(
-            data.decode("utf-8"),
-            object_pairs_hook=_unique_keys,
-            parse_constant=_no_constant,
-        )
-    except (UnicodeDecodeError, ValueError, RecursionError) as error:
-        if isinstance(error, _DuplicateKey):
+        return strict_json_loads(data, max_depth=MAX_DEPTH)
+    except StrictJsonError as error:
+        if isinstance(error.reason, tuple):  # ("duplicate_json_key", key)
             raise AdkError(
-                ("duplicate_agent_config_key", error.key), "a key appears twice in one object"
+                ("duplicate_agent_config_key", error.reason[1]), "a key appears twice in one object"
             ) from None
-        raise AdkError("invalid_json", "the config file is not valid UTF-8 JSON") from None
-
-
-class _DuplicateKey(ValueError):
-    def __init__(self, key: str) -> None:
-        super().__init__("duplicate key")
-        self.key = key_name(key)
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _DuplicateKey(key)
-        result[key] = value
-    return result
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+        raise AdkError(
+            "invalid_json", f"the config file is not strict JSON: {error.detail}"
+        ) from None
 
 
 def _refuse_secrets(document: dict[str, Any]) -> None:
     """``secret_in_config_file`` if any key names a credential or any string looks
     like one (the path to it is in the message; the value never is)."""
-    stack: list[tuple[str, Any, int]] = [("", document, 0)]
+    stack: list[tuple[str, Any]] = [("", document)]  # nested at most MAX_DEPTH (parsed so)
     while stack:
-        where, value, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise AdkError("agent_config_too_deep", f"objects nest at most {MAX_DEPTH} deep")
+        where, value = stack.pop()
         if isinstance(value, dict):
             for key, item in value.items():
                 at = f"{where}.{key_name(key)}" if where else key_name(key)
                 if is_secret_key(key):
                     raise _secret(at)
-                stack.append((at, item, depth + 1))
+                stack.append((at, item))
         elif isinstance(value, list):
-            stack.extend((f"{where}[{index}]", item, depth + 1) for index, item in enumerate(value))
+            stack.extend((f"{where}[{index}]", item) for index, item in enumerate(value))
         elif isinstance(value, str) and redact_text(value) != value:
             raise _secret(where)
 

@@ -35,7 +35,13 @@ def check_credentials(agent_file: AgentFile, environ: Mapping[str, str] | None =
 
 
 def spawn_from_file(agent_file: AgentFile) -> AgentRef:
-    """Spawn the file's agent with its tools; `AdkError` if it cannot start."""
+    """Spawn the file's agent with its tools; `AdkError` if it cannot start
+    (``tools_not_imported`` for a file loaded without importing its tools)."""
+    if not agent_file.tools_imported:
+        raise AdkError(
+            "tools_not_imported",
+            "the file was loaded without importing its tools; load it again to run it",
+        )
     check_credentials(agent_file)
     try:
         return spawn_agent(agent_file.name, agent_file.config, list(agent_file.tool_objects))

@@ -3,8 +3,13 @@
 The attribute must be an `adk.Tool` instance (an ``@adk.tool`` function is one) or an
 `adk.Toolset`. Modules are imported from ``sys.path`` plus the current directory (as
 uvicorn finds an app), so ``"examples.agent_tools:publish_release"`` works from the
-repository root. A module that fails to import is reported by its path and the
-exception's class only, never its message (it may quote anything).
+repository root. Importing a module runs its top-level code. A module that fails to
+import is reported by its path and the exception's class only, never its message (it
+may quote anything).
+
+Inside ``with without_tool_imports():`` a path's syntax is checked and nothing is
+imported: it resolves to an `UnimportedTool` (``adk config validate
+--no-import-tools``, for a file whose modules should not run).
 """
 
 from __future__ import annotations
@@ -13,8 +18,12 @@ import importlib
 import os
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
+
+import msgspec
 
 from adk_actors.tools import Tool, Toolset
 from providers.errors import AdkError
@@ -24,6 +33,25 @@ _IMPORT_PATH = re.compile(
     r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*"
     r"(?:\.[A-Za-z_][A-Za-z0-9_]*)*"
 )
+_IMPORT_TOOLS: ContextVar[bool] = ContextVar("adk_config_import_tools", default=True)
+
+
+class UnimportedTool(msgspec.Struct, frozen=True):
+    """A tool path whose syntax was checked but whose module was not imported
+    (`without_tool_imports`); it cannot be spawned."""
+
+    path: str
+
+
+@contextmanager
+def without_tool_imports() -> Iterator[None]:
+    """While the block runs (in this thread or task), tool paths are checked for their
+    syntax only: no module is imported, so none of their code runs."""
+    token = _IMPORT_TOOLS.set(False)
+    try:
+        yield
+    finally:
+        _IMPORT_TOOLS.reset(token)
 
 
 def resolve_tools(paths: Iterable[Any]) -> list[Any]:
@@ -32,13 +60,16 @@ def resolve_tools(paths: Iterable[Any]) -> list[Any]:
 
 
 def resolve_tool(path: Any) -> Any:
-    """The `Tool` or `Toolset` at ``"module:attribute"``."""
+    """The `Tool` or `Toolset` at ``"module:attribute"`` (an `UnimportedTool` inside
+    `without_tool_imports`)."""
     if not isinstance(path, str) or len(path) > MAX_PATH_CHARS or not _IMPORT_PATH.fullmatch(path):
         shown = path[:64] if isinstance(path, str) else type(path).__name__
         raise AdkError(
             ("invalid_tool_path", shown),
             'a tool is named "package.module:attribute", e.g. "examples.agent_tools:get_weather"',
         )
+    if not _IMPORT_TOOLS.get():
+        return UnimportedTool(path)
     module_name, attribute = path.split(":", 1)
     module = _import(module_name, path)
     found: Any = module

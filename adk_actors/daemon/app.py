@@ -4,15 +4,21 @@
 ``POST /a2a/prompt`` when the settings enable it) behind `Guards`, a pure ASGI
 middleware that applies to every request, in this order:
 
-1. while the daemon drains, 503 ``developer_api_unavailable`` (and the connection
-   closes);
-2. on ``/dev/v1``: the bearer token (401 ``unauthorized`` with ``WWW-Authenticate``,
-   403 ``forbidden``) and the same-origin check (403 ``forbidden``); the console page,
-   its assets and the legacy endpoint need no token;
-3. a deadline of ``request_timeout`` until the answer is sent (503
-   ``request_timeout`` if nothing was sent yet); an SSE stream is free of it once it
-   starts, and ends at its own bounds;
-4. ``Cache-Control: no-store`` and the security headers on every API answer, and a
+1. the ``Host`` header must name this listener on loopback (``127.0.0.1``, ``[::1]``
+   or ``localhost`` with its port), else 421 ``misdirected_request``: a page that
+   reaches the daemon through DNS rebinding sends its own host name;
+2. while the daemon drains, 503 ``developer_api_unavailable`` (and the connection
+   closes); the check and the count of requests in flight are one step
+   (`DevState.admit_request`), so a drain sees every request it must wait for;
+3. on ``/dev/v1``: the bearer token (401 ``unauthorized`` with ``WWW-Authenticate``,
+   403 ``forbidden``); the console page, its assets and the legacy endpoint need no
+   token; then on every path the same-origin check (a request with an ``Origin`` from
+   elsewhere is 403 ``forbidden``);
+4. a deadline of ``request_timeout`` until the answer is sent (503
+   ``request_timeout`` if nothing was sent yet; routes read it at `DEADLINE_KEY`); an
+   SSE stream is free of it once it starts, ends at its own bounds, and is ended
+   cleanly when the drain starts;
+5. ``Cache-Control: no-store`` and the security headers on every API answer, and a
    500 ``internal_error`` (logged by type, never with a traceback or a message) for
    anything a route did not expect.
 
@@ -22,8 +28,10 @@ Starlette's own 404 and 405 become the JSON error body (``not_found``,
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import anyio
 from starlette.applications import Starlette
@@ -42,6 +50,7 @@ from adk_actors.daemon import (
     routes_runs,
     routes_sessions,
 )
+from adk_actors.daemon.bodies import DEADLINE_KEY
 from adk_actors.daemon.errors import ApiError, error_response
 from adk_actors.daemon.state import DevState
 from supervision import get_logger
@@ -67,7 +76,7 @@ def build_app(state: DevState, extra_routes: Sequence[BaseRoute] = ()) -> Starle
         *routes_runs.ROUTES,
         *routes_sessions.ROUTES,
         *routes_console.ROUTES,
-        *(legacy.ROUTES if state.settings.legacy_a2a else ()),
+        *(legacy.routes(state.settings) if state.settings.legacy_a2a else ()),
         *extra_routes,
     ]
     app = Starlette(
@@ -102,41 +111,35 @@ class Guards:
         api = is_api_path(scope["path"])
         if api:
             send = _with_api_headers(send)
-        refusal = self._refusal(scope, api)
-        if refusal is not None:
-            await error_response(refusal)(scope, receive, send)
-            return
-        await self._serve(scope, receive, send)
-
-    def _refusal(self, scope: Scope, api: bool) -> ApiError | None:
-        if self.state.draining:
-            return ApiError(
+        refusal = _misdirected(scope)
+        if refusal is None and not self.state.admit_request():
+            refusal = ApiError(
                 503,
                 "developer_api_unavailable",
                 "The daemon is stopping",
                 headers={"connection": "close"},
             )
-        if not api:
-            return None
-        headers = scope["headers"]
-        verdict = auth.authorize(headers, self.state.settings.token_digest)
-        if verdict == "unauthorized":
-            return ApiError(
-                401,
-                "unauthorized",
-                "Bearer authentication required",
-                headers={"www-authenticate": auth.WWW_AUTHENTICATE},
-            )
-        if verdict == "forbidden" or not auth.same_origin(scope["scheme"], headers):
-            return ApiError(403, "forbidden", "Access denied")
-        return None
-
-    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """The route, within the request deadline, with unexpected errors answered."""
-        exchange = _Exchange(self.state, send)
-        timeout = self.state.settings.request_timeout
+        if refusal is not None:
+            await error_response(refusal)(scope, receive, send)
+            return
+        exchange = _Exchange(self.state, send)  # admitted: counted until it ends
         try:
-            with exchange.deadline_in(timeout) as deadline:
+            refusal = _access_refusal(scope, api, self.state.settings.token_digest)
+            if refusal is not None:
+                await error_response(refusal)(scope, receive, exchange.send)
+                return
+            await self._serve(scope, receive, exchange)
+        finally:
+            exchange.end()
+
+    async def _serve(self, scope: Scope, receive: Receive, exchange: _Exchange) -> None:
+        """The route, within the request deadline, with unexpected errors answered."""
+        send = exchange.send
+        timeout = self.state.settings.request_timeout
+        deadline_at = anyio.current_time() + timeout
+        scope[DEADLINE_KEY] = deadline_at
+        try:
+            with exchange.deadline(deadline_at) as deadline:
                 await self.app(scope, receive, exchange.send)
         except ClientDisconnect:
             return
@@ -149,9 +152,11 @@ class Guards:
                     scope, receive, send
                 )
             return
-        finally:
-            exchange.end()
-        if deadline.cancelled_caught and not exchange.started:
+        if not deadline.cancelled_caught:
+            return
+        if exchange.stopped_by_drain:
+            await exchange.finish_stream()
+        elif not exchange.started:
             _log.warning("adk.daemon.request_timeout", method=scope.get("method"))
             await error_response(
                 ApiError(
@@ -163,33 +168,107 @@ class Guards:
             )(scope, receive, send)
 
 
+def _misdirected(scope: Scope) -> ApiError | None:
+    """421 unless the Host header names this listener on loopback (`auth.loopback_host`)."""
+    server = scope.get("server")
+    port = server[1] if server else None
+    if isinstance(port, int) and auth.loopback_host(scope["headers"], port):
+        return None
+    return ApiError(
+        421,
+        "misdirected_request",
+        "The Host header must name this server on loopback",
+        headers={"connection": "close"},
+    )
+
+
+def _access_refusal(scope: Scope, api: bool, token_digest: bytes) -> ApiError | None:
+    """The token on ``/dev/v1`` (401, 403), then the same-origin check on every path."""
+    headers = scope["headers"]
+    if api:
+        verdict = auth.authorize(headers, token_digest)
+        if verdict == "unauthorized":
+            return ApiError(
+                401,
+                "unauthorized",
+                "Bearer authentication required",
+                headers={"www-authenticate": auth.WWW_AUTHENTICATE},
+            )
+        if verdict == "forbidden":
+            return ApiError(403, "forbidden", "Access denied")
+    if not auth.same_origin(scope["scheme"], headers):
+        return ApiError(403, "forbidden", "Access denied")
+    return None
+
+
 class _Exchange:
-    """One request's answer as it goes out: whether it started, its deadline, and its
-    count in `DevState.requests_in_flight` (which a drain waits for) until it ends or
-    its answer turns out to be an event stream."""
+    """One admitted request's answer as it goes out: whether it started and completed,
+    its deadline, and its count in `DevState.requests_in_flight` (which a drain waits
+    for) until it ends or its answer turns out to be an event stream. An event stream
+    is then ended by the drain (`DevState.when_draining`): its route is cancelled and
+    the response finished cleanly, so a stopping daemon does not wait for it."""
 
     def __init__(self, state: DevState, send: Send) -> None:
         self._state = state
-        self._send = send
+        self._downstream = send
         self._scope: anyio.CancelScope | None = None
-        self.started = False
+        self._undo_drain: Callable[[], None] | None = None
         self._in_flight = True
-        state.request_started()
+        self._ended = False
+        self.started = False
+        self.completed = False
+        self.stopped_by_drain = False
 
-    def deadline_in(self, timeout: float) -> anyio.CancelScope:
-        self._scope = anyio.CancelScope(deadline=anyio.current_time() + timeout)
+    def deadline(self, when: float) -> anyio.CancelScope:
+        self._scope = anyio.CancelScope(deadline=when)
         return self._scope
 
     async def send(self, message: Message) -> None:
         if message["type"] == "http.response.start":
             self.started = True
             if _is_event_stream(message):
-                if self._scope is not None:
-                    self._scope.deadline = math.inf  # the stream's own bounds apply
-                self.end()
-        await self._send(message)
+                self._stream_started()
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.completed = True
+            self._release()  # the work is done: a client that has the answer sees it so
+        await self._downstream(message)
+
+    def _stream_started(self) -> None:
+        if self._scope is not None:
+            self._scope.deadline = math.inf  # the stream's own bounds apply
+        self._release()
+        loop = asyncio.get_running_loop()
+
+        def on_drain() -> None:  # on the draining thread
+            with contextlib.suppress(RuntimeError):  # a closed loop: the stream is gone
+                loop.call_soon_threadsafe(self._stop_stream)
+
+        self._undo_drain = self._state.when_draining(on_drain)
+
+    def _stop_stream(self) -> None:
+        """On the event loop: cancel the route of a stream that is still going."""
+        if self._scope is not None and not self.completed and not self._ended:
+            self.stopped_by_drain = True
+            self._scope.cancel()
+
+    async def finish_stream(self) -> None:
+        """End a stream the drain cancelled with the response's last (empty) chunk."""
+        if self.started and not self.completed:
+            self.completed = True
+            with contextlib.suppress(OSError):
+                await self._downstream(
+                    {"type": "http.response.body", "body": b"", "more_body": False}
+                )
 
     def end(self) -> None:
+        """The request is over: stop counting it and forget the drain callback."""
+        self._ended = True
+        self._release()
+        if self._undo_drain is not None:
+            self._undo_drain()
+            self._undo_drain = None
+
+    def _release(self) -> None:
         if self._in_flight:
             self._in_flight = False
             self._state.request_ended()

@@ -1,4 +1,9 @@
-"""Bearer authentication and the same-origin check of the /dev/v1 API.
+"""Who may ask: the loopback Host check, bearer authentication and the same-origin check.
+
+Every request must carry exactly one ``Host`` header naming the listener as a loopback
+client does: ``127.0.0.1``, ``[::1]`` or ``localhost`` with the listener's port (no
+port only when it is 80). A browser tricked by DNS rebinding sends the attacker's host
+name there, so its requests never reach a route (`loopback_host`).
 
 The token travels only in ``Authorization: Bearer <token>`` (the scheme in any case);
 a token anywhere in the URL is never looked at, so it never authenticates. The
@@ -7,7 +12,9 @@ candidate is hashed and its SHA-256 compared with the kept digest in constant ti
 No header, or another scheme: ``unauthorized`` (401); a wrong token, or one with
 whitespace in it: ``forbidden`` (403). A request with an ``Origin`` header (a
 browser's) must come from ``scheme://Host`` of the request itself, else
-``forbidden``; requests without one (the CLI, curl) are not browser requests.
+``forbidden``; requests without one (the CLI, curl) are not browser requests. The
+scheme is the listener's own (uvicorn runs without ``proxy_headers``, so no
+``X-Forwarded-Proto`` can change it).
 """
 
 from __future__ import annotations
@@ -23,6 +30,19 @@ WWW_AUTHENTICATE = f'Bearer realm="{REALM}"'
 Verdict = Literal["ok", "unauthorized", "forbidden"]
 
 _WHITESPACE = (b" ", b"\t", b"\r", b"\n")
+_LOOPBACK_NAMES = (b"127.0.0.1", b"[::1]", b"localhost")
+
+
+def loopback_host(headers: Iterable[tuple[bytes, bytes]], port: int) -> bool:
+    """True when the raw ASGI `headers` hold exactly one ``Host``, and it is a loopback
+    name with `port` (ASCII case ignored)."""
+    hosts = [value for name, value in headers if name == b"host"]
+    if len(hosts) != 1:
+        return False
+    allowed = {name + b":%d" % port for name in _LOOPBACK_NAMES}
+    if port == 80:  # a client leaves the default port out
+        allowed.update(_LOOPBACK_NAMES)
+    return hosts[0].lower() in allowed
 
 
 def authorize(headers: Iterable[tuple[bytes, bytes]], expected_digest: bytes) -> Verdict:

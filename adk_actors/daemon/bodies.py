@@ -2,19 +2,30 @@
 
 Every JSON body goes through `read_json_object`: ``Content-Type`` must be JSON (415
 ``unsupported_media_type``), the body is read up to ``max_body_bytes`` and no
-further (413 ``payload_too_large``), and it must decode to an object (400
-``invalid_json``). `text_field` checks one field (400 ``invalid_request``).
+further (413 ``payload_too_large``), and it must be strict JSON (the config file's
+parser: UTF-8, no NaN or infinity, no duplicate key, nested at most `MAX_BODY_DEPTH`
+deep) that decodes to an object (400 ``invalid_json``). `text_field` checks one field
+(400 ``invalid_request``).
 """
 
 from __future__ import annotations
 
-import json
+import math
 from typing import Any
 
+import anyio
 from starlette.requests import Request
 
+from adk_actors.config_file.strict_json import StrictJsonError, strict_json_loads
 from adk_actors.daemon.errors import ApiError
 from adk_actors.daemon.state import DevState
+
+MAX_BODY_DEPTH = 64
+"""Objects and arrays in a body nest at most this deep (``providers.content``'s bound)."""
+
+
+DEADLINE_KEY = "adk.deadline"
+"""The ASGI scope key where the guards put the request's deadline (event loop time)."""
 
 
 def dev_state(request: Request) -> DevState:
@@ -22,7 +33,14 @@ def dev_state(request: Request) -> DevState:
     return request.app.state.dev  # type: ignore[no-any-return]
 
 
-def _is_json(request: Request) -> bool:
+def time_left(request: Request) -> float:
+    """Seconds until the request's deadline (``inf`` outside the guards)."""
+    deadline: float = request.scope.get(DEADLINE_KEY, math.inf)
+    return deadline - anyio.current_time()
+
+
+def is_json(request: Request) -> bool:
+    """The request says its body is ``application/json`` (parameters aside)."""
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     return media_type == "application/json"
 
@@ -52,18 +70,25 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 async def read_json_object(request: Request, limit: int | None = None) -> dict[str, Any]:
     """The body as a JSON object (limit: the settings' ``max_body_bytes``)."""
-    if not _is_json(request):
+    if not is_json(request):
         raise ApiError(415, "unsupported_media_type", "Content-Type must be application/json")
     body = await read_body(
         request, dev_state(request).settings.max_body_bytes if limit is None else limit
     )
-    try:
-        value = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise ApiError(400, "invalid_json", "Request body must be a JSON object") from None
+    value = parse_json(body)
     if not isinstance(value, dict):
         raise ApiError(400, "invalid_json", "Request body must be a JSON object")
     return value
+
+
+def parse_json(body: bytes) -> Any:
+    """`body` as strict JSON (see the module doc), or 400 ``invalid_json``."""
+    try:
+        return strict_json_loads(body, max_depth=MAX_BODY_DEPTH)
+    except StrictJsonError as error:
+        raise ApiError(
+            400, "invalid_json", f"Request body must be a JSON object ({error.detail})"
+        ) from None
 
 
 def text_field(value: Any, max_bytes: int, name: str = "field") -> str:

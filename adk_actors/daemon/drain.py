@@ -1,12 +1,15 @@
 """Draining a stopping daemon: no new requests, a bounded grace for what runs.
 
 `drain(state)` refuses every new request from then on (`DevState.start_draining`:
-503 ``developer_api_unavailable``), waits up to ``drain_grace`` seconds for the
-requests in flight and then for every running run to end on its own, and cancels the
-runs still running after it (reason ``daemon_stopping``), waiting briefly for their
-terminal. A run records each event in its session as it goes, so what a run stored
-before the daemon stops stays stored; a cancelled run stores its terminal too.
-Paused runs are not running: their continuation is in the session already.
+503 ``developer_api_unavailable``; open event streams end at once), waits for the
+requests already admitted (up to ``request_timeout`` + the grace: one of them may
+still start a run), then up to ``drain_grace`` seconds from the start for every
+running run to end on its own. Every run still running after that is cancelled
+(reason ``daemon_stopping``), including one a slow request started late, and the
+drain waits briefly for their terminals, sweeping again until none is running. A run
+records each event in its session as it goes, so what a run stored before the daemon
+stops stays stored; a cancelled run stores its terminal too. Paused runs are not
+running: their continuation is in the session already.
 """
 
 from __future__ import annotations
@@ -21,8 +24,7 @@ from supervision import get_logger
 
 CANCEL_REASON = "daemon_stopping"
 CANCEL_WAIT = runs.CANCEL_GRACE + 5.0
-"""How long a run cancelled at the end of the grace has to store its terminal."""
-_POLL = 0.05
+"""How long the runs cancelled at the end of the grace have to store their terminal."""
 _PAGE = 500
 _log = get_logger("adk_actors.daemon.drain")
 
@@ -37,11 +39,13 @@ class DrainReport(NamedTuple):
 def drain(state: DevState, grace: float | None = None) -> DrainReport:
     """Stop taking requests and let running runs end (see the module doc); `grace`
     defaults to the settings' ``drain_grace``."""
+    grace = state.settings.drain_grace if grace is None else grace
+    started = time.monotonic()
     state.start_draining()
-    deadline = time.monotonic() + (state.settings.drain_grace if grace is None else grace)
     _log.info("adk.daemon.draining", requests=state.requests_in_flight)
-    while state.requests_in_flight > 0 and time.monotonic() < deadline:
-        time.sleep(_POLL)  # a request in flight may still start a run
+    if not state.wait_for_requests(state.settings.request_timeout + grace):
+        _log.warning("adk.daemon.requests_left_in_flight", requests=state.requests_in_flight)
+    deadline = started + grace
     ended = 0
     while time.monotonic() < deadline:
         running = running_runs()
@@ -50,17 +54,29 @@ def drain(state: DevState, grace: float | None = None) -> DrainReport:
         for run_id in running:
             if _wait(run_id, deadline - time.monotonic()):
                 ended += 1
-    left = running_runs()
-    for run_id in left:
-        try:
-            runs.cancel(run_id, reason=CANCEL_REASON)
-        except AdkError:
-            pass  # it ended meanwhile
-    cancel_deadline = time.monotonic() + CANCEL_WAIT
-    for run_id in left:
-        _wait(run_id, cancel_deadline - time.monotonic())
-    _log.info("adk.daemon.drained", ended=ended, cancelled=len(left))
-    return DrainReport(ended, len(left))
+    cancelled = _cancel_running(time.monotonic() + CANCEL_WAIT)
+    _log.info("adk.daemon.drained", ended=ended, cancelled=cancelled)
+    return DrainReport(ended, cancelled)
+
+
+def _cancel_running(deadline: float) -> int:
+    """Cancel every running run and wait for their terminals until `deadline`, sweeping
+    again for runs that started meanwhile; how many it cancelled."""
+    cancelled: set[str] = set()
+    while True:
+        left = running_runs()
+        for run_id in left:
+            if run_id in cancelled:
+                continue
+            try:
+                runs.cancel(run_id, reason=CANCEL_REASON)
+            except AdkError:
+                continue  # it ended meanwhile
+            cancelled.add(run_id)
+        if not left or time.monotonic() >= deadline:
+            return len(cancelled)
+        for run_id in left:
+            _wait(run_id, deadline - time.monotonic())
 
 
 def running_runs() -> list[str]:

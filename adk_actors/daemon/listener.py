@@ -12,7 +12,9 @@ Connections are bounded: at most ``max_connections`` at once (uvicorn answers 50
 past it), idle keep-alive connections close after ``keepalive_timeout``, and every
 request head (request line and headers) must arrive within ``head_timeout``, in at
 most ``max_head_bytes`` and ``max_headers`` headers (`BoundedHttpProtocol`: 408 and
-431 otherwise, then the connection closes).
+431 otherwise, then the connection closes). uvicorn's ``proxy_headers`` is off: every
+client is local, so ``X-Forwarded-Proto`` / ``X-Forwarded-For`` are never trusted (the
+same-origin check reads the scheme).
 """
 
 from __future__ import annotations
@@ -261,6 +263,7 @@ class HttpListener(GenServer):
                 access_log=False,
                 lifespan="off",
                 server_header=False,
+                proxy_headers=False,  # no X-Forwarded-* may change the scheme or the client
             )
         )
         me = self_pid()

@@ -1,9 +1,11 @@
 """``adk serve``: the daemon in the foreground, from start to a drained stop.
 
 `main` checks everything it can before anything starts (``ADK_DEV_TOKEN``, the bind
-address, the ``ADK_DEV_*`` bounds, the agent file and its credentials); a refusal is
-one JSON line on stderr (``{"status": "error", "reason", "message"}``) and exit code
-2. Then it starts the root tree, opens the LMDB sessions under ``<data>/sessions``
+address, the ``ADK_DEV_*`` bounds, the agent file and its credentials, and the data
+directory, which it creates owner-only if missing); a refusal is one JSON line on
+stderr (``{"status": "error", "reason", "message"}``) and exit code 2. A session store
+that cannot be opened even so is refused the same way, after the tree it started is
+stopped. Then it starts the root tree, opens the LMDB sessions under ``<data>/sessions``
 (so a restarted daemon still has them), spawns the file's agent, starts the HTTP
 listener as the tree's last child and prints one JSON line on `out`:
 ``{"status": "listening", "url", "console_url", "api_url", "agent", "pid"}``. It runs
@@ -14,6 +16,7 @@ If the tree stops on its own meanwhile (it gave up restarting a child), it retur
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -58,6 +61,7 @@ class _Plan(NamedTuple):
     agent_file: AgentFile | None
     host: str
     port: int
+    sessions_dir: Path
 
 
 def main(
@@ -83,7 +87,7 @@ def main(
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     try:
-        plan = _check(config_path, host, port, os.environ if environ is None else environ)
+        plan = _check(config_path, host, port, data_dir, os.environ if environ is None else environ)
     except AdkError as error:
         _print_error(err, error)
         return EXIT_REFUSED
@@ -94,16 +98,21 @@ def main(
     stopping = threading.Event() if stop is None else stop
     restore = _handle_signals(stopping)
     try:
-        return _run(plan, Path(data_dir), stopping, out, err)
+        return _run(plan, stopping, out, err)
     finally:
         restore()
 
 
 def _check(
-    config_path: str | os.PathLike[str] | None, host: str, port: Any, environ: Mapping[str, str]
+    config_path: str | os.PathLike[str] | None,
+    host: str,
+    port: Any,
+    data_dir: str | os.PathLike[str],
+    environ: Mapping[str, str],
 ) -> _Plan:
     """Every refusal that needs nothing started, in the reference's order: the port,
-    the address, the token and bounds; then the agent file and its credentials."""
+    the address, the token and bounds; then the agent file and its credentials; last
+    the data directory."""
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65_535:
         raise AdkError("invalid_port", "the port is 0..65535 (0: any free port)")
     check_dev_host(host)
@@ -114,14 +123,50 @@ def _check(
     if config_path is not None:
         agent_file = load_agent_file(config_path)
         check_credentials(agent_file, environ)
-    return _Plan(settings, agent_file, host, port)
+    return _Plan(settings, agent_file, host, port, _sessions_dir(Path(data_dir)))
 
 
-def _run(plan: _Plan, data_dir: Path, stopping: threading.Event, out: TextIO, err: TextIO) -> int:
+def _sessions_dir(data_dir: Path) -> Path:
+    """``<data_dir>/sessions``, created (owner-only) if missing; ``("data_dir_unusable",
+    errno name)`` if either is not a directory this process can create and write."""
+    sessions = data_dir / "sessions"
+    try:
+        for directory in (data_dir, sessions):
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not os.access(directory, os.W_OK | os.X_OK):
+                raise PermissionError(errno.EACCES, "not writable")
+    except OSError as error:
+        raise AdkError(
+            ("data_dir_unusable", _errno_name(error)),
+            "--data must name a directory the daemon can create and write",
+        ) from None
+    return sessions
+
+
+def _errno_name(error: OSError) -> str:
+    if isinstance(error, FileExistsError):
+        return "enotdir"  # mkdir found a file where the directory goes
+    return errno.errorcode.get(error.errno or 0, "io_error").lower()
+
+
+def _open_sessions(directory: Path) -> LmdbSessionService:
+    """The LMDB session store in `directory`, or ``("session_store_open_failed", why)``."""
+    try:
+        return LmdbSessionService(directory)
+    except AdkError:
+        raise
+    except Exception as error:  # OSError, or the store library's own error
+        why = _errno_name(error) if isinstance(error, OSError) else type(error).__name__
+        raise AdkError(
+            ("session_store_open_failed", why), "the session store could not be opened"
+        ) from None
+
+
+def _run(plan: _Plan, stopping: threading.Event, out: TextIO, err: TextIO) -> int:
     sessions: LmdbSessionService | None = None
     try:
         adk.start()
-        sessions = LmdbSessionService(data_dir / "sessions")
+        sessions = _open_sessions(plan.sessions_dir)
         agent = None if plan.agent_file is None else spawn_from_file(plan.agent_file).name
         runner_options = {} if plan.agent_file is None else plan.agent_file.runner_options
         state = DevState(plan.settings, sessions, runner_options)

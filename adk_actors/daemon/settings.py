@@ -10,13 +10,13 @@ raised before anything listens.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Mapping
 from typing import Annotated, Any
 
 import msgspec
 
+from adk_actors.config_file.strict_json import StrictJsonError, strict_json_loads
 from providers.errors import AdkError
 
 MIN_TOKEN_CHARS = 16
@@ -55,6 +55,8 @@ class DevSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     """How long a stopping daemon waits for running runs before cancelling them."""
     legacy_a2a: bool = False
     legacy_max_body_bytes: Annotated[int, msgspec.Meta(gt=0, le=MAX_BODY_BYTES)] = 1024 * 1024
+    legacy_max_concurrent: Annotated[int, msgspec.Meta(gt=0, le=1024)] = 16
+    """Legacy prompts served at once (each holds a worker thread); more get 503."""
 
     def __post_init__(self) -> None:
         if len(self.token_digest) != 32:
@@ -159,8 +161,8 @@ def _run_options(raw: str) -> dict[str, Any]:
     """``ADK_DEV_RUN_OPTIONS``: a JSON object of ``max_buffered_events`` and
     ``retention`` (seconds), each checked against its setting's bounds."""
     try:
-        options = json.loads(raw)
-    except ValueError:
+        options = strict_json_loads(raw)
+    except StrictJsonError:
         raise AdkError(("invalid_dev_setting", RUN_OPTIONS_ENV), "a JSON object") from None
     if not isinstance(options, dict):
         raise AdkError(("invalid_dev_setting", RUN_OPTIONS_ENV), "a JSON object")

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from adk_actors.cli.devapi import MAX_RESPONSE_BYTES, check_base_url
+from adk_actors.cli.devapi import MAX_RESPONSE_BYTES, api_path, check_base_url
 from adk_actors.cli.output import CliError
 from tests.cli.conftest import DEV_TOKEN, base_env, free_port, run_adk
 
@@ -170,3 +170,50 @@ def test_bad_json_arguments_are_refused_before_any_request():
         "session", "state", "a", "u", "s", "--delta-json", "[]", "--url", url, exit_code=2
     )
     assert error["reason"] == "state_delta_must_be_nonempty_object"
+
+
+# -- path segments --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["", ".", ".."])
+def test_dot_and_empty_path_segments_are_refused(value):
+    with pytest.raises(CliError) as caught:
+        api_path("sessions", "app", value, "s")
+    assert (caught.value.reason, caught.value.exit_code) == ("invalid_path_segment", 2)
+
+
+def test_path_segments_are_percent_encoded():
+    assert api_path("sessions", "a/b", "u?x#y", "%2e%2e", ".hidden", "...") == (
+        "/dev/v1/sessions/a%2Fb/u%3Fx%23y/%252e%252e/.hidden/..."
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("session", "delete", "..", "runs", "run-1"),
+        ("session", "state", "app", "user", ".", "--delta-json", '{"k": 1}'),
+        ("resume", "..", "--response-json", '{"confirmed": true}'),
+    ],
+)
+def test_a_dot_segment_never_becomes_another_route(args):
+    """`adk session delete .. runs RUN_ID` would be DELETE /dev/v1/runs/RUN_ID once the
+    HTTP client removed the dot segment: it is refused before any request (nothing
+    listens at the URL, so a request would fail with connection_refused, exit 1)."""
+    url = f"http://127.0.0.1:{free_port()}"
+    error = failure(*args, "--url", url, exit_code=2)
+    assert error["reason"] == "invalid_path_segment"
+
+
+def test_an_encoded_id_reaches_the_server_in_one_segment(raw_http):
+    body = b'{"id": "x"}'
+    server = raw_http(
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
+        b"connection: close\r\n\r\n%s" % (len(body), body)
+    )
+    done = run_adk(
+        "inspect", "session", "a/b", "u?x", "%2e%2e", "--url", server.url, "--json", env=ENV
+    )
+    assert done.returncode == 0, done.stderr
+    request_line = server.requests[0].decode().split("\r\n", 1)[0]
+    assert request_line == "GET /dev/v1/sessions/a%2Fb/u%3Fx/%252e%252e HTTP/1.1"

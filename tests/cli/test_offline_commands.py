@@ -13,6 +13,7 @@ import json
 import pytest
 
 from tests.cli.conftest import base_env, json_lines, run_adk
+from tests.config_file.conftest import write_probe_tools
 
 SCRIPTED = "examples/agent.scripted.json"
 PAUSING_SCRIPT = [
@@ -239,7 +240,7 @@ def test_console_keeps_one_agent_across_turns_and_commands(write_config):
     out = done.stdout
     assert "/resume JSON" in out  # the help
     assert out.count("Hello! I am the offline scripted agent.") == 2  # one per message, once each
-    assert "first-session" in out and "event_count: 5" in out
+    assert "id: first-session" in out and "events (5)" in out
     assert "session: second-session" in out and "second-session has no events yet" in out
     assert "error no_paused_run" in done.stderr and "error unknown_console_command" in done.stderr
     assert "closed" in done.stderr and "2 turns" in done.stderr
@@ -294,3 +295,52 @@ def test_console_closes_cleanly_at_end_of_input():
             "turns": 0,
         }
     ]
+
+
+# -- config validate and tool imports -------------------------------------------------
+
+PROBE_MODULE = "adk_cli_import_probe"
+
+
+@pytest.fixture
+def probe_tools(tmp_path):
+    """A tool module (on PYTHONPATH) whose import leaves a marker file next to it."""
+    write_probe_tools(tmp_path, PROBE_MODULE)
+    return tmp_path
+
+
+def test_config_validate_no_import_tools_runs_no_tool_code(write_config, probe_tools):
+    path = write_config(
+        {"provider": "scripted", "script": [{"text": "hi"}], "tools": [f"{PROBE_MODULE}:probe"]}
+    )
+    env = base_env(PYTHONPATH=str(probe_tools))
+    done = run_adk("config", "validate", path, "--no-import-tools", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert (result["tools_imported"], result["tools"], result["tool_paths"]) == (
+        False,
+        None,
+        [f"{PROBE_MODULE}:probe"],
+    )
+    assert not (probe_tools / "imported.marker").exists()
+    human = run_adk("config", "validate", path, "--no-import-tools", env=env)
+    assert human.returncode == 0 and "tools not imported" in human.stdout
+    assert not (probe_tools / "imported.marker").exists()
+    # the default imports the module (its code runs) and names the tools
+    done = run_adk("config", "validate", path, "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["tools"] == ["probe"]
+    assert (probe_tools / "imported.marker").read_text() == "ran"
+
+
+def test_config_validate_no_import_tools_still_checks_the_syntax(write_config):
+    path = write_config({"provider": "scripted", "script": [{"text": "hi"}], "tools": ["a b"]})
+    done = run_adk("config", "validate", path, "--no-import-tools", "--json")
+    assert done.returncode == 2 and json.loads(done.stderr)["reason"] == "invalid_tool_path"
+
+
+def test_config_validate_help_says_that_tool_modules_are_imported():
+    done = run_adk("config", "validate", "--help")
+    assert done.returncode == 0
+    text = " ".join(done.stdout.lower().split())
+    assert "are imported" in text and "--no-import-tools" in text

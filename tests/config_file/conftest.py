@@ -1,4 +1,5 @@
-"""Config file tests: a fresh application tree per test, and a file writer."""
+"""Config file tests: a fresh application tree per test, a file writer, and a tool
+module that shows whether it was imported."""
 
 from __future__ import annotations
 
@@ -33,3 +34,18 @@ def write_config(tmp_path: Path) -> Callable[[Any], Path]:
         return path
 
     return write
+
+
+def write_probe_tools(directory: Path, module: str) -> Path:
+    """Write `module`.py (one tool, ``probe``) into `directory`; importing it writes
+    the marker file whose path is returned, so a test sees whether its code ran."""
+    (directory / f"{module}.py").write_text(
+        "from pathlib import Path\n"
+        "import adk_actors as adk\n"
+        "Path(__file__).with_name('imported.marker').write_text('ran')\n"
+        "@adk.tool\n"
+        "def probe(city: str) -> str:\n"
+        '    """Probe.\n\n    Args:\n        city: where\n    """\n'
+        "    return city\n"
+    )
+    return directory / "imported.marker"

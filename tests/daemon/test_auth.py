@@ -1,4 +1,5 @@
-"""The guards in front of every /dev/v1 route: bearer token, same origin, drain, errors.
+"""The guards in front of every route: loopback Host, bearer token, same origin, drain,
+errors.
 
 Real uvicorn on a loopback port, real httpx clients; the probe route (conftest) stands
 for any /dev/v1 route, and one test checks a real one (``/dev/v1/agents``).
@@ -153,6 +154,72 @@ def test_same_origin_needs_one_origin_and_one_host() -> None:
     assert not auth.same_origin("http", two)
 
 
+def test_a_forwarded_proto_does_not_change_the_origin_check(probe_server: DevServer) -> None:
+    """uvicorn's proxy headers are off: every client is local, so any of them could
+    claim ``X-Forwarded-Proto: https`` and pass as an https origin."""
+    forwarded = {"x-forwarded-proto": "https"}
+    https = probe_server.url.replace("http://", "https://")
+    spoofed = probe_server.client.get(PROBE, headers={**forwarded, "origin": https})
+    assert spoofed.status_code == 403
+    real = probe_server.client.get(PROBE, headers={**forwarded, "origin": probe_server.url})
+    assert real.status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/dev", "/dev/no-such-asset"])
+def test_a_foreign_origin_is_403_off_the_api_too(probe_server: DevServer, path: str) -> None:
+    response = _get(probe_server, path, origin="https://attacker.invalid")
+    assert response.status_code == 403
+    assert _error(response) == "forbidden"
+
+
+# -- the Host header (DNS rebinding) -------------------------------------------------------
+
+
+def _port(server: DevServer) -> int:
+    return int(server.url.rsplit(":", 1)[1])
+
+
+@pytest.mark.parametrize("name", ["127.0.0.1", "localhost", "LOCALHOST", "[::1]"])
+def test_a_loopback_host_with_the_port_is_served(probe_server: DevServer, name: str) -> None:
+    host = f"{name}:{_port(probe_server)}"
+    assert probe_server.client.get(PROBE, headers={"host": host}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "evil.example",
+        "evil.example:{port}",
+        "127.0.0.1",
+        "localhost",
+        "127.0.0.1:{other}",
+        "127.0.0.2:{port}",
+        "localhost.:{port}",
+        "127.0.0.1:{port}.evil.example",
+        "",
+    ],
+)
+@pytest.mark.parametrize("path", [PROBE, "/dev", "/dev/v1/agents"])
+def test_any_other_host_is_421_on_every_path(probe_server: DevServer, host: str, path: str) -> None:
+    """A page that reaches the daemon by DNS rebinding sends its own host name: no
+    route answers it, with or without the token."""
+    port = _port(probe_server)
+    header = host.format(port=port, other=port + 1)
+    response = probe_server.client.get(path, headers={"host": header})
+    assert response.status_code == 421
+    assert _error(response) == "misdirected_request"
+    assert response.headers["connection"] == "close"
+
+
+def test_the_host_check_reads_one_host_header() -> None:
+    ok = [(b"host", b"localhost:8080")]
+    assert auth.loopback_host(ok, 8080)
+    assert not auth.loopback_host(ok * 2, 8080)
+    assert not auth.loopback_host([], 8080)
+    assert auth.loopback_host([(b"host", b"127.0.0.1")], 80)  # the default port left out
+    assert not auth.loopback_host([(b"host", b"127.0.0.1")], 8080)
+
+
 # -- what needs no token -------------------------------------------------------------------
 
 
@@ -260,6 +327,32 @@ def test_draining_refuses_every_new_request(probe_server: DevServer) -> None:
         assert _error(response) == "developer_api_unavailable"
         assert response.headers["connection"] == "close"
     assert _get(probe_server).status_code == 503
+
+
+async def _endless(request: Request) -> Response:
+    async def frames() -> object:
+        yield b"data: first\n\n"
+        await asyncio.sleep(3600)
+        yield b"data: never\n\n"
+
+    return StreamingResponse(frames(), media_type="text/event-stream")
+
+
+def test_the_drain_ends_open_event_streams() -> None:
+    """A stream waiting for its next item ends cleanly (a complete body) as soon as the
+    drain starts, so a stopping daemon does not wait for it."""
+    server, listener = start_dev_server(extra_routes=[Route("/dev/v1/endless", _endless)])
+    try:
+        with server.client.stream("GET", "/dev/v1/endless") as response:
+            assert response.status_code == 200
+            chunks = response.iter_bytes()
+            assert next(chunks) == b"data: first\n\n"
+            assert server.state.requests_in_flight == 0  # a started stream is not counted
+            server.state.start_draining()
+            assert b"".join(chunks) == b""  # the body ends: no ReadTimeout, no broken chunk
+    finally:
+        server.client.close()
+        stop_listener(listener)
 
 
 @pytest.mark.parametrize(

@@ -136,6 +136,9 @@ def test_run_options_come_from_json() -> None:
         ('{"max_buffered_events": 0}', "ADK_DEV_RUN_OPTIONS.max_buffered_events"),
         ('{"max_buffered_events": 2.5}', "ADK_DEV_RUN_OPTIONS.max_buffered_events"),
         ('{"max_buffered_events": 100001}', "ADK_DEV_RUN_OPTIONS.max_buffered_events"),
+        ('{"retention": NaN}', "ADK_DEV_RUN_OPTIONS"),
+        ('{"retention": 1e999}', "ADK_DEV_RUN_OPTIONS"),
+        ('{"retention": 5, "retention": 6}', "ADK_DEV_RUN_OPTIONS"),
     ],
 )
 def test_bad_run_options_are_refused(raw: str, where: str) -> None:
@@ -225,6 +228,45 @@ def test_a_body_that_is_not_a_json_object_is_400(small_server: DevServer, body: 
     assert response.json()["error"]["code"] == "invalid_json"
 
 
+def _nested(depth: int) -> bytes:
+    """A body object holding arrays nested `depth` deep in all (the object is level 1)."""
+    return b'{"a": ' + b"[" * (depth - 1) + b"]" * (depth - 1) + b"}"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"a": NaN}',
+        b'{"a": Infinity}',
+        b'{"a": -Infinity}',
+        b'{"a": 1e999}',
+        b'{"a": [1, -1e400]}',
+        b'{"a": 1, "a": 2}',
+        b'{"a": {"b": 1, "b": 1}}',
+        _nested(65),
+        b'{"a": ' + b"[" * 60_000 + b"}",  # past the recursion limit: never a 500
+        b"\xef\xbb\xbf{}",  # a byte order mark
+        '{"a": "\u00e9"}'.encode("utf-16"),
+    ],
+)
+def test_a_body_that_is_not_strict_json_is_400(probe_server: DevServer, body: bytes) -> None:
+    """The config file's strict parser: no NaN or infinity, no duplicate key, at most 64
+    levels deep, UTF-8 only."""
+    response = probe_server.client.post(
+        PROBE, content=body, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_json"
+
+
+def test_a_body_64_levels_deep_is_read(probe_server: DevServer) -> None:
+    response = probe_server.client.post(
+        PROBE, content=_nested(64), headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 200
+    assert json.dumps(response.json()["echo"], separators=(",", ":")).count("[") == 63
+
+
 def test_the_run_route_applies_the_body_bounds(small_server: DevServer) -> None:
     """The same refusals on the real ``POST /dev/v1/runs``."""
     client = small_server.client
@@ -261,9 +303,14 @@ def _raw(server: DevServer, request: bytes) -> bytes:
             answer += data
 
 
-def _head(headers: int, size: int) -> bytes:
+def _head(server: DevServer, headers: int, size: int) -> bytes:
     lines = b"".join(b"x-h%d: %s\r\n" % (index, b"a" * size) for index in range(headers))
-    return b"GET " + PROBE.encode() + b" HTTP/1.1\r\nhost: x\r\n" + lines + b"\r\n"
+    return _request_line(server) + lines + b"\r\n"
+
+
+def _request_line(server: DevServer) -> bytes:
+    """The probe's request line and the Host header the guards accept."""
+    return b"GET %s HTTP/1.1\r\nhost: 127.0.0.1:%d\r\n" % (PROBE.encode(), _port(server))
 
 
 @pytest.fixture
@@ -282,19 +329,19 @@ def tight_server() -> Iterator[DevServer]:
 
 
 def test_a_head_within_the_bounds_is_served(tight_server: DevServer) -> None:
-    answer = _raw(tight_server, _head(10, 100))
+    answer = _raw(tight_server, _head(tight_server, 10, 100))
     assert answer.startswith(b"HTTP/1.1 401")  # served: the guards answered (no token)
 
 
 @pytest.mark.parametrize(("headers", "size"), [(30, 10), (1, 5000), (1, 1_000_000)])
 def test_a_head_past_the_bounds_is_431(tight_server: DevServer, headers: int, size: int) -> None:
-    answer = _raw(tight_server, _head(headers, size))
+    answer = _raw(tight_server, _head(tight_server, headers, size))
     assert answer.startswith(b"HTTP/1.1 431")
     assert b"request_header_fields_too_large" in answer
 
 
 def test_an_unfinished_head_is_408_after_the_head_timeout(tight_server: DevServer) -> None:
-    answer = _raw(tight_server, b"GET " + PROBE.encode() + b" HTTP/1.1\r\nhost: x\r\n")
+    answer = _raw(tight_server, _request_line(tight_server))
     assert answer.startswith(b"HTTP/1.1 408")
 
 
@@ -304,7 +351,7 @@ def test_a_silent_connection_is_closed(tight_server: DevServer) -> None:
 
 def test_an_idle_keepalive_connection_is_closed(tight_server: DevServer) -> None:
     with socket.create_connection(("127.0.0.1", _port(tight_server)), timeout=10) as conn:
-        conn.sendall(_head(1, 10))
+        conn.sendall(_head(tight_server, 1, 10))
         first = conn.recv(65_536)
         assert first.startswith(b"HTTP/1.1 401")
         rest = b""

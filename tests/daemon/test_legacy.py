@@ -1,8 +1,11 @@
-"""The legacy ``POST /a2a/prompt`` endpoint: off by default, loopback only, bounded."""
+"""The legacy ``POST /a2a/prompt`` endpoint: off by default, loopback only, bounded,
+and out of reach of web pages."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import httpx
 import pytest
@@ -29,6 +32,9 @@ def legacy_server() -> Iterator[DevServer]:
 def _post(server: DevServer, **kwargs: object) -> httpx.Response:
     with server.anonymous() as client:  # the endpoint takes no token
         return client.post(PATH, **kwargs)  # type: ignore[arg-type]
+
+
+JSON = {"content-type": "application/json"}
 
 
 def test_it_is_off_by_default(dev_server: DevServer) -> None:
@@ -62,13 +68,132 @@ def test_an_unknown_agent_is_404(legacy_server: DevServer) -> None:
         b'{"agent_name": 1, "prompt": "hi"}',
         b'{"agent_name": "HttpAgent", "prompt": ["hi"]}',
         b"\xff",
+        b'{"agent_name": "HttpAgent", "prompt": "hi", "x": NaN}',
+        b'{"agent_name": "HttpAgent", "prompt": "hi", "prompt": "again"}',
+        b'{"agent_name": "HttpAgent", "prompt": "hi", "x": ' + b"[" * 70 + b"]" * 70 + b"}",
     ],
 )
 def test_a_bad_body_is_400(legacy_server: DevServer, body: bytes) -> None:
-    """Follows erlang_adk_a2a_handler: handle_body (anything else -> 400)."""
-    response = _post(legacy_server, content=body)
+    """Follows erlang_adk_a2a_handler: handle_body (anything else -> 400); strict JSON as
+    every body of the daemon."""
+    response = _post(legacy_server, content=body, headers=JSON)
     assert response.status_code == 400
     assert response.text == "Invalid JSON payload"
+
+
+# -- out of reach of web pages (CSRF, DNS rebinding) -------------------------------------------
+
+
+@pytest.fixture
+def counted_server() -> Iterator[tuple[DevServer, adk.ScriptedProvider]]:
+    """The legacy endpoint and an agent whose model calls are counted."""
+    model = adk.ScriptedProvider(fn=lambda history, tools: {"text": "ran"})
+    adk.spawn_agent("CountedAgent", {"provider": model})
+    server, listener = start_dev_server(legacy_a2a=True)
+    yield server, model
+    server.client.close()
+    stop_listener(listener)
+
+
+BODY = b'{"agent_name": "CountedAgent", "prompt": "do something costly"}'
+
+
+def test_a_no_cors_text_post_is_415_and_runs_nothing(
+    counted_server: tuple[DevServer, adk.ScriptedProvider],
+) -> None:
+    """A page's ``fetch(..., {mode: "no-cors"})`` can only send a "simple" content type;
+    the endpoint takes JSON only, which needs a CORS preflight that never succeeds."""
+    server, model = counted_server
+    for content_type in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data"):
+        response = _post(server, content=BODY, headers={"content-type": content_type})
+        assert response.status_code == 415, content_type
+        assert response.text == "Unsupported Media Type"
+    assert _post(server, content=BODY).status_code == 415  # no content type at all
+    assert model.calls == 0
+
+
+def test_a_foreign_origin_is_403_and_runs_nothing(
+    counted_server: tuple[DevServer, adk.ScriptedProvider],
+) -> None:
+    server, model = counted_server
+    for origin in ("http://evil.example", "null", "http://localhost:1"):
+        response = _post(server, content=BODY, headers={**JSON, "origin": origin})
+        assert response.status_code == 403, origin
+        assert response.json()["error"]["code"] == "forbidden"
+    assert model.calls == 0
+    same = _post(server, content=BODY, headers={**JSON, "origin": server.url})
+    assert same.status_code == 200
+    assert same.json() == {"response": "ran"}
+
+
+def test_a_foreign_host_is_421_and_runs_nothing(
+    counted_server: tuple[DevServer, adk.ScriptedProvider],
+) -> None:
+    """DNS rebinding: the attacker's name resolves to 127.0.0.1, so the page is
+    same-origin with itself and reads the answer; its Host header gives it away."""
+    server, model = counted_server
+    port = server.url.rsplit(":", 1)[1]
+    for host in ("evil.example", f"evil.example:{port}"):
+        response = _post(server, content=BODY, headers={**JSON, "host": host})
+        assert response.status_code == 421, host
+        assert response.json()["error"]["code"] == "misdirected_request"
+    assert model.calls == 0
+
+
+# -- bounded: prompts at once, and the request deadline ---------------------------------------
+
+
+def test_prompts_past_the_limit_get_503() -> None:
+    """Each prompt holds a worker thread of the endpoint's own pool: past
+    ``legacy_max_concurrent`` the answer is 503 at once, so legacy callers cannot take
+    the threads the /dev/v1 routes need."""
+    entered, gate = threading.Event(), threading.Event()
+
+    def answer(history: Sequence[Any], tools: Sequence[Any]) -> dict[str, Any]:
+        entered.set()
+        gate.wait(30)
+        return {"text": "first"}
+
+    adk.spawn_agent("SlowAgent", {"provider": adk.ScriptedProvider(fn=answer)})
+    adk.spawn_agent("OtherAgent", {"provider": "scripted", "script": [{"text": "second"}]})
+    server, listener = start_dev_server(legacy_a2a=True, legacy_max_concurrent=1)
+    answers: list[httpx.Response] = []
+    first = threading.Thread(
+        target=lambda: answers.append(
+            _post(server, json={"agent_name": "SlowAgent", "prompt": "hold the slot"})
+        )
+    )
+    try:
+        first.start()
+        assert entered.wait(30)
+        refused = _post(server, json={"agent_name": "OtherAgent", "prompt": "hi"})
+        assert refused.status_code == 503
+        assert refused.json()["error"]["code"] == "too_many_legacy_prompts"
+        assert refused.headers["retry-after"] == "1"
+        assert server.client.get("/dev/v1/agents").status_code == 200  # the API goes on
+        gate.set()
+        first.join(30)
+        assert [response.json() for response in answers] == [{"response": "first"}]
+        again = _post(server, json={"agent_name": "OtherAgent", "prompt": "hi"})
+        assert again.json() == {"response": "second"}  # the slot is free again
+    finally:
+        gate.set()
+        server.client.close()
+        stop_listener(listener)
+
+
+def test_a_turn_ends_before_the_request_deadline() -> None:
+    """The turn's timeout ends before the request deadline, so a slow turn is the
+    reference's 500 ``agent_execution_failed``, not a guard's 503 after the thread."""
+    adk.spawn_agent("SlowAgent", {"provider": "scripted", "script": [{"text": "x", "delay": 30}]})
+    server, listener = start_dev_server(legacy_a2a=True, request_timeout=1.0)
+    try:
+        response = _post(server, json={"agent_name": "SlowAgent", "prompt": "hi"})
+    finally:
+        server.client.close()
+        stop_listener(listener)
+    assert response.status_code == 500
+    assert response.json() == {"error": "agent_execution_failed"}
 
 
 def test_a_body_past_the_limit_is_413_and_closes(legacy_server: DevServer) -> None:

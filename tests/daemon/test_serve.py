@@ -8,11 +8,12 @@ import json
 import os
 import select
 import signal
+import stat
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +22,17 @@ import msgspec
 import pytest
 
 import adk_actors as adk
+from adk_actors.daemon.drain import DrainReport, drain
+from adk_actors.daemon.listener import stop_listener
 from adk_actors.daemon.serve import EXIT_FAILED, EXIT_REFUSED, error_line, main
 from adk_actors.sessions import LmdbSessionService
 from providers.errors import AdkError
-from tests.daemon.conftest import TOKEN
+from tests.daemon.conftest import TOKEN, DevServer, start_dev_server
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 60.0
 AUTH = {"authorization": f"Bearer {TOKEN}"}
+ENV = {"ADK_DEV_TOKEN": TOKEN}
 
 
 class Daemon:
@@ -126,13 +130,28 @@ def _start_run(daemon: Daemon, session: str, message: str) -> str:
     return run_id
 
 
-def _until_refused(daemon: Daemon) -> httpx.Response:
-    """The first answer after the signal that is a refusal (the signal lands at once,
-    the daemon notices it a moment later)."""
+def _until_running(daemon: Daemon, run_id: str) -> None:
+    """Wait until the run's status says it is running (it may still be admitted)."""
     deadline = time.monotonic() + 30
     with daemon.client() as client:
         while time.monotonic() < deadline:
-            response = client.get("/dev/v1/agents")
+            if client.get(f"/dev/v1/runs/{run_id}").json()["state"] == "running":
+                return
+            time.sleep(0.02)
+    pytest.fail("the run was never seen running")
+
+
+def _until_refused(daemon: Daemon) -> httpx.Response | None:
+    """The first answer after the signal that is a refusal (the signal lands at once,
+    the daemon notices it a moment later); None if the daemon was gone first (a
+    loaded machine may finish the whole drain between two polls)."""
+    deadline = time.monotonic() + 30
+    with daemon.client() as client:
+        while time.monotonic() < deadline:
+            try:
+                response = client.get("/dev/v1/agents")
+            except httpx.TransportError:
+                return None  # refused, reset or closed: it stopped listening
             if response.status_code != 200:
                 return response
             time.sleep(0.02)
@@ -238,6 +257,39 @@ def test_a_port_in_use_is_refused(tmp_path: Path, daemons: list[Daemon]) -> None
     assert first.stop() == 0
 
 
+@pytest.mark.parametrize("where", ["file", "file/below"])
+def test_a_data_path_that_is_not_a_directory_is_refused(tmp_path: Path, where: str) -> None:
+    """``--data`` naming a file, or a path below one: the refusal line and exit 2,
+    before anything starts (no traceback, no tree left running)."""
+    (tmp_path / "file").write_text("not a directory")
+    adk.stop()  # the autouse tree: main must not need one to refuse
+    out, err = io.StringIO(), io.StringIO()
+    config = _config(tmp_path, [{"text": "hi"}])
+    code = main(config, "127.0.0.1", 0, tmp_path / where, ENV, out, err=err, console_logs=False)
+    assert code == EXIT_REFUSED
+    assert out.getvalue() == ""
+    line = json.loads(err.getvalue())
+    assert line["reason"] == "data_dir_unusable"
+    assert line["details"] == ["enotdir"]
+    assert str(tmp_path) not in err.getvalue()  # no argument value in the message
+    assert not adk.app.running()
+
+
+def test_a_data_path_that_is_a_file_is_refused_in_a_subprocess(tmp_path: Path) -> None:
+    """The review's case: ``--data /etc/hostname`` was a traceback and exit 1."""
+    data = tmp_path / "hostname"
+    data.write_text("not a directory")
+    process = _spawn(
+        ["--config", str(_config(tmp_path, [{"text": "hi"}])), "--port", "0", "--data", str(data)],
+        _environ(ADK_DEV_TOKEN=TOKEN),
+    )
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == EXIT_REFUSED
+    assert stdout == ""
+    assert "Traceback" not in stderr
+    assert json.loads(stderr.strip().splitlines()[-1])["reason"] == "data_dir_unusable"
+
+
 def test_a_composite_reason_is_split_into_reason_and_details() -> None:
     line = error_line(AdkError(("invalid_dev_setting", "ADK_DEV_SSE_MAX_EVENTS"), "bad"))
     assert line == {
@@ -255,16 +307,16 @@ def test_sigterm_drains_and_loses_no_stored_event(tmp_path: Path, daemons: list[
     """A run in its model call when SIGTERM lands: new requests get 503, the run ends
     within the grace, the process exits 0, and a daemon restarted on the same data
     serves every event the run stored."""
-    config = _config(tmp_path, [{"text": "Drained answer.", "delay": 2.0}])
+    config = _config(tmp_path, [{"text": "Drained answer.", "delay": 3.0}])
     data = tmp_path / "data"
     daemon = _start(daemons, config, data)
     run_id = _start_run(daemon, "drain-1", "Please answer slowly.")
-    with daemon.client() as client:
-        assert client.get(f"/dev/v1/runs/{run_id}").json()["state"] == "running"
+    _until_running(daemon, run_id)
     daemon.process.send_signal(signal.SIGTERM)
     refused = _until_refused(daemon)
-    assert refused.status_code == 503
-    assert refused.json()["error"]["code"] == "developer_api_unavailable"
+    if refused is not None:
+        assert refused.status_code == 503
+        assert refused.json()["error"]["code"] == "developer_api_unavailable"
     assert daemon.process.wait(60) == 0
 
     again = _start(daemons, config, data)
@@ -292,8 +344,7 @@ def test_a_run_past_the_grace_is_cancelled_and_its_terminal_stored(
     data = tmp_path / "data"
     daemon = _start(daemons, config, data, ADK_DEV_DRAIN_GRACE_MS="100")
     run_id = _start_run(daemon, "drain-2", "Take forever.")
-    with daemon.client() as client:
-        assert client.get(f"/dev/v1/runs/{run_id}").json()["state"] == "running"
+    _until_running(daemon, run_id)
     assert daemon.stop(signal.SIGINT, timeout=40) == 0
 
     stored = LmdbSessionService(data / "sessions")
@@ -304,6 +355,80 @@ def test_a_run_past_the_grace_is_cancelled_and_its_terminal_stored(
     assert events[0].author == "user"
     assert "Never sent." not in json.dumps([event.text() for event in events])
     assert any("daemon_stopping" in json.dumps(msgspec.to_builtins(event)) for event in events[1:])
+
+
+def _until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"never: {what}")
+        time.sleep(0.01)
+
+
+def test_a_run_started_by_a_request_admitted_before_the_drain_is_cancelled() -> None:
+    """A request admitted before the drain starts its run after the drain began (its
+    body arrives slowly): the drain waits for the request, then cancels the run it
+    started with ``daemon_stopping``, which the session stores. Nothing is left
+    running for the tree's stop to kill."""
+    adk.spawn_agent("SlowAgent", {"provider": "scripted", "script": [{"text": "x", "delay": 60}]})
+    sessions = adk.sessions.InMemorySessionService()
+    server, listener = start_dev_server(sessions=sessions, drain_grace=0.1)
+    body = json.dumps(
+        {
+            "agent_name": "SlowAgent",
+            "app_name": "drain_app",
+            "user_id": "user-1",
+            "session_id": "late",
+            "message": "Start me late.",
+        }
+    ).encode()
+    go = threading.Event()
+
+    def upload() -> Iterator[bytes]:
+        yield body[:10]
+        go.wait(30)
+        yield body[10:]
+
+    answers: list[httpx.Response] = []
+    reports: list[DrainReport] = []
+    starter = threading.Thread(
+        target=lambda: answers.append(
+            server.client.post(
+                "/dev/v1/runs", content=upload(), headers={"content-type": "application/json"}
+            )
+        )
+    )
+    drainer = threading.Thread(target=lambda: reports.append(drain(server.state)))
+    try:
+        starter.start()
+        _until(lambda: server.state.requests_in_flight == 1, "the start request admitted")
+        drainer.start()
+        drainer.join(1.0)  # a drain that gave up on the request would be done by now
+        go.set()
+        starter.join(30)
+        drainer.join(60)
+    finally:
+        go.set()
+        server.client.close()
+        stop_listener(listener)
+    assert [answer.status_code for answer in answers] == [202]
+    run_id = answers[0].json()["run_id"]
+    assert reports == [DrainReport(ended=0, cancelled=1)]
+    assert adk.runs.wait(run_id, 30) == adk.Cancelled("daemon_stopping")
+    events = sessions.get_session("drain_app", "user-1", "late").events
+    assert events[0].author == "user"
+    assert any("daemon_stopping" in json.dumps(msgspec.to_builtins(event)) for event in events[1:])
+
+
+def test_no_request_is_admitted_once_the_drain_started(probe_server: DevServer) -> None:
+    """Admission and the drain flag are one step: a refused request is never counted."""
+    state = probe_server.state
+    assert state.admit_request()
+    state.start_draining()
+    assert not state.admit_request()
+    assert state.requests_in_flight == 1
+    state.request_ended()
+    assert state.wait_for_requests(0)
 
 
 def test_a_tree_that_stops_on_its_own_ends_the_daemon_with_1(tmp_path: Path) -> None:
@@ -379,3 +504,5 @@ def test_a_stop_event_drains_and_returns_0(tmp_path: Path) -> None:
     thread.join(START_TIMEOUT)
     assert codes == [0]
     assert not adk.app.running()
+    for created in (tmp_path / "data", tmp_path / "data" / "sessions"):  # owner-only
+        assert stat.S_IMODE(created.stat().st_mode) == 0o700
