@@ -57,6 +57,7 @@ class ScriptedProvider:
         *,
         fn: StepFunction | None = None,
         inline: bool = False,
+        max_histories: int | None = None,
     ) -> None:
         if (steps is None) == (fn is None):
             raise AdkError("invalid_script", "give either steps or fn")
@@ -68,8 +69,13 @@ class ScriptedProvider:
         self._next = 0
         self._lock = threading.Lock()
         self.calls = 0
+        if max_histories is not None and max_histories < 0:
+            raise AdkError("invalid_max_histories", "max_histories is None or at least 0")
+        self._max_histories = max_histories
         self.histories: list[list[Content]] = []
-        """Every history the provider was called with, in call order."""
+        """The histories the provider was called with, in call order: every one, or the
+        newest `max_histories` (a long-running script, such as a daemon's repeating one,
+        keeps a bounded record)."""
 
     @classmethod
     def from_config_provider(cls) -> _ConfigScripted:
@@ -105,7 +111,7 @@ class ScriptedProvider:
     ) -> Mapping[str, Any]:
         with self._lock:
             self.calls += 1
-            self.histories.append(list(history))
+            self._record(history)
             if self._fn is None:
                 if self._next >= len(self._steps):
                     raise AdkError("script_exhausted", f"the script has {len(self._steps)} steps")
@@ -113,6 +119,14 @@ class ScriptedProvider:
                 self._next += 1
                 return step
         return _check_step(self._fn(history, tools))
+
+    def _record(self, history: Sequence[Content]) -> None:
+        """Keep `history` (under the lock), dropping the oldest past `max_histories`."""
+        if self._max_histories == 0:
+            return
+        self.histories.append(list(history))
+        if self._max_histories is not None and len(self.histories) > self._max_histories:
+            del self.histories[0]
 
     def generate(
         self,

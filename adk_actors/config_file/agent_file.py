@@ -22,6 +22,9 @@ from providers.scripted import ScriptedProvider, Step
 
 DEFAULT_AGENT_NAME = "CliAgent"
 DEFAULT_MODEL = "gemini-3.1-flash-lite"
+_KEPT_HISTORIES = 16
+"""A repeating script answers forever (a daemon, a load test): it keeps only the
+newest histories, so its memory stays bounded."""
 
 ProviderName = Literal["gemini", "scripted"]
 
@@ -54,7 +57,9 @@ class AgentFile(msgspec.Struct, frozen=True, kw_only=True):
         if self.provider == "scripted" and self.script is not None:
             steps = [_copy(step) for step in self.script]
             if self.script_repeat:
-                config["provider"] = ScriptedProvider(fn=_Cycle(steps))
+                config["provider"] = ScriptedProvider(
+                    fn=_Cycle(steps), inline=True, max_histories=_KEPT_HISTORIES
+                )
             else:
                 config["script"] = steps
         return config

@@ -90,6 +90,8 @@ class _FileSchema(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     output_schema: dict[str, Any] | bool | None = None
     output_key: str | None = None
     history_policy: Literal["include", "exclude"] | None = None
+    max_concurrent_invocations: Annotated[int, msgspec.Meta(ge=1, le=4096)] | None = None
+    turn_timeout: Annotated[float, msgspec.Meta(gt=0, le=86_400)] | None = None
     tools: list[str] = msgspec.field(default_factory=list)
     runner_options: dict[str, Any] = msgspec.field(default_factory=dict)
     script: list[dict[str, Any]] | None = None
@@ -106,6 +108,8 @@ _AGENT_KEYS = (
     "output_schema",
     "output_key",
     "history_policy",
+    "max_concurrent_invocations",
+    "turn_timeout",
 )
 _PROVIDER_KEYS = ("model", "instructions", "generation_config", "builtin_tools", "request_timeout")
 

@@ -331,9 +331,13 @@ def _serve(
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on `host`:`port` (0 picks a free port)."""
+    """A listening TCP socket on `host`:`port` (0 picks a free port).
+
+    The protocol is named (``IPPROTO_TCP``, not 0): asyncio turns Nagle's algorithm off
+    on accepted connections only for sockets whose ``proto`` says TCP, and with it on a
+    small response waits for the client's delayed ACK (about 40 ms per request)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))

@@ -94,6 +94,24 @@ def test_a_valid_file_with_every_kind_of_option(write_config):
     assert agent.tool_objects == ()
 
 
+def test_the_agents_runtime_limits_reach_its_config(write_config):
+    """An agent file may set how many sessions the agent serves at once and its turn
+    deadline (the agent config's own keys), checked with the same bounds."""
+    agent_file = load_agent_file(
+        write_config(
+            {
+                "provider": "scripted",
+                "script": SCRIPT,
+                "max_concurrent_invocations": 64,
+                "turn_timeout": 12.5,
+            }
+        )
+    )
+    config = agent_file.config
+    assert (config["max_concurrent_invocations"], config["turn_timeout"]) == (64, 12.5)
+    adk.stop_agent(adk.spawn_agent(agent_file.name, config))
+
+
 def test_unknown_keys_are_named(write_config):
     error = refused(write_config({"name": "A", "temprature": 1, "zeta": 2}))
     assert error.reason == ("unknown_agent_config_keys", ["temprature", "zeta"])
@@ -174,6 +192,13 @@ def test_a_missing_file_is_named_by_its_errno(tmp_path):
         ({"name": "not a name"}, "invalid_agent_name"),
         ({"name": 7}, ("invalid_agent_config", "name")),
         ({"history_policy": "some"}, ("invalid_agent_config", "history_policy")),
+        ({"max_concurrent_invocations": 0}, ("invalid_agent_config", "max_concurrent_invocations")),
+        (
+            {"max_concurrent_invocations": 5000},
+            ("invalid_agent_config", "max_concurrent_invocations"),
+        ),
+        ({"turn_timeout": 0}, ("invalid_agent_config", "turn_timeout")),
+        ({"turn_timeout": "long"}, ("invalid_agent_config", "turn_timeout")),
         ({"temperature": 5}, ("invalid_generation_config", "temperature")),
         (
             {"temperature": 0.1, "generation_config": {"temperature": 0.2}},

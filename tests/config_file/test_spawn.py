@@ -77,3 +77,18 @@ def test_a_gemini_file_with_a_key_spawns(monkeypatch):
     ref = spawn_from_file(load_agent_file(REPO / "examples" / "agent.json"))
     assert adk.agent_info(ref)["status"] == "running"
     adk.stop_agent(ref)
+
+
+def test_a_repeating_script_keeps_a_bounded_record_of_histories(write_config, sessions):
+    """A daemon's repeating script answers forever: its provider keeps only the newest
+    histories, so memory does not grow with the number of calls."""
+    agent_file = load_agent_file(
+        write_config({"provider": "scripted", "script": [{"text": "x"}], "script_repeat": True})
+    )
+    config = agent_file.config
+    provider = config["provider"]
+    runner = adk.Runner(adk.spawn_agent(agent_file.name, config), "app", sessions)
+    for turn in range(40):
+        assert runner.run("u", f"s{turn}", "hi") == "x"
+    assert provider.calls == 40
+    assert 0 < len(provider.histories) <= 16

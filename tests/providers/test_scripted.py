@@ -110,3 +110,19 @@ def test_capabilities_are_honest():
     caps = providers.capabilities(providers.ScriptedProvider(["x"]))
     assert caps["streaming"] and caps["function_calling"] and not caps["live"]
     assert caps["content_schema_version"] == 1 and caps["builtin_tools"] == []
+
+
+def test_max_histories_keeps_the_newest_histories_only():
+    """`max_histories` bounds the record a long-running script keeps (0 keeps none);
+    a negative bound is refused."""
+    kept = providers.ScriptedProvider(fn=lambda history, tools: {"text": "ok"}, max_histories=2)
+    for word in ("one", "two", "three"):
+        kept.generate({}, [content.from_text(word)], [])
+    assert kept.calls == 3
+    assert [history[0].parts[0].text for history in kept.histories] == ["two", "three"]
+    none_kept = providers.ScriptedProvider(["a"], max_histories=0)
+    none_kept.generate({}, [content.from_text("x")], [])
+    assert (none_kept.calls, none_kept.histories) == (1, [])
+    with pytest.raises(AdkError) as refused:
+        providers.ScriptedProvider(["a"], max_histories=-1)
+    assert refused.value.reason == "invalid_max_histories"
