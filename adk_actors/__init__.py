@@ -8,7 +8,17 @@ text = adk.prompt(agent, "What is the weather in Tokyo?")
 adk.stop_agent(agent)
 """
 
-from adk_actors import aio, app, application, events, runs, sessions
+from adk_actors import (
+    aio,
+    app,
+    application,
+    events,
+    graph,
+    planning,
+    runs,
+    sessions,
+    workflows,
+)
 from adk_actors.agents import (
     AgentRef,
     AgentResponse,
@@ -25,9 +35,11 @@ from adk_actors.app import start, stop
 from adk_actors.events import Event, EventActions
 from adk_actors.orchestration import loop, parallel, sequential
 from adk_actors.outcomes import Cancelled, Completed, Failed, Paused
+from adk_actors.planning import run_planning
 from adk_actors.runner import Runner
 from adk_actors.tools import Tool, ToolContext, Toolset, tool
 from adk_actors.tools.suspension import long_running, request_human_approval
+from adk_actors.workflows import compile_workflow, run_workflow
 from providers import AdkError, Content, ScriptedProvider, content, redact
 from providers import protocol as _protocol
 
@@ -57,17 +69,22 @@ __all__ = [
     "Toolset",
     "agent_info",
     "aio",
+    "compile_workflow",
     "content",
     "delegate",
     "events",
+    "graph",
     "invoke",
     "long_running",
     "loop",
     "parallel",
+    "planning",
     "prompt",
     "providers",
     "redact",
     "request_human_approval",
+    "run_planning",
+    "run_workflow",
     "runs",
     "sequential",
     "sessions",
@@ -76,4 +93,5 @@ __all__ = [
     "stop",
     "stop_agent",
     "tool",
+    "workflows",
 ]

@@ -30,6 +30,15 @@ RUN_SUPERVISOR = "adk.runs"
 MAX_RUNS = 100_000
 """Invocation servers alive at once (running, and retained runs); past it a start is
 refused with ``too_many_runs``."""
+WORKFLOW_SUPERVISOR = "adk.workflows"
+MAX_WORKFLOWS = 100_000
+"""Workflow coordinators alive at once (running, and retained ones); past it a start is
+refused with ``too_many_workflows``."""
+WORKFLOW_SUPERVISOR_INTENSITY = 20
+WORKFLOW_SUPERVISOR_PERIOD = 10.0
+"""The workflow supervisor's restart intensity (the spec's: 20 in 10 s). Its children
+are temporary, so nothing is restarted; the bound only matters to the kernel's
+bookkeeping."""
 
 Starter = Callable[[Mapping[str, Any] | None], Pid]
 """Starts the tree if it is not running (given its admission config) and returns its pid."""

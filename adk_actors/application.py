@@ -6,8 +6,9 @@ children in dependency order (a service starts after the services it uses);
 place in that order.
 
 This is the composition root: it imports the areas whose servers it starts (sessions,
-runs, admission). Those areas import the tree's names from `app.py`, never this
-module, and `adk_actors/__init__.py` installs `start_tree` as `app.start`.
+runs, admission; the workflow supervisor is a plain DynamicSupervisor). Those areas
+import the tree's names from `app.py`, never this module, and `adk_actors/__init__.py`
+installs `start_tree` as `app.start`.
 """
 
 from __future__ import annotations
@@ -24,8 +25,12 @@ from adk_actors.app import (
     AGENT_SUPERVISOR_PERIOD,
     APP_NAME,
     MAX_RUNS,
+    MAX_WORKFLOWS,
     RUN_SUPERVISOR,
     TASK_SUPERVISOR,
+    WORKFLOW_SUPERVISOR,
+    WORKFLOW_SUPERVISOR_INTENSITY,
+    WORKFLOW_SUPERVISOR_PERIOD,
     tree_lock,
 )
 from adk_actors.runs.registry import start_registry
@@ -78,6 +83,21 @@ def _children(admission_config: admission.AdmissionConfig) -> list[ChildSpec]:
         # it restarting with them: a restarted controller starts empty, and releasing a
         # permit of the old one is a harmless no-op.
         admission.child_spec(admission_config),
+        # Workflows, after admission control (the design's order; ambient, auth and MCP
+        # supervisors will come between them). Each workflow is a temporary coordinator
+        # child: a crash fails that workflow alone, nothing is restarted. Workflows use
+        # agents, tasks and runs, which all start before it, so a restart of any of them
+        # stops every workflow too (rest_for_one): no workflow outlives what it uses.
+        ChildSpec(
+            "workflow_supervisor",
+            lambda: DynamicSupervisor.start_link(
+                MAX_WORKFLOWS,
+                intensity=WORKFLOW_SUPERVISOR_INTENSITY,
+                period=WORKFLOW_SUPERVISOR_PERIOD,
+                name=WORKFLOW_SUPERVISOR,
+            ),
+            type="supervisor",
+        ),
     ]
 
 

@@ -53,7 +53,10 @@ from supervision.leases import (
     LeaseStore,
     LmdbLeases,
     MemoryLeases,
+    check_fence,
+    lease_expired,
     system_clock,
+    token_digest,
 )
 from supervision.logs import RedactingFilter, configure_console, get_logger, redact_loggers
 from supervision.pid import Pid
@@ -154,6 +157,7 @@ __all__ = [
     "cancel_request",
     "cancel_timer",
     "cast",
+    "check_fence",
     "configure_console",
     "default_sync_pool",
     "default_task_supervisor",
@@ -165,6 +169,7 @@ __all__ = [
     "is_normal_exit",
     "is_secret_key",
     "kernel_stats",
+    "lease_expired",
     "link",
     "monitor",
     "next_message",
@@ -185,6 +190,7 @@ __all__ = [
     "start_task_supervisor",
     "stop",
     "system_clock",
+    "token_digest",
     "trap_exit",
     "unlink",
     "unregister",

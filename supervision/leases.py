@@ -15,10 +15,17 @@ Clocks: a lease records its expiry on the monotonic clock and on the wall clock,
 the boot it was taken in. Within the same boot the monotonic clock decides (immune to
 wall-clock jumps); after a reboot, monotonic instants mean nothing, so the wall clock
 decides. A wrong guess can only cost liveness, never safety: a stale token is refused.
+
+The rules themselves are public for stores that keep a lease beside their own records
+and take the time as an argument (the durable workflow ledger): `lease_expired` (the
+one expiry rule), `check_fence` (the write fence: the holder's token, not expired) and
+`token_digest` (what such a store keeps instead of the token).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import secrets
 import threading
@@ -77,6 +84,38 @@ def _read_boot_id() -> str:
 BOOT_ID = _read_boot_id()
 
 
+def lease_expired(lease_until: float, now: float) -> bool:
+    """The expiry rule: a lease is valid while ``now < lease_until``; at exactly
+    `lease_until` it has expired (and a NaN on either side counts as expired)."""
+    return not now < lease_until
+
+
+def token_digest(token: str) -> str:
+    """The SHA-256 (hex) of an owner token: what a store keeps when the token itself
+    must never be written down; `check_fence` then compares digests."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def check_fence(
+    held: str | None, presented: str, lease_until: float, now: float, key: str = ""
+) -> None:
+    """The write fence, with an explicit clock: `presented` must be the token `held`
+    holds (compared in constant time; None: nobody holds it), else ``stale_owner``;
+    and the lease must not have expired at `now` (`lease_expired`), else
+    ``lease_expired``: a holder whose lease ran out cannot revive it, even before
+    anyone takes over. Both refusals are `LeaseError`s."""
+    if (
+        held is None
+        or not isinstance(presented, str)
+        or not hmac.compare_digest(
+            held.encode("utf-8", "surrogatepass"), presented.encode("utf-8", "surrogatepass")
+        )
+    ):
+        raise LeaseError("stale_owner", f"the token no longer holds {key!r}")
+    if lease_expired(lease_until, now):
+        raise LeaseError("lease_expired", f"the lease on {key!r} has expired")
+
+
 class _Rules:
     """The lease rules, independent of where records are stored."""
 
@@ -84,11 +123,15 @@ class _Rules:
         self.clock = clock
         self.boot_id = boot_id
 
-    def is_live(self, lease: Lease) -> bool:
+    def _until_and_now(self, lease: Lease) -> tuple[float, float]:
+        """The clock that decides for `lease`: monotonic in its boot, else the wall."""
         mono, wall = self.clock()
         if lease.boot_id == self.boot_id:
-            return mono < lease.lease_until_mono
-        return wall < lease.lease_until_wall
+            return lease.lease_until_mono, mono
+        return lease.lease_until_wall, wall
+
+    def is_live(self, lease: Lease) -> bool:
+        return not lease_expired(*self._until_and_now(lease))
 
     def new_lease(self, key: str, owner: str, seconds: float, revision: int) -> Lease:
         mono, wall = self.clock()
@@ -124,10 +167,7 @@ class _Rules:
         """The lease `token` holds on `key`, if it is still valid."""
         if current is None:
             raise LeaseError("not_found", f"no lease on {key!r}")
-        if current.token != token:
-            raise LeaseError("stale_owner", f"the token no longer holds {key!r}")
-        if not self.is_live(current):
-            raise LeaseError("lease_expired", f"the lease on {key!r} has expired")
+        check_fence(current.token, token, *self._until_and_now(current), key=key)
         return current
 
 

@@ -19,6 +19,7 @@ PAGES = [
     "docs/runs.md",
     "docs/security.md",
     "docs/cli.md",
+    "docs/workflows.md",
     "README.md",
 ]
 
@@ -43,6 +44,9 @@ _SELF_CONTAINED = [
     "adk_actors/daemon/README.md",
     "adk_actors/cli/README.md",
     "adk_actors/config_file/README.md",
+    "adk_actors/workflows/README.md",
+    "adk_actors/planning/README.md",
+    "adk_actors/graph/README.md",
     "supervision/README.md",
     "providers/README.md",
     "adk_actors/README.md",

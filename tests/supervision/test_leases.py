@@ -218,3 +218,38 @@ def test_a_task_killed_while_applying_does_not_commit(tmp_path):
     with store.env.begin() as txn:
         assert txn.get(b"result", db=data) is None
     store.close()
+
+
+# -- the public rules, with an explicit clock (for stores that keep their own records) ------
+
+
+def test_lease_expired_at_exactly_lease_until():
+    from supervision.leases import lease_expired
+
+    assert not lease_expired(10.0, 9.999)
+    assert lease_expired(10.0, 10.0)
+    assert lease_expired(10.0, 10.001)
+    assert lease_expired(float("nan"), 1.0) and lease_expired(10.0, float("nan"))
+
+
+def test_check_fence_refuses_a_stale_token_before_an_expired_lease():
+    from supervision.leases import check_fence, token_digest
+
+    held = token_digest("token-a")
+    assert held == token_digest("token-a") != token_digest("token-b")
+    assert len(held) == 64 and "token-a" not in held
+    check_fence(held, token_digest("token-a"), 10.0, 9.0, key="k")  # the holder, in time
+    assert reason_of(lambda: check_fence(held, token_digest("token-a"), 10.0, 10.0)) == (
+        "lease_expired"
+    )
+    for presented in (token_digest("token-b"), "", None, 42):
+        assert reason_of(lambda p=presented: check_fence(held, p, 10.0, 9.0)) == "stale_owner"
+        assert reason_of(lambda p=presented: check_fence(held, p, 10.0, 11.0)) == "stale_owner"
+    assert reason_of(lambda: check_fence(None, held, 10.0, 9.0)) == "stale_owner"
+
+
+def test_a_token_of_another_type_is_stale_not_a_crash(store_and_clock):
+    store, _ = store_and_clock
+    store.acquire("k", "a", 10)
+    assert reason_of(lambda: store.check("k", None)) == "stale_owner"
+    assert reason_of(lambda: store.renew("k", 42, 10)) == "stale_owner"

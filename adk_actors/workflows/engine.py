@@ -1,0 +1,280 @@
+"""The workflow engine: the coroutine task that interprets a compiled workflow.
+
+`run_engine` runs as a `Task` owned by the coordinator (on the kernel's reactor, so a
+waiting engine holds no thread). It starts from a checkpoint (a fresh one, or a resume
+point: committed steps are never run again), runs actions through `actions.perform`
+(each attempt a monitored task of its own), and commits a checkpoint at every
+deterministic boundary: each budget decrement, each step, iteration, transfer and
+graph node. It returns an `EngineEnd`; the coordinator turns it into the outcome.
+
+This module holds sequential, parallel, loop and transfer workflows; graphs are
+`engine_graph`. Budgets: every step, branch, member, loop body (and graph node,
+router, loop node, fork branch) takes one step before it runs; a parallel workflow
+takes one per branch up front; every accepted transfer takes one transfer.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from msgspec import UNSET
+
+from adk_actors.events import Event, EventActions
+from adk_actors.workflows.actions import Failure, TimedOut
+from adk_actors.workflows.checkpoint import (
+    LoopCursor,
+    SequentialCursor,
+    TransferCursor,
+    completed_checkpoint,
+)
+from adk_actors.workflows.engine_graph import run_graph
+from adk_actors.workflows.engine_state import (
+    Branches,
+    Ended,
+    EngineEnd,
+    EngineSetup,
+    MergeFailed,
+    Run,
+    failed,
+    merge_branches,
+    nested_details,
+    refused,
+    settled,
+    timed_out,
+)
+from adk_actors.workflows.errors import exception_reason, safe_id, tagged
+from adk_actors.workflows.nested import NestedPause
+from adk_actors.workflows.spec import (
+    LoopData,
+    ParallelData,
+    SequentialData,
+    TransferData,
+    schema_failure,
+)
+from providers import content
+
+__all__ = ["EngineEnd", "EngineSetup", "run_engine"]
+
+
+async def run_engine(setup: EngineSetup) -> EngineEnd:
+    """Run the workflow from `setup.checkpoint` to its end (the engine task's body)."""
+    run = Run(setup)
+    try:
+        if run.expired():  # a past deadline starts nothing
+            raise timed_out()
+        end = await _KINDS[run.workflow.kind](run)
+    except Ended as ended:
+        end = ended
+    except Exception as error:
+        end = failed(("engine_exception", exception_reason("adk_workflow_engine", "run", error)))
+    if end.kind == "completed":
+        value = run.output if run.output is not UNSET else run.state
+        problem = schema_failure(run.workflow.output_validator, value)
+        if problem is not None:
+            end = failed(("output_schema_validation_failed", schema_reason(problem)))
+        else:
+            return EngineEnd(
+                "completed", run.state, completed_checkpoint(run.checkpoint(), run.state)
+            )
+    return EngineEnd(end.kind, end.value, run.checkpoint())
+
+
+def schema_reason(problem: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A schema failure with its path as a list (a JSON array in any record)."""
+    tag, path, constraint = problem
+    return (tag, list(path), constraint)
+
+
+def completed() -> Ended:
+    return Ended("completed")
+
+
+# -- sequential ------------------------------------------------------------------------------------
+
+
+async def _sequential(run: Run) -> Ended:
+    data = run.workflow.data
+    assert isinstance(data, SequentialData)
+    cursor = run.cursor
+    assert isinstance(cursor, SequentialCursor)
+    index = cursor.next_index
+    if cursor.phase == "awaiting_resume":
+        step = data.steps[index]
+        if cursor.resume_input is UNSET or cursor.nested_checkpoint is UNSET:
+            raise failed(("resume_input_required", safe_id(step.id)))
+        resume = (cursor.nested_checkpoint, cursor.resume_input)
+        result = await run.act(step.id, step.action, step.policy, run.last_output, resume)
+        index = await _sequential_result(run, index, step.id, result)
+    while index < len(data.steps):
+        step = data.steps[index]
+        await run.consume_step()
+        result = await run.act(step.id, step.action, step.policy, run.last_output)
+        index = await _sequential_result(run, index, step.id, result)
+    return completed()
+
+
+async def _sequential_result(run: Run, index: int, step_id: str, result: Any) -> int:
+    """Commit one step's result; the next index (or raise at the end)."""
+    result = settled(result, "step_failed", step_id)
+    if isinstance(result, NestedPause):
+        details = nested_details(result.details, step_id=step_id)
+        cursor = SequentialCursor(
+            next_index=index,
+            phase="awaiting_resume",
+            pause=details,
+            nested_checkpoint=result.checkpoint,
+        )
+        await run.commit(cursor)
+        raise Ended("paused", details)
+    control = result.control
+    if control.kind not in ("ok", "output", "stop"):
+        raise failed(tagged("step_failed", step_id, refused(control)))
+    run.merge(control.delta)
+    if control.kind != "ok":
+        run.set_output(control.value)
+    if control.kind == "stop":
+        raise completed()
+    await run.commit(SequentialCursor(next_index=index + 1))
+    return index + 1
+
+
+# -- parallel --------------------------------------------------------------------------------------
+
+
+async def _parallel(run: Run) -> Ended:
+    data = run.workflow.data
+    assert isinstance(data, ParallelData)
+    branches = data.branches
+    await run.consume_step(len(branches))
+    limit = min(run.runtime.max_concurrency or data.max_concurrency, len(branches))
+    results: dict[int, tuple[Any, dict[str, Any]]] = {}
+    pending = deque(enumerate(branches))
+    async with Branches(limit) as pool:
+        while pending or pool.active:
+            while pending and not pool.full():
+                index, branch = pending.popleft()
+                pool.start(index, run.act(branch.id, branch.action, branch.policy, None))
+            index, result = await pool.next()
+            branch_id = branches[index].id
+            result = settled(result, "branch_failed", branch_id)
+            if isinstance(result, NestedPause):
+                raise failed(tagged("branch_failed", branch_id, ("invalid_control", "pause")))
+            control = result.control
+            if control.kind not in ("ok", "output", "stop"):
+                raise failed(tagged("branch_failed", branch_id, refused(control)))
+            output = control.value if control.kind != "ok" else None
+            results[index] = (output, dict(control.delta))
+    ordered = [(branch.id, results[i][1]) for i, branch in enumerate(branches)]
+    try:
+        delta = await merge_branches(run, data.merge, ordered)
+    except MergeFailed as conflict:
+        raise failed(conflict.reason) from None
+    run.merge(delta)
+    run.set_output({branch.id: results[i][0] for i, branch in enumerate(branches)})
+    return completed()
+
+
+# -- loop ------------------------------------------------------------------------------------------
+
+_DONE = (True, "done")
+_CONTINUE = (False, "continue")
+
+
+async def _loop(run: Run) -> Ended:
+    data = run.workflow.data
+    assert isinstance(data, LoopData)
+    cursor = run.cursor
+    assert isinstance(cursor, LoopCursor)
+    iteration = cursor.iteration
+    body = data.body
+    while iteration < data.max_iterations:
+        await run.consume_step()
+        result = await run.act(body.id, body.action, body.policy, None)
+        if isinstance(result, TimedOut):
+            raise timed_out()
+        if isinstance(result, Failure):
+            raise failed(("loop_body_failed", result.reason))
+        if isinstance(result, NestedPause):
+            raise failed(("loop_body_failed", ("invalid_control", "pause")))
+        control = result.control
+        if control.kind not in ("ok", "output", "stop"):
+            raise failed(("loop_body_failed", refused(control)))
+        run.merge(control.delta)
+        if control.kind != "ok":
+            run.set_output(control.value)
+        if control.kind == "stop":
+            break
+        kind, value = await run.call("loop-until", data.until)
+        if kind == "deadline":
+            raise timed_out()
+        if kind == "failure":
+            raise failed(("loop_predicate_failed", value))
+        if _is(value, _DONE):
+            break
+        if not _is(value, _CONTINUE):
+            raise failed("invalid_loop_predicate_result")
+        iteration += 1
+        await run.commit(LoopCursor(iteration=iteration))
+    return completed()
+
+
+def _is(value: Any, choices: tuple[Any, ...]) -> bool:
+    return any(
+        value is choice if isinstance(choice, bool) else value == choice for choice in choices
+    )
+
+
+# -- transfer --------------------------------------------------------------------------------------
+
+
+async def _transfer(run: Run) -> Ended:
+    data = run.workflow.data
+    assert isinstance(data, TransferData)
+    cursor = run.cursor
+    assert isinstance(cursor, TransferCursor)
+    member_id, input_value = cursor.member, cursor.input
+    while True:
+        member = data.members[member_id]
+        await run.consume_step()
+        result = await run.act(member_id, member.action, member.policy, input_value)
+        result = settled(result, "member_failed", member_id)
+        if isinstance(result, NestedPause):
+            raise failed(tagged("member_failed", member_id, ("invalid_control", "pause")))
+        control = result.control
+        if control.kind in ("ok", "output", "stop"):  # a member has no implicit successor
+            run.merge(control.delta)
+            if control.kind != "ok":
+                run.set_output(control.value)
+            return completed()
+        if control.kind != "transfer":
+            raise failed(tagged("member_failed", member_id, refused(control)))
+        target = control.target
+        if target is None or target not in data.members:
+            raise failed(("unknown_transfer_target", safe_id(target)))
+        run.merge(control.delta)  # merged even when the budget refuses the handoff
+        if run.transfers <= 0:
+            raise failed(("budget_exhausted", "transfers"))
+        run.transfers -= 1
+        # one commit: the member's delta, the spent transfer and the target together, so
+        # a resume never runs the member that handed over again
+        await run.commit(TransferCursor(member=target, input=control.value))
+        run.emit(_transfer_event(run, member_id, target))
+        member_id, input_value = target, control.value
+
+
+def _transfer_event(run: Run, source: str, target: str) -> Event:
+    """``transfer_to_agent`` with the handoff's index (the first is 1)."""
+    index = run.runtime.transfers_initial - run.transfers
+    text = content.from_text(f"Transfer from {source} to {target}", role="model")
+    actions = EventActions(transfer_to_agent=target, transfer_index=index)
+    return Event.new(source, run.invocation_id or run.workflow.id, text, actions=actions)
+
+
+_KINDS = {
+    "sequential": _sequential,
+    "parallel": _parallel,
+    "loop": _loop,
+    "transfer": _transfer,
+    "graph": run_graph,
+}

@@ -1,0 +1,330 @@
+"""Starting a workflow coordinator under the workflow supervisor (``adk.workflows``).
+
+Everything a run needs (the compiled workflow with its closures, the checkpoint it
+starts from, its runtime options, the durability hooks) is a `Launch`. It crosses a
+one-shot handoff: the supervisor's child spec carries only an opaque reference, the
+coordinator takes the launch under it exactly once in `init`, and the starter
+withdraws whatever was not taken. So nothing of a run appears in supervisor
+diagnostics, and a restarted or duplicated child can never run a launch twice.
+
+`fresh_launch` and `resumed_launch` check a start's inputs (state, schema, checkpoint,
+resume input, options) before any process exists and give the run its reference (a
+string; its coordinator registers as ``("adk.workflow", ref)``);
+`start_supervised` starts its coordinator (the server class `coordinator.py` installs
+when it is imported: the coordinator imports this module, not the other way round).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import queue
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any
+
+import msgspec
+
+from adk_actors.app import WORKFLOW_SUPERVISOR, ensure_started
+from adk_actors.workflows.checkpoint import (
+    Checkpoint,
+    decode_checkpoint,
+    initial_checkpoint,
+    prepare_resume,
+    validate_checkpoint,
+)
+from adk_actors.workflows.errors import failure_reason
+from adk_actors.workflows.spec import (
+    DEFAULT_RETENTION,
+    DEFAULT_TIMEOUT,
+    MAX_CONCURRENCY,
+    MAX_SECONDS,
+    MAX_STEPS,
+    MAX_TRANSFERS,
+    CompiledWorkflow,
+    json_copy,
+    schema_failure,
+)
+from providers.errors import AdkError, decode_options
+from supervision import (
+    ChildSpec,
+    DynamicSupervisor,
+    MaxChildrenReached,
+    Pid,
+    ProcessExit,
+    SupervisorError,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from adk_actors.workflows.coordinator import Persistence
+
+MAX_PENDING_HANDOFFS = 10_000
+MAX_TAKEN_REMEMBERED = 10_000
+NOT_GIVEN: Any = msgspec.UNSET
+"""The default of `resume_input`: no input was given (JSON null is an input)."""
+
+Receiver = Pid | queue.Queue  # type: ignore[type-arg]
+"""Where a run's events go: a process (sent `WorkflowEvent(ref, event)`) or a queue."""
+
+
+class RunOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A run's options. `timeout` (seconds from the start; None: no deadline) or
+    `deadline` (an absolute `time.monotonic()` instant, which wins) bound the whole
+    run; `max_steps`/`max_transfers` replace the spec's budgets (ignored on resume:
+    budgets come from the checkpoint); `max_concurrency` bounds parallel branches (and
+    lowers a fork's own bound); `retention` is how long a finished run answers."""
+
+    timeout: Annotated[float, msgspec.Meta(ge=0.0, le=MAX_SECONDS)] | None = DEFAULT_TIMEOUT
+    deadline: float | None = None
+    max_steps: Annotated[int, msgspec.Meta(ge=1, le=MAX_STEPS)] | None = None
+    max_transfers: Annotated[int, msgspec.Meta(ge=0, le=MAX_TRANSFERS)] | None = None
+    max_concurrency: Annotated[int, msgspec.Meta(ge=1, le=MAX_CONCURRENCY)] | None = None
+    retention: Annotated[float, msgspec.Meta(ge=0.0, le=MAX_SECONDS)] = DEFAULT_RETENTION
+
+
+class Runtime(msgspec.Struct, frozen=True, kw_only=True):
+    """What the coordinator and the engine know of a run besides its workflow and
+    checkpoint. `transfers_initial` is the transfer budget the run was given (a
+    transfer event's index counts from it); `watcher` is a process whose exit cancels
+    the run (a nested workflow's parent attempt)."""
+
+    deadline: float | None
+    max_concurrency: int | None
+    retention: float
+    execution_id: str
+    transfers_initial: int
+    event_receiver: Any = None
+    watcher: Pid | None = None
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Everything a coordinator needs; crosses the handoff, never the child spec."""
+
+    workflow: CompiledWorkflow
+    checkpoint: Checkpoint
+    runtime: Runtime
+    ref: str
+    persistence: Persistence | None = None
+
+    def __repr__(self) -> str:  # closures, state and hooks stay out of any diagnostics
+        return f"Launch(ref={self.ref!r})"
+
+
+_execution_ids = itertools.count(1)
+
+
+def workflow_name(ref: str) -> tuple[str, str]:
+    """The registered name of the coordinator of run `ref`."""
+    return ("adk.workflow", ref)
+
+
+def run_options(**options: Any) -> tuple[RunOptions, Any]:
+    """The checked options (and the event receiver, checked apart: it is a process or
+    a queue); a bad one raises ``("invalid_workflow_options", key)``."""
+    receiver = options.pop("event_receiver", None)
+    if receiver is not None and not isinstance(receiver, Pid | queue.Queue):
+        raise AdkError(
+            ("invalid_workflow_options", "event_receiver"),
+            "event_receiver is a Pid or a queue.Queue",
+        )
+    decoded = decode_options(RunOptions, options, "invalid_workflow_options", what="option")
+    if decoded.deadline is not None and not math.isfinite(decoded.deadline):
+        raise AdkError(("invalid_workflow_options", "deadline"), "deadline must be finite")
+    return decoded, receiver
+
+
+def _runtime(
+    wf: CompiledWorkflow,
+    options: RunOptions,
+    receiver: Any,
+    watcher: Pid | None,
+) -> Runtime:
+    if options.deadline is not None:
+        deadline: float | None = options.deadline
+    else:
+        deadline = None if options.timeout is None else time.monotonic() + options.timeout
+    transfers = options.max_transfers if options.max_transfers is not None else wf.max_transfers
+    return Runtime(
+        deadline=deadline,
+        max_concurrency=options.max_concurrency,
+        retention=options.retention,
+        execution_id=f"workflow-{next(_execution_ids)}",
+        transfers_initial=transfers,
+        event_receiver=receiver,
+        watcher=watcher,
+    )
+
+
+def check_compiled(wf: Any) -> CompiledWorkflow:
+    if not isinstance(wf, CompiledWorkflow):
+        raise AdkError("invalid_compiled_workflow", "compile the spec with compile_workflow")
+    return wf
+
+
+def fresh_launch(
+    wf: Any,
+    state: Any,
+    *,
+    persistence: Persistence | None = None,
+    watcher: Pid | None = None,
+    **options: Any,
+) -> Launch:
+    """A launch that starts `wf` from `state`. Raises before anything runs:
+    ``invalid_compiled_workflow``, ``("invalid_initial_state", why)`` (state is a JSON
+    object), ``("input_schema_validation_failed", failure)``,
+    ``("invalid_workflow_options", key)``."""
+    wf = check_compiled(wf)
+    if state is None:
+        state = {}
+    try:
+        initial = json_copy(state)
+    except (AdkError, RecursionError) as error:
+        why = error.reason if isinstance(error, AdkError) else "invalid_json_value"
+        raise AdkError(("invalid_initial_state", why), "the state is a JSON object") from None
+    if not isinstance(initial, dict):
+        raise AdkError(("invalid_initial_state", "expected_object"), "the state is a JSON object")
+    failure = schema_failure(wf.input_validator, initial)
+    if failure is not None:
+        tag, path, constraint = failure
+        raise AdkError(
+            ("input_schema_validation_failed", failure_reason((tag, list(path), constraint))),
+            "the state does not satisfy the workflow's input schema",
+        )
+    opts, receiver = run_options(**options)
+    runtime = _runtime(wf, opts, receiver, watcher)
+    steps = opts.max_steps if opts.max_steps is not None else wf.max_steps
+    checkpoint = initial_checkpoint(wf, initial, steps=steps, transfers=runtime.transfers_initial)
+    return Launch(wf, checkpoint, runtime, new_ref(), persistence)
+
+
+def resumed_launch(
+    wf: Any,
+    checkpoint: Any,
+    *,
+    resume_input: Any = NOT_GIVEN,
+    persistence: Persistence | None = None,
+    watcher: Pid | None = None,
+    **options: Any,
+) -> Launch:
+    """A launch that resumes `wf` from `checkpoint` (a `Checkpoint`, or its encoded
+    bytes). Raises before anything runs: ``invalid_checkpoint``,
+    ``checkpoint_workflow_mismatch``, ``checkpoint_complete``,
+    ``invalid_checkpoint_state``, ``resume_input_required``, ``("invalid_resume_input",
+    why)``, ``("invalid_workflow_options", key)``. Budgets come from the checkpoint
+    (never replenished); `max_steps`/`max_transfers` options are ignored."""
+    wf = check_compiled(wf)
+    if isinstance(checkpoint, bytes | bytearray | memoryview | str):
+        checkpoint = decode_checkpoint(checkpoint)
+    validate_checkpoint(wf, checkpoint)
+    ready = prepare_resume(wf, checkpoint, resume_input, resume_input is not NOT_GIVEN)
+    opts, receiver = run_options(**options)
+    return Launch(wf, ready, _runtime(wf, opts, receiver, watcher), new_ref(), persistence)
+
+
+def new_ref() -> str:
+    """A fresh run reference."""
+    return f"wf-{uuid.uuid4().hex}"
+
+
+class Handoffs:
+    """A locked table of launches waiting for their coordinator; each is taken at most
+    once. A taken reference is remembered (boundedly) until its starter discards it, so
+    a second take says ``handoff_already_completed`` rather than ``invalid``."""
+
+    def __init__(self, max_pending: int = MAX_PENDING_HANDOFFS) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[str, Launch] = {}
+        self._taken: dict[str, None] = {}
+        self._max_pending = max_pending
+
+    def put(self, launch: Launch) -> str:
+        """Store `launch`; returns the opaque reference the child spec will carry."""
+        ref = f"handoff-{uuid.uuid4().hex}"
+        with self._lock:
+            if len(self._pending) >= self._max_pending:
+                raise AdkError("busy", f"{self._max_pending} workflow starts are in flight")
+            self._pending[ref] = launch
+        return ref
+
+    def take(self, ref: Any) -> Launch:
+        """The launch under `ref`, removed: ``handoff_already_completed`` if it was taken
+        already, ``invalid_workflow_handoff`` for a reference never handed out (or
+        withdrawn)."""
+        with self._lock:
+            launch = self._pending.pop(ref, None) if isinstance(ref, str) else None
+            if launch is not None:
+                if len(self._taken) >= MAX_TAKEN_REMEMBERED:
+                    self._taken.pop(next(iter(self._taken)))
+                self._taken[ref] = None
+                return launch
+            taken = isinstance(ref, str) and ref in self._taken
+        if taken:
+            raise AdkError("handoff_already_completed", "this handoff was already taken")
+        raise AdkError("invalid_workflow_handoff", "no workflow launch under this reference")
+
+    def discard(self, ref: str) -> bool:
+        """Withdraw an untaken launch (and forget a taken one); True if it was untaken."""
+        with self._lock:
+            self._taken.pop(ref, None)
+            return self._pending.pop(ref, None) is not None
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+
+handoffs = Handoffs()
+"""The process-wide table starters put into and coordinators take from."""
+
+
+_start_link: Callable[[str], Pid] | None = None
+
+
+def install(server: Any) -> None:
+    """Make `server.start_link(handoff)` what starts a coordinator (coordinator.py
+    installs itself once, at import)."""
+    global _start_link
+    _start_link = server.start_link
+
+
+def start_supervised(launch: Launch) -> Pid:
+    """Start the coordinator of `launch` under the workflow supervisor; returns its pid
+    (the run's reference is ``launch.ref``). Refusals raise `AdkError`:
+    ``too_many_workflows``, ``workflow_supervisor_not_started``,
+    ``("workflow_start_failed", reason)`` (a durable claim refused, say)."""
+    start_link = _start_link
+    if start_link is None:
+        raise AdkError("workflow_supervisor_not_started", "import adk_actors.workflows first")
+    ensure_started()
+    handoff = handoffs.put(launch)
+    spec = ChildSpec(handoff, lambda: start_link(handoff), restart="temporary")
+    try:
+        pid = DynamicSupervisor.start_child(WORKFLOW_SUPERVISOR, spec)
+    except MaxChildrenReached:
+        raise AdkError("too_many_workflows", "the workflow supervisor is full") from None
+    except SupervisorError as error:
+        raise AdkError(_start_reason(error.reason), "the workflow did not start") from None
+    except ProcessExit:
+        raise AdkError(
+            "workflow_supervisor_not_started", "the application is not running"
+        ) from None
+    finally:
+        handoffs.discard(handoff)
+    if pid is None:
+        raise AdkError("workflow_supervisor_not_started", "the workflow ended before it started")
+    return pid
+
+
+def _start_reason(reason: Any) -> Any:
+    if isinstance(reason, tuple) and len(reason) == 2 and reason[0] == "shutdown":
+        reason = reason[1]
+    if isinstance(reason, tuple) and reason[:1] == ("workflow_start_failed",):
+        return reason
+    if reason in ("invalid_workflow_handoff", "handoff_already_completed", "busy"):
+        return reason
+    return ("workflow_start_failed", failure_reason(reason))
