@@ -44,6 +44,13 @@ from supervision.gen_server import (
     reply,
     stop,
 )
+from supervision.handoffs import (
+    HandoffError,
+    HandoffsFull,
+    HandoffTaken,
+    OneShotHandoffs,
+    UnknownHandoff,
+)
 from supervision.inbox import Inbox
 from supervision.introspection import kernel_stats
 from supervision.leases import (
@@ -116,6 +123,9 @@ __all__ = [
     "ExitSignal",
     "From",
     "GenServer",
+    "HandoffError",
+    "HandoffTaken",
+    "HandoffsFull",
     "Ignore",
     "Inbox",
     "KernelError",
@@ -128,6 +138,7 @@ __all__ = [
     "NameTaken",
     "NoReply",
     "Ok",
+    "OneShotHandoffs",
     "Pid",
     "ProcessExit",
     "Reason",
@@ -152,6 +163,7 @@ __all__ = [
     "TaskTimeout",
     "Timeout",
     "TimerRef",
+    "UnknownHandoff",
     "aio",
     "call",
     "cancel_request",

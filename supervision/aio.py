@@ -2,7 +2,9 @@
 
 `await aio.call(pid, request)` has the same semantics as `call`: the reply, or
 `CallTimeout`, or `ProcessExit` as soon as the server dies. The reply is handed to
-the loop with `call_soon_threadsafe`; no thread is parked per call.
+the loop with `call_soon_threadsafe`; no thread is parked per call. A kernel server
+whose requests are private to its module offers awaitable forms built on it
+(`CreditStream.subscribe_async`, `ack_async`, `unsubscribe_async`).
 """
 
 from __future__ import annotations

@@ -15,15 +15,24 @@ A cursor older than the window is refused with a ``replay_gap`` error carrying
 ``after_sequence``, ``oldest_available_sequence``, ``latest_sequence`` and
 ``terminal``; a subscriber that dies is removed (the stream monitors it).
 Stable runs, A2A task streams and Live subscriptions are built on this.
+
+What a subscriber sends (`subscribe`, `ack`, `unsubscribe`) also has an awaitable
+form for asyncio code (`subscribe_async`, ...): the same request, arguments and
+errors, awaited with `supervision.aio.call`, so no thread is parked and the event loop
+never blocks however busy the stream is. A subscribe whose caller gives up (a
+timeout, or a cancelled await) is withdrawn: a `Withdraw` cast, queued behind the
+`Subscribe`, removes the subscription that request made, and no other.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from collections.abc import Hashable
 from typing import Any, Literal, NamedTuple
 
-from supervision.errors import KernelError
+from supervision.aio import call as acall
+from supervision.errors import CallTimeout, KernelError
 from supervision.gen_server import From, GenServer, Reply, Stop, call, cast
 from supervision.pid import Pid
 from supervision.primitives import demonitor, monitor
@@ -86,12 +95,14 @@ class Finish(NamedTuple):
 
 
 class Subscribe(NamedTuple):
-    """Subscribe `subscriber` to the items after `after`; the answer is the window."""
+    """Subscribe `subscriber` to the items after `after`; the answer is the window.
+    `token`, when given, names the subscription this request makes (see `Withdraw`)."""
 
     subscriber: Pid
     mode: Mode
     after: int
     credit: int
+    token: Ref | None = None
 
 
 class Ack(NamedTuple):
@@ -99,6 +110,15 @@ class Ack(NamedTuple):
 
     subscriber: Pid
     seq: int
+
+
+class Withdraw(NamedTuple):
+    """Cast: remove `subscriber` if the `Subscribe` carrying `token` subscribed it (a
+    caller that gave up on its answer sends this right after it, so it is handled
+    after it); a subscription made by any other request stays."""
+
+    subscriber: Pid
+    token: Ref
 
 
 class Unsubscribe(NamedTuple):
@@ -126,21 +146,24 @@ def _check_subscribe(request: Subscribe) -> StreamError | None:
         return StreamError("invalid_stream_option", "the subscriber must be a Pid")
     if request.mode not in ("push", "credit"):
         return StreamError("invalid_stream_option", "mode must be 'push' or 'credit'")
+    if request.token is not None and type(request.token) is not Ref:
+        return StreamError("invalid_stream_option", "the token must be a Ref")
     return _out_of_bounds("credit", request.credit, 1, MAX_CREDIT) or _out_of_bounds(
         "after", request.after, 0, MAX_SEQUENCE
     )
 
 
 class _Subscriber:
-    __slots__ = ("acked", "credit", "delivered", "mode", "process", "ref")
+    __slots__ = ("acked", "credit", "delivered", "mode", "process", "ref", "token")
 
-    def __init__(self, process: Process, mode: Mode, after: int, credit: int, ref: Ref) -> None:
+    def __init__(self, process: Process, request: Subscribe, ref: Ref) -> None:
         self.process = process
-        self.mode = mode
-        self.delivered = after  # last seq sent
-        self.acked = after  # last seq acknowledged (credit mode)
-        self.credit = credit
-        self.ref = ref
+        self.mode = request.mode
+        self.delivered = request.after  # last seq sent
+        self.acked = request.after  # last seq acknowledged (credit mode)
+        self.credit = request.credit
+        self.ref = ref  # the stream's monitor on the subscriber
+        self.token = request.token  # the request that subscribed it (`Withdraw`)
 
 
 class _State:
@@ -179,11 +202,11 @@ class _StreamServer(GenServer):
                 return Reply(self._publish(state, item), state)
             case Finish(outcome):
                 return Reply(self._finish(state, outcome), state)
-            case Subscribe(pid, mode, after, credit):
+            case Subscribe(pid):
                 error = _check_subscribe(request)
                 if error is not None:
                     return Reply(Refused(error), state)
-                return Reply(self._subscribe(state, pid._process, mode, after, credit), state)
+                return Reply(self._subscribe(state, pid._process, request), state)
             case Ack(Pid() as pid, seq):
                 error = _out_of_bounds("seq", seq, 0, MAX_SEQUENCE)
                 if error is not None:
@@ -208,6 +231,11 @@ class _StreamServer(GenServer):
                 self._publish(state, item)
             case Finish(outcome):
                 self._finish(state, outcome)
+            case Withdraw(Pid() as pid, Ref() as token):
+                subscriber = state.subscribers.get(pid._process)
+                if subscriber is not None and subscriber.token == token:
+                    del state.subscribers[pid._process]
+                    demonitor(subscriber.ref, flush=True)
             case Close():
                 return Stop("normal", state)
             case _:
@@ -243,9 +271,8 @@ class _StreamServer(GenServer):
 
     # -- subscribing ---------------------------------------------------------------------
 
-    def _subscribe(
-        self, state: _State, who: Process, mode: Mode, after: int, credit: int
-    ) -> Answer:
+    def _subscribe(self, state: _State, who: Process, request: Subscribe) -> Answer:
+        after = request.after
         if who in state.subscribers:
             return Refused(
                 StreamError("invalid_stream_option", "this process is already subscribed")
@@ -263,7 +290,7 @@ class _StreamServer(GenServer):
             return Refused(
                 StreamError("replay_gap", "items after the cursor were evicted", state.gap(after))
             )
-        subscriber = _Subscriber(who, mode, after, credit, monitor(who.pid))
+        subscriber = _Subscriber(who, request, monitor(who.pid))
         state.subscribers[who] = subscriber
         self._pump(state, subscriber)
         return Ok(state.gap(after))
@@ -415,9 +442,42 @@ class CreditStream:
         subscriber: Pid | None = None,
         timeout: float | None = 5.0,
     ) -> dict[str, Any]:
-        """Subscribe `subscriber` (default: the caller) to items after sequence `after`."""
-        request = Subscribe(_subscriber(subscriber), mode, after, credit)
-        return unwrap(call(stream, request, timeout))  # type: ignore[no-any-return]
+        """Subscribe `subscriber` (default: the caller) to items after sequence `after`.
+
+        Returns the window (`after_sequence`, `oldest_available_sequence`,
+        `latest_sequence`, `terminal`); raises `StreamError` for a refusal (nothing is
+        subscribed), `ProcessExit` if the stream is not alive, `CallTimeout` if it did
+        not answer in time (the subscription is then withdrawn: see `Withdraw`)."""
+        request = _subscribe_request(subscriber, mode, after, credit)
+        try:
+            answer = call(stream, request, timeout)
+        except CallTimeout:
+            _withdraw(stream, request)
+            raise
+        return unwrap(answer)  # type: ignore[no-any-return]
+
+    @staticmethod
+    async def subscribe_async(
+        stream: Pid | Hashable,
+        *,
+        after: int = 0,
+        mode: Mode = "push",
+        credit: int = 1,
+        subscriber: Pid | None = None,
+        timeout: float | None = 5.0,
+    ) -> dict[str, Any]:
+        """`subscribe` for asyncio code: the same arguments, answer and errors, awaited
+        (`supervision.aio.call`: no thread is parked, the event loop keeps running).
+        A timeout or a cancelled await withdraws the subscription, so nothing stays
+        subscribed for a caller that gave up (items the stream sent meanwhile may be
+        in the subscriber's mailbox)."""
+        request = _subscribe_request(subscriber, mode, after, credit)
+        try:
+            answer = await acall(stream, request, timeout)
+        except (CallTimeout, asyncio.CancelledError):
+            _withdraw(stream, request)
+            raise
+        return unwrap(answer)  # type: ignore[no-any-return]
 
     @staticmethod
     def ack(
@@ -431,10 +491,33 @@ class CreditStream:
         unwrap(call(stream, Ack(_subscriber(subscriber), seq), timeout))
 
     @staticmethod
+    async def ack_async(
+        stream: Pid | Hashable,
+        seq: int,
+        *,
+        subscriber: Pid | None = None,
+        timeout: float | None = 5.0,
+    ) -> None:
+        """`ack` for asyncio code (awaited: the event loop keeps running). An ack whose
+        await was cancelled or timed out may still be applied: the stream handles it
+        once it gets to it."""
+        unwrap(await acall(stream, Ack(_subscriber(subscriber), seq), timeout))
+
+    @staticmethod
     def unsubscribe(
         stream: Pid | Hashable, *, subscriber: Pid | None = None, timeout: float | None = 5.0
     ) -> bool:
+        """Remove `subscriber` (default: the caller); whether it was subscribed."""
         return unwrap(call(stream, Unsubscribe(_subscriber(subscriber)), timeout))  # type: ignore[no-any-return]
+
+    @staticmethod
+    async def unsubscribe_async(
+        stream: Pid | Hashable, *, subscriber: Pid | None = None, timeout: float | None = 5.0
+    ) -> bool:
+        """`unsubscribe` for asyncio code (awaited: the event loop keeps running). One
+        whose await was cancelled or timed out is still carried out."""
+        request = Unsubscribe(_subscriber(subscriber))
+        return unwrap(await acall(stream, request, timeout))  # type: ignore[no-any-return]
 
     @staticmethod
     def status(stream: Pid | Hashable, timeout: float | None = 5.0) -> dict[str, Any]:
@@ -454,6 +537,17 @@ def next_message(
     kinds = (StreamItem, StreamTerminal, StreamDetached)
     message = receive(timeout, match=lambda m: type(m) in kinds and m.stream == stream)
     return message  # type: ignore[no-any-return]
+
+
+def _subscribe_request(who: Pid | None, mode: Mode, after: int, credit: int) -> Subscribe:
+    """A `Subscribe` with a fresh token, so that it can be withdrawn (and only it)."""
+    return Subscribe(_subscriber(who), mode, after, credit, Ref())
+
+
+def _withdraw(stream: Pid | Hashable, request: Subscribe) -> None:
+    """Undo `request` if the stream carries it out after all (its caller gave up)."""
+    assert request.token is not None
+    cast(stream, Withdraw(request.subscriber, request.token))
 
 
 def _subscriber(who: Pid | Hashable | None) -> Pid:

@@ -18,15 +18,16 @@ import msgspec
 from adk_actors.app import WORKFLOW_SUPERVISOR, ensure_started
 from adk_actors.planning.adapters import check_adapters
 from adk_actors.planning.launch import PlanningLaunch, handoffs
-from adk_actors.planning.options import planning_options
+from adk_actors.planning.options import DEFAULT_RETENTION, planning_options
 from adk_actors.planning.plan import json_copy
-from adk_actors.planning.result import PlanningResult, safe_reason
+from adk_actors.planning.result import PlanningResult, safe_reason, start_failure_reason
 from adk_actors.planning.server import Await, Cancel, PlanningServer
 from providers.errors import AdkError
 from supervision import (
     CallTimeout,
     ChildSpec,
     DynamicSupervisor,
+    HandoffsFull,
     MaxChildrenReached,
     Pid,
     ProcessExit,
@@ -59,9 +60,20 @@ def run_planning(
     Options (defaults): ``max_steps`` (16, executor calls across every revision),
     ``max_replans`` (3), ``timeout`` (60.0 s, one absolute deadline),
     ``callback_timeout`` (10.0 s per call), ``max_plan_bytes`` (1 MiB per plan),
-    ``max_output_bytes`` (1 MiB per callback answer), ``result_metadata`` ({}).
+    ``max_output_bytes`` (1 MiB per callback answer), ``result_metadata`` ({}),
+    ``retention`` (60.0 s a run that ended stays to be awaited; here it always is, so
+    a shorter one is raised to the default and never observable).
     """
-    return wait(start(planner, executor, goal, context, **options))
+    return wait(start(planner, executor, goal, context, **_awaited_options(options)))
+
+
+def _awaited_options(options: dict[str, Any]) -> dict[str, Any]:
+    """`run_planning`'s options with a retention that outlasts its own `wait`: a run
+    ending before that `wait` arrives must still be there to answer it."""
+    retention = options.get("retention", DEFAULT_RETENTION)
+    if type(retention) in (int, float) and 0 <= retention < DEFAULT_RETENTION:
+        return {**options, "retention": DEFAULT_RETENTION}
+    return options
 
 
 def start(
@@ -69,9 +81,11 @@ def start(
 ) -> PlanningRef:
     """Start a run under the workflow supervisor; returns its owner-bound ref.
 
+    A run that ended stays ``retention`` seconds (default 60) for `wait`, then stops.
     Raises `AdkError` before anything starts: ``("invalid_planning_adapter", role,
     ...)``, ``("invalid_planning_options", key)``, ``invalid_planning_goal``,
-    ``invalid_planning_context``, ``too_many_workflows``, ``not_started``.
+    ``invalid_planning_context``, ``too_many_workflows``, ``busy`` (too many starts in
+    flight), ``("planning_start_failed", structural reason)``, ``not_started``.
     """
     adapters = check_adapters(planner, executor)
     checked_goal = json_copy(goal, "invalid_planning_goal")
@@ -82,7 +96,10 @@ def start(
     owner = self_pid()
     ensure_started()
     launch = PlanningLaunch(owner, _token(), adapters, checked_goal, checked_context, checked)
-    ref = handoffs.put(launch)
+    try:
+        ref = handoffs.put(launch)
+    except HandoffsFull as full:
+        raise AdkError("busy", f"{full.max_pending} planning starts are in flight") from None
     spec = ChildSpec(ref, lambda: PlanningServer.start_link(ref), restart="temporary")
     try:
         server = DynamicSupervisor.start_child(WORKFLOW_SUPERVISOR, spec)
@@ -90,7 +107,8 @@ def start(
         raise AdkError("too_many_workflows", "the workflow supervisor is full") from None
     except SupervisorError as error:
         raise AdkError(
-            ("planning_start_failed", str(error.reason)[:200]), "the planning run did not start"
+            ("planning_start_failed", start_failure_reason(error.reason)),
+            "the planning run did not start",
         ) from None
     except ProcessExit:
         raise AdkError("not_started", "the application is not running") from None
@@ -105,7 +123,7 @@ def wait(ref: PlanningRef, timeout: float | None = None) -> PlanningResult:
     """The run's result, waiting at most `timeout` seconds (None: until it ends).
 
     Raises `AdkError`: ``invalid_planning_ref`` (not a ref, or a run that is gone:
-    awaited already, or its owner exited), ``not_planning_owner`` (called from another
+    awaited already, its retention over, or its owner exited), ``not_planning_owner`` (called from another
     process than the one that started it), ``planning_await_timeout``.
     """
     _check_owner(ref)
@@ -118,7 +136,9 @@ def wait(ref: PlanningRef, timeout: float | None = None) -> PlanningResult:
     except CallTimeout:
         raise AdkError("planning_await_timeout", "the planning run has not ended yet") from None
     except ProcessExit:
-        raise AdkError("invalid_planning_ref", "no such planning run (awaited already?)") from None
+        raise AdkError(
+            "invalid_planning_ref", "no such planning run (awaited already, or retention over?)"
+        ) from None
     return _answer(answer)  # type: ignore[no-any-return]
 
 

@@ -10,6 +10,7 @@ from adk_actors.planning.plan import json_copy
 from providers.errors import AdkError, decode_options
 
 MAX_SECONDS = 86_400.0
+DEFAULT_RETENTION = 60.0
 MAX_STEPS = 10_000
 MAX_REPLANS = 1_000
 MAX_BYTES = 16 << 20
@@ -38,6 +39,9 @@ class PlanningOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     grow the result without bound."""
     result_metadata: dict[str, Any] = {}
     """Caller metadata copied into the result (secret-named keys pruned)."""
+    retention: Annotated[float, msgspec.Meta(ge=0, le=MAX_SECONDS)] = DEFAULT_RETENTION
+    """Seconds a run that ended (completed, failed or cancelled) before anyone awaited
+    its result stays to answer `wait`; then it stops (0: at once, unless awaited)."""
 
 
 def planning_options(**options: Any) -> PlanningOptions:

@@ -22,6 +22,7 @@ import msgspec
 
 from adk_actors.planning.plan import json_copy, validate_plan
 from providers.errors import AdkError, redact
+from supervision import Crash
 
 RESULT_SCHEMA_VERSION: Final = 1
 RESULT_KEYS: Final = (
@@ -41,6 +42,7 @@ OPAQUE_REASON: Final = "planning_failed"
 """What a failure reason that is not JSON becomes (the reference's fallback tag)."""
 TOO_LARGE: Final = "output_size_limit_exceeded"
 _STABLE = re.compile(r"[a-z][a-z0-9_]{0,63}")
+_CLASS_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _INVALID = "invalid_planning_result"
 
 
@@ -85,6 +87,27 @@ def exception_reason(error: BaseException) -> str:
         if isinstance(head, str) and _STABLE.fullmatch(head):
             return head
     return "callback_exception"
+
+
+def start_failure_reason(reason: Any) -> Any:
+    """A supervisor's refusal to start a run, made public by its structure only: a
+    ``("shutdown", r)`` wrapper gives `r`; a ``snake_case`` tag stays; a tuple keeps its
+    tag head; a crashed `init` gives ``("crash", class name)``; anything else
+    ``"failed"``. Never an exception's or a reason's text."""
+    shutdown = isinstance(reason, tuple) and len(reason) == 2 and reason[0] == "shutdown"
+    if shutdown and not isinstance(reason, Crash):
+        reason = reason[1]
+    if isinstance(reason, Crash):
+        kind = reason.kind
+        named = isinstance(kind, str) and _CLASS_NAME.fullmatch(kind)
+        return ("crash", kind if named else "exception")
+    if isinstance(reason, str) and _STABLE.fullmatch(reason):
+        return reason
+    if isinstance(reason, tuple) and reason:
+        head = reason[0]
+        if isinstance(head, str) and _STABLE.fullmatch(head):
+            return head
+    return "failed"
 
 
 def build_result(

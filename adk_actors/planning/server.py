@@ -9,9 +9,11 @@ ends the run exactly once: with the engine's ending, on `Cancel`, or at its dead
 
     RUNNING -> COMPLETED | FAILED | CANCELLED
 
-The result waits for the owner's `Await`; once an awaiting caller has it, or when
-the owner exits (which also kills the engine and its active callback), the server
-stops.
+The result waits for the owner's `Await`, for `retention` seconds after the terminal
+(the run's option; a cancelled run too); the server stops once an awaiting caller has
+it, when the retention is over, or when the owner exits (which also kills the engine
+and its active callback). So a run nobody awaits, even one started from a thread that
+never exits, does not live on.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from supervision import (
     Down,
     From,
     GenServer,
+    HandoffError,
     NoReply,
     Reply,
     Stop,
@@ -85,6 +88,10 @@ class _DeadlineReached(NamedTuple):
     """Timer -> server: the run's deadline (plus grace) has passed."""
 
 
+class _RetentionOver(NamedTuple):
+    """Timer -> server: the run ended `retention` seconds ago and nobody took its result."""
+
+
 @dataclass
 class _Run:
     """The server's state: the record of the run and who waits for it."""
@@ -93,8 +100,10 @@ class _Run:
     owner_ref: Any
     engine: Task
     timer: TimerRef | None
+    """The deadline timer while the run runs, then its retention timer."""
     started: float
     metadata: dict[str, Any]
+    retention: float
     phase: Phase = Phase.RUNNING
     plan: dict[str, Any] | None = None
     plans: list[dict[str, Any]] = field(default_factory=list)
@@ -111,7 +120,7 @@ class PlanningServer(GenServer):
     def init(self, ref: str) -> Any:
         try:
             launch: PlanningLaunch = handoffs.take(ref)
-        except AdkError:
+        except HandoffError:  # taken already, or withdrawn: this area says handoff_taken
             return Stop(("shutdown", "handoff_taken"))
         owner_ref = monitor(launch.owner)
         options = launch.options
@@ -121,7 +130,15 @@ class PlanningServer(GenServer):
         )
         engine = Task.start(run_engine, self_pid(), inputs, notify=True)
         timer = send_after(self_pid(), _DeadlineReached(), options.timeout + DEADLINE_GRACE)
-        return _Run(launch.token, owner_ref, engine, timer, started, options.result_metadata)
+        return _Run(
+            launch.token,
+            owner_ref,
+            engine,
+            timer,
+            started,
+            options.result_metadata,
+            options.retention,
+        )
 
     def handle_call(self, request: Any, from_: From, state: _Run) -> Any:
         match request:
@@ -166,6 +183,8 @@ class PlanningServer(GenServer):
                 state.engine.kill()
                 self._end(state, Phase.FAILED, Ending("failed", None, failure("deadline_exceeded")))
                 return self._deliver(self._take_waiters(state), state)
+            case _RetentionOver() if state.phase.terminal:
+                return Stop("normal", state)
             case Down(ref=ref) if ref == state.owner_ref:
                 state.engine.kill()  # and with it the active callback
                 return Stop("normal", state)
@@ -182,10 +201,13 @@ class PlanningServer(GenServer):
 
     @staticmethod
     def _end(state: _Run, phase: Phase, ending: Ending) -> None:
+        """Record the one terminal, and swap the deadline timer for the retention one."""
         state.phase = advance(state.phase, phase)
         if state.timer is not None:
             cancel_timer(state.timer)
             state.timer = None
+        if state.retention > 0:
+            state.timer = send_after(self_pid(), _RetentionOver(), state.retention)
         state.result = build_result(
             status=ending.status,
             plan=state.plan,
@@ -201,11 +223,12 @@ class PlanningServer(GenServer):
 
     @staticmethod
     def _deliver(waiters: list[From], state: _Run) -> Any:
-        """Answer `waiters` with the result; stop once one of them has it."""
+        """Answer `waiters` with the result; stop once one of them has it (or at once
+        without a retention)."""
         delivered = False
         for waiter in waiters:
             delivered = waiter.settle(("ok", state.result), False) or delivered
-        return Stop("normal", state) if delivered else NoReply(state)
+        return Stop("normal", state) if delivered or state.retention <= 0 else NoReply(state)
 
 
 def _phase(ending: Ending) -> Phase:

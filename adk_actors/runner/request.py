@@ -1,22 +1,21 @@
 """What starts an invocation server: the request, and the one-shot handoff it crosses.
 
 The invocation supervisor's child spec carries only an opaque reference; the request
-(runner, message or continuation, options) waits in `handoffs` under it and the
-server takes it exactly once in `init`, so a restarted or duplicated child can never
-run a request twice, and the starter withdraws whatever was not taken.
+(runner, message or continuation, options) waits in `handoffs` (the kernel's
+`OneShotHandoffs`, with this area's reasons) under it and the server takes it exactly
+once in `init`, so a restarted or duplicated child can never run a request twice, and
+the starter withdraws whatever was not taken.
 """
 
 from __future__ import annotations
 
-import threading
-import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from adk_actors.agents.turn_outcome import Answer, Continuation
 from providers.content import Content
 from providers.errors import AdkError
-from supervision import Pid
+from supervision import HandoffError, HandoffsFull, OneShotHandoffs, Pid
 
 if TYPE_CHECKING:
     from adk_actors.runner.runner import Runner
@@ -84,39 +83,25 @@ class InvocationRequest:
     max_buffered_events: int = 256
 
 
-class Handoffs:
-    """A locked table of requests waiting for their server; each is taken at most once."""
+class Handoffs(OneShotHandoffs[InvocationRequest]):
+    """The kernel's one-shot table of requests waiting for their server, refusing with
+    the runner's public reasons: ``busy`` (`put`, the table is full) and
+    ``handoff_taken`` (`take`, taken already or withdrawn)."""
 
     def __init__(self, max_pending: int = MAX_PENDING_HANDOFFS) -> None:
-        self._lock = threading.Lock()
-        self._pending: dict[str, InvocationRequest] = {}
-        self._max_pending = max_pending
+        super().__init__(max_pending)
 
-    def put(self, request: InvocationRequest) -> str:
-        """Store `request`; returns the opaque reference the child spec will carry."""
-        ref = f"handoff-{uuid.uuid4().hex}"
-        with self._lock:
-            if len(self._pending) >= self._max_pending:
-                raise AdkError("busy", f"{self._max_pending} invocation starts are in flight")
-            self._pending[ref] = request
-        return ref
+    def put(self, value: InvocationRequest) -> str:
+        try:
+            return super().put(value)
+        except HandoffsFull as full:
+            raise AdkError("busy", f"{full.max_pending} invocation starts are in flight") from None
 
-    def take(self, ref: str) -> InvocationRequest:
-        """The request under `ref`, removed; ``handoff_taken`` if it is gone."""
-        with self._lock:
-            request = self._pending.pop(ref, None)
-        if request is None:
-            raise AdkError("handoff_taken", "this handoff was already taken or withdrawn")
-        return request
-
-    def discard(self, ref: str) -> bool:
-        """Withdraw an untaken request; True if it was still there."""
-        with self._lock:
-            return self._pending.pop(ref, None) is not None
-
-    def pending(self) -> int:
-        with self._lock:
-            return len(self._pending)
+    def take(self, ref: object) -> InvocationRequest:
+        try:
+            return super().take(ref)
+        except HandoffError:
+            raise AdkError("handoff_taken", "this handoff was already taken or withdrawn") from None
 
 
 handoffs = Handoffs()

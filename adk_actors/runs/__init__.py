@@ -14,6 +14,7 @@ from adk_actors.runs.api import (
     status,
     subscribe,
     subscribe_credit,
+    subscribe_credit_async,
     wait,
     wait_async,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "status",
     "subscribe",
     "subscribe_credit",
+    "subscribe_credit_async",
     "wait",
     "wait_async",
 ]

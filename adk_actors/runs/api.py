@@ -110,6 +110,16 @@ def subscribe_credit(run_id: str, after: int = 0) -> CreditSubscription:
     return CreditSubscription(run_id, stream, check_cursor(after))
 
 
+async def subscribe_credit_async(run_id: str, after: int = 0) -> CreditSubscription:
+    """`subscribe_credit` for asyncio code: the subscribe request is awaited, so the
+    event loop never blocks and no thread waits. Read it with ``await
+    sub.anext(timeout)`` and acknowledge with ``await sub.ack_async(seq)`` (awaited
+    too). A stream that does not answer within 5 s is ``unavailable``; a cancelled
+    await leaves nothing subscribed."""
+    _, stream = _lookup(run_id)  # a registry read: no message round trip
+    return await CreditSubscription.open_async(run_id, stream, check_cursor(after))
+
+
 def wait(run_id: str, timeout: float | None = None) -> Outcome:
     """The run's outcome once it has one; `RunTimeout` if not within `timeout` seconds.
 

@@ -12,14 +12,30 @@ with ``not_found`` instead of a silent hang.
 `Subscription` (push) yields every retained item after the cursor, then live items,
 then the terminal. `CreditSubscription` holds at most one unacknowledged item:
 `next(timeout)` returns it, `ack(seq)` releases the next.
+
+From asyncio code (the daemon's SSE streams), nothing blocks the event loop and no
+thread waits:
+
+* waiting for the next item is `await anext(timeout)`: a future the inbox resolves,
+  no thread at all, however long the wait;
+* subscribing (`open_async`, through `runs.subscribe_credit_async`) and acknowledging
+  (`ack_async`) are one round trip each to the run's stream, awaited with the kernel's
+  own awaitable requests (`CreditStream.subscribe_async`, `ack_async`): no thread is
+  held even while the stream is busy, so a thousand subscribers cost a thousand small
+  inboxes and nothing more. A stream that does not answer within `ROUND_TRIP_TIMEOUT`
+  is ``RunError("unavailable")``. The inbox is made on the caller's thread (an event
+  loop's thread outlives its connections).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Literal, Self
 
 from adk_actors.runs.values import RunError, RunEvent, RunTerminal, RunTimeout
 from supervision import (
+    CallTimeout,
     CreditStream,
     Down,
     Inbox,
@@ -32,6 +48,8 @@ from supervision import (
 )
 
 Item = RunEvent | RunTerminal
+ROUND_TRIP_TIMEOUT = 5.0
+"""How long `open_async` and `ack_async` wait for the stream before ``unavailable``."""
 
 
 class _Base:
@@ -40,25 +58,58 @@ class _Base:
     mode: Literal["push", "credit"] = "push"
 
     def __init__(self, run_id: str, stream: Pid, after: int) -> None:
+        self._open(run_id, stream)
+        with self._subscribing():
+            self._inbox.monitor(stream)
+            CreditStream.subscribe(
+                stream, after=after, mode=self.mode, credit=1, subscriber=self._inbox.pid
+            )
+
+    @classmethod
+    async def open_async(cls, run_id: str, stream: Pid, after: int) -> Self:
+        """The subscription, made from asyncio code: the inbox belongs to the calling
+        thread (the event loop's), and the subscribe request is awaited, so the loop
+        never blocks and no thread waits. A stream that does not answer within
+        `ROUND_TRIP_TIMEOUT` is ``RunError("unavailable")``; a cancelled await leaves
+        nothing subscribed (the inbox closes, and the stream withdraws the request)."""
+        subscription = cls.__new__(cls)
+        subscription._open(run_id, stream)
+        try:
+            with subscription._subscribing():
+                subscription._inbox.monitor(stream)  # on this thread, as the inbox was made
+                await CreditStream.subscribe_async(
+                    stream,
+                    after=after,
+                    mode=cls.mode,
+                    credit=1,
+                    subscriber=subscription._inbox.pid,
+                    timeout=ROUND_TRIP_TIMEOUT,
+                )
+        except CallTimeout:
+            raise RunError("unavailable", "the run's stream did not answer in time") from None
+        return subscription
+
+    def _open(self, run_id: str, stream: Pid) -> None:
         self.run_id = run_id
         self._stream = stream
         self._inbox = Inbox(label="run subscription")
         self._done = False
+
+    @contextmanager
+    def _subscribing(self) -> Iterator[None]:
+        """Subscribing: a refusal becomes a `RunError`, and any failure (a refusal, a
+        timeout, a cancelled await) closes the inbox, so nothing stays subscribed."""
         try:
-            self._inbox.monitor(stream)
-            CreditStream.subscribe(
-                stream,
-                after=after,
-                mode=self.mode,
-                credit=1,
-                subscriber=self._inbox.pid,
-            )
+            yield
         except StreamError as error:
             self._inbox.close()
             raise _run_error(error) from None
         except ProcessExit:
             self._inbox.close()
             raise RunError("not_found", "the run ended and is no longer retained") from None
+        except BaseException:
+            self._inbox.close()
+            raise
 
     def __enter__(self) -> Any:
         return self
@@ -85,12 +136,20 @@ class _Base:
 
     def ack(self, seq: int) -> None:
         """Acknowledge items up to `seq`; only a credit subscriber may (see `CreditSubscription`)."""
-        try:
+        with _acknowledging():
             CreditStream.ack(self._stream, seq, subscriber=self._inbox.pid)
-        except StreamError as error:
-            raise _run_error(error) from None
-        except ProcessExit:
-            raise RunError("not_subscribed", "the run is no longer retained") from None
+
+    async def ack_async(self, seq: int) -> None:
+        """`ack` for asyncio code: the request is awaited, so the loop never blocks and
+        no thread waits; a stream that does not answer within `ROUND_TRIP_TIMEOUT` is
+        ``RunError("unavailable")``."""
+        try:
+            with _acknowledging():
+                await CreditStream.ack_async(
+                    self._stream, seq, subscriber=self._inbox.pid, timeout=ROUND_TRIP_TIMEOUT
+                )
+        except CallTimeout:
+            raise RunError("unavailable", "the run's stream did not answer in time") from None
 
     def next(self, timeout: float | None = None) -> Item:
         """The next item; `RunTimeout` if nothing is deliverable within `timeout` seconds."""
@@ -163,6 +222,17 @@ class CreditSubscription(_Base):
     """At most one unacknowledged item: `next(timeout)`, then `ack(item.seq)`."""
 
     mode: Literal["push", "credit"] = "credit"
+
+
+@contextmanager
+def _acknowledging() -> Iterator[None]:
+    """An acknowledgement's refusals as `RunError`s."""
+    try:
+        yield
+    except StreamError as error:
+        raise _run_error(error) from None
+    except ProcessExit:
+        raise RunError("not_subscribed", "the run is no longer retained") from None
 
 
 def _run_error(error: StreamError) -> RunError:

@@ -909,3 +909,129 @@ def test_the_facade_exports_planning():
     """`adk.run_planning` is `adk.planning.run_planning`."""
     assert adk.run_planning is planning.run_planning
     assert "run_planning" in adk.__all__ and "planning" in adk.__all__
+
+
+# -- retention, start failures, the handoff ---------------------------------------------------
+
+
+def _ended(ref: planning.PlanningRef) -> bool:
+    """True once the run's server holds its one terminal result (it may stay retained)."""
+    return sv.get_state(ref.server).result is not None
+
+
+def test_unawaited_runs_stop_after_their_retention():
+    """A run nobody awaits (finished or cancelled) does not outlive its retention, even
+    when its owner is the main thread, which never exits."""
+    assert threading.current_thread() is threading.main_thread()
+    before = sv.DynamicSupervisor.count_children("adk.workflows")["active"]
+    started: queue.Queue[sv.Pid] = queue.Queue()
+    refs = []
+    for n in range(20):
+        if n % 2:  # running until cancelled
+            ref = planning.start(
+                ReadmePlanner(), readme_executor(started, delay=30.0), f"g{n}", retention=0.2
+            )
+            started.get(timeout=5)
+            planning.cancel(ref)
+        else:  # finishes on its own
+            ref = planning.start(ReadmePlanner(), readme_executor(), f"g{n}", retention=0.2)
+        refs.append(ref)
+    wait_until(lambda: not any(ref.server.is_alive() for ref in refs), timeout=10)
+    wait_until(lambda: sv.DynamicSupervisor.count_children("adk.workflows")["active"] == before)
+    for ref in refs[:2]:
+        assert reason(lambda ref=ref: planning.wait(ref, 1.0)) == "invalid_planning_ref"
+
+
+def test_a_run_awaited_within_its_retention_answers_once():
+    """Ended but not yet awaited, a run keeps its result for `retention` seconds; the
+    first `wait` gets it and stops the run."""
+    ref = planning.start(ReadmePlanner({"done": 1}), readme_executor(), "kept", retention=30.0)
+    wait_until(lambda: _ended(ref))
+    assert ref.server.is_alive()  # retained, not stopped
+    result = planning.wait(ref, 5.0)
+    assert result["status"] == "completed" and result["result"] == {"done": 1}
+    wait_dead(ref.server)
+    assert reason(lambda: planning.wait(ref, 1.0)) == "invalid_planning_ref"
+    cancelled = planning.start(ReadmePlanner(), readme_executor(delay=30.0), "kept", retention=30.0)
+    planning.cancel(cancelled)
+    assert cancelled.server.is_alive()
+    assert planning.wait(cancelled, 5.0)["status"] == "cancelled"
+    wait_dead(cancelled.server)
+
+
+def test_retention_zero_stops_an_unawaited_run_at_its_end():
+    """``retention=0``: the run stops as it ends unless a waiter has it; `run_planning`
+    still gets its result (it raises a shorter retention for its own wait)."""
+    started: queue.Queue[sv.Pid] = queue.Queue()
+    ref = planning.start(ReadmePlanner(), readme_executor(started, delay=30.0), "g", retention=0)
+    started.get(timeout=5)
+    planning.cancel(ref)
+    wait_dead(ref.server)
+    done = planning.start(ReadmePlanner(), readme_executor(), "g", retention=0)
+    wait_dead(done.server)
+    assert reason(lambda: planning.wait(done, 1.0)) == "invalid_planning_ref"
+    for _ in range(20):
+        result = adk.run_planning(ReadmePlanner({"ok": 1}), readme_executor(), "g", retention=0)
+        assert result["result"] == {"ok": 1}
+
+
+def test_retention_is_a_checked_option():
+    for bad in (-1, 86_401, "60", None):
+        assert reason(
+            lambda bad=bad: planning.start(ReadmePlanner(), readme_executor(), "g", retention=bad)
+        ) == ("invalid_planning_options", "retention")
+        assert reason(
+            lambda bad=bad: adk.run_planning(ReadmePlanner(), readme_executor(), "g", retention=bad)
+        ) == ("invalid_planning_options", "retention")
+
+
+def test_a_start_failure_reason_is_structural(monkeypatch):
+    """A server whose start crashes gives its exception class, never its text; a spent
+    handoff gives its tag; nothing is left in the handoff table."""
+    from adk_actors.planning import launch
+
+    def crash(ref: str) -> Any:
+        raise RuntimeError("boom with token=sk-abcdefabcdefabcdef123456 and user text")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(launch.handoffs, "take", crash)
+        error = reason(lambda: planning.start(ReadmePlanner(), readme_executor(), "g"))
+    assert error == ("planning_start_failed", ("crash", "RuntimeError"))
+    assert "boom" not in repr(error) and "sk-" not in repr(error)
+
+    take = launch.handoffs.take
+
+    def spent(ref: str) -> Any:
+        take(ref)
+        return take(ref)  # a second take: this area says handoff_taken
+
+    with monkeypatch.context() as patch:
+        patch.setattr(launch.handoffs, "take", spent)
+        error = reason(lambda: planning.start(ReadmePlanner(), readme_executor(), "g"))
+    assert error == ("planning_start_failed", "handoff_taken")
+    assert launch.handoffs.pending() == 0
+
+
+def test_start_failure_reasons_keep_only_structure():
+    from adk_actors.planning.result import start_failure_reason
+
+    assert start_failure_reason(("shutdown", "handoff_taken")) == "handoff_taken"
+    assert start_failure_reason(sv.Crash("ValueError", "secret text")) == ("crash", "ValueError")
+    assert start_failure_reason(("shutdown", sv.Crash("Bad Name!", "x"))) == ("crash", "exception")
+    assert start_failure_reason(("invalid_child_spec", "start")) == "invalid_child_spec"
+    assert start_failure_reason("Some text with a password=hunter2") == "failed"
+    assert start_failure_reason({"reason": "x"}) == "failed"
+    assert start_failure_reason(("x" * 65, 1)) == "failed"
+
+
+def test_a_full_handoff_table_is_busy(monkeypatch):
+    """The kernel's bound keeps this area's ``busy`` reason, and nothing starts."""
+    from adk_actors.planning import launch
+
+    small: sv.OneShotHandoffs[Any] = sv.OneShotHandoffs(1, prefix="planning")
+    small.put("occupied")
+    monkeypatch.setattr(launch, "handoffs", small)
+    monkeypatch.setattr(planning.api, "handoffs", small)
+    before = sv.DynamicSupervisor.count_children("adk.workflows")["active"]
+    assert reason(lambda: planning.start(ReadmePlanner(), readme_executor(), "g")) == "busy"
+    assert sv.DynamicSupervisor.count_children("adk.workflows")["active"] == before

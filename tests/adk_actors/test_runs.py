@@ -12,7 +12,7 @@ import pytest
 import adk_actors as adk
 import supervision as sv
 from adk_actors.app import RUN_SUPERVISOR
-from adk_actors.runner.request import Fresh, Handoffs, InvocationRequest
+from adk_actors.runner.request import Fresh, Handoffs, InvocationRequest, stream_name
 from adk_actors.runner.server import InvocationServer
 from adk_actors.runs.values import MAX_RETAINED_TERMINAL_RUNS
 from supervision import default_task_supervisor
@@ -333,6 +333,134 @@ def test_async_credit_subscription(sessions):
     seen = asyncio.run(consume())
     assert [item.seq for item in seen] == [1, 2, 3]
     assert seen[-1].outcome == adk.runs.wait(run_id, timeout=5)
+
+
+class Busy:
+    """Holds a server busy (a `replace_state` whose function waits) until released."""
+
+    def __init__(self, server):
+        self.inside, self.released = threading.Event(), threading.Event()
+        self.thread = threading.Thread(
+            target=sv.replace_state, args=(server, self._hold), kwargs={"timeout": None}
+        )
+
+    def _hold(self, state):
+        self.inside.set()
+        self.released.wait(10)
+        return state
+
+    def __enter__(self):
+        self.thread.start()
+        assert self.inside.wait(5)
+        return self
+
+    def __exit__(self, *exc_info):
+        self.released.set()
+        self.thread.join(5)
+
+
+def run_stream(run_id):
+    return sv.whereis(stream_name(run_id))
+
+
+async def ticks_while_pending(task, seconds=0.3):
+    """How often a coroutine beside `task` ran in `seconds`; `task` must still wait."""
+    loop = asyncio.get_running_loop()
+    ticks, deadline = 0, loop.time() + seconds
+    while loop.time() < deadline:
+        ticks += 1
+        await asyncio.sleep(0.01)
+    assert not task.done()
+    return ticks
+
+
+def subscription_inboxes():
+    return len([p for p in live_processes() if p.label == "run subscription"])
+
+
+def test_async_credit_subscribe_and_ack_never_block_the_event_loop(sessions):
+    """Subscribe and every ack are awaited while the run's stream is held busy: the
+    loop keeps running meanwhile, and no thread is used for them."""
+    run_id = adk.runs.start(runner_for(sessions, "Echo"), "u", "s", "hi")
+    outcome = adk.runs.wait(run_id, timeout=10)
+    stream = run_stream(run_id)
+
+    async def consume():
+        with Busy(stream):
+            pending = asyncio.ensure_future(adk.runs.subscribe_credit_async(run_id, after=0))
+            assert await ticks_while_pending(pending) >= 10
+        sub = await pending
+        seen = [await sub.anext(timeout=5)]
+        while not isinstance(seen[-1], adk.runs.RunTerminal):
+            with Busy(stream):
+                pending = asyncio.ensure_future(sub.ack_async(seen[-1].seq))
+                assert await ticks_while_pending(pending) >= 10
+            await pending
+            seen.append(await sub.anext(timeout=5))
+        return sub, seen
+
+    sub, seen = asyncio.run(consume())
+    assert [item.seq for item in seen] == [1, 2, 3]
+    assert seen[-1].outcome == outcome and sub.closed
+    assert adk.runs.status(run_id)["subscribers"] == 0
+    assert not [t for t in threading.enumerate() if t.name.startswith("runs-control")]
+
+
+def test_an_async_subscribe_or_ack_the_stream_does_not_answer_is_unavailable(sessions, monkeypatch):
+    monkeypatch.setattr(adk.runs.subscription, "ROUND_TRIP_TIMEOUT", 0.1)
+    run_id = adk.runs.start(runner_for(sessions, "Echo"), "u", "s", "hi")
+    adk.runs.wait(run_id, timeout=10)
+    stream = run_stream(run_id)
+    inboxes = subscription_inboxes()
+
+    async def main():
+        with Busy(stream), pytest.raises(adk.runs.RunError) as subscribing:
+            await adk.runs.subscribe_credit_async(run_id)
+        assert subscribing.value.reason == "unavailable"
+        sub = await adk.runs.subscribe_credit_async(run_id)
+        first = await sub.anext(timeout=5)
+        with Busy(stream), pytest.raises(adk.runs.RunError) as acking:
+            await sub.ack_async(first.seq)
+        assert acking.value.reason == "unavailable"
+        sub.close()
+
+    asyncio.run(main())
+    wait_until(lambda: adk.runs.status(run_id)["subscribers"] == 0)
+    wait_until(lambda: subscription_inboxes() == inboxes)
+
+
+def test_async_credit_subscribe_refusals_leave_nothing_subscribed(sessions):
+    run_id = adk.runs.start(runner_for(sessions, "Echo"), "u", "s", "hi", max_buffered_events=1)
+    adk.runs.wait(run_id, timeout=10)
+    subscribe = adk.runs.api.subscribe_credit_async
+    inboxes = subscription_inboxes()
+    gap = refused(lambda: asyncio.run(subscribe(run_id, after=0)))
+    assert gap.reason == "replay_gap" and gap.gap["oldest_available_sequence"] == 2
+    assert refused(lambda: asyncio.run(subscribe(run_id, after=9))).reason == "cursor_ahead"
+    assert refused(lambda: asyncio.run(subscribe("run-nope"))).reason == "not_found"
+    assert adk.runs.status(run_id)["subscribers"] == 0
+    assert subscription_inboxes() == inboxes
+
+
+def test_a_cancelled_async_subscribe_leaves_nothing_subscribed(sessions):
+    """The stream gets to the subscribe only after its awaiting task was cancelled:
+    the inbox it names is closed by then, and the request is withdrawn."""
+    run_id = adk.runs.start(runner_for(sessions, "Slow", slow(delay=5)), "u", "s", "hi")
+    stream = run_stream(run_id)
+    inboxes = subscription_inboxes()
+
+    async def cancel_while_subscribing():
+        with Busy(stream):
+            task = asyncio.ensure_future(adk.runs.subscribe_credit_async(run_id))
+            await asyncio.sleep(0.05)  # the request waits in the stream's mailbox
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    asyncio.run(cancel_while_subscribing())
+    assert adk.runs.status(run_id)["subscribers"] == 0  # asked after the subscribe
+    wait_until(lambda: subscription_inboxes() == inboxes)
+    adk.runs.cancel(run_id)
 
 
 def test_a_subscription_ends_with_not_found_when_its_run_goes_away(sessions):
