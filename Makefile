@@ -70,6 +70,8 @@ bench: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python benchmarks/sessions.py
 	$(BENCH_VENV)/bin/python benchmarks/history.py
 	$(BENCH_VENV)/bin/python benchmarks/inflight.py
+	$(BENCH_VENV)/bin/python benchmarks/workflows.py
+	$(BENCH_VENV)/bin/python benchmarks/daemon.py
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache
