@@ -7,7 +7,15 @@ deadline, ``min(now + policy timeout, the run's deadline)``. A failed attempt (a
 `Error` result, an exception, its timeout, its worker's death) is retried after the
 backoff, if attempts are left; a success, a pause, a refused result, the run's
 deadline and cancellation are not. Cancelling `perform` (the engine was killed, a
-sibling failed) kills its running attempt and ends its backoff at once.
+sibling failed) stops its running attempt and ends its backoff at once.
+
+Stopping an attempt (`AttemptFence`): a coroutine is cancelled. A sync callable cannot
+be: its task is killed, which fences it (its result is dropped, whatever it sends
+later is too), its ``context["cancelled"]`` (a `threading.Event`) is set, and its
+thread runs on until the callable returns. The next attempt of that step never
+overlaps it: it starts only once that thread has returned, waiting at most the
+step's timeout (at least its backoff, never past the run's deadline); a thread still
+running then fails the step ``("attempt_still_running", attempt, last_reason)``.
 
 `call` runs one callback (a predicate, a router, a custom merge) the same way, once,
 under the run's deadline only.
@@ -25,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import math
+import threading
 import time
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -70,6 +79,11 @@ DEFAULT_BACKOFF_CAP = 60.0
 NOT_RETRIED = frozenset(
     {"tool_confirmation_requires_runner", "tool_confirmation_evaluation_failed"}
 )
+STOP_GRACE_FLOOR = 0.1
+"""The least time a retry waits for a stopped sync attempt's thread to return."""
+AGENT_CALL_SLACK = 0.05
+"""An agent call's own timeout ends this long after its attempt's deadline."""
+ATTEMPT_STILL_RUNNING = "attempt_still_running"
 
 
 # -- what an action comes to ---------------------------------------------------------------------
@@ -108,6 +122,73 @@ class _Raised(NamedTuple):
     failure: dict[str, Any]
 
 
+# -- stopping an attempt -------------------------------------------------------------------------
+
+
+class AttemptFence:
+    """The stop signal and the exit notice of one attempt (or one callback call).
+
+    `cancelled` (the action's ``context["cancelled"]``) is set when the attempt is
+    given up before it delivered: its timeout, the run's deadline or cancel, a failing
+    sibling. A sync callable runs through `run` on its pool thread, so the engine knows
+    whether it still runs (`still_running`) and can wait until it returns (`stopped`);
+    one given up before its thread picked it up never starts. Create it on the
+    engine's event loop."""
+
+    __slots__ = ("_exited", "_lock", "_loop", "_phase", "cancelled")
+
+    def __init__(self) -> None:
+        self.cancelled = threading.Event()
+        self._lock = threading.Lock()
+        self._phase = "new"  # -> "running" -> "exited"; or "new" -> "abandoned"
+        self._loop = asyncio.get_running_loop()
+        self._exited: asyncio.Future[None] = self._loop.create_future()
+
+    def run(self, fn: Any, *args: Any) -> Any:
+        """Call `fn(*args)` (on the pool thread), unless the attempt was given up."""
+        with self._lock:
+            if self._phase != "new":
+                return None  # given up before it started: it never runs (and is fenced)
+            self._phase = "running"
+        try:
+            return fn(*args)
+        finally:
+            with self._lock:
+                self._phase = "exited"
+            try:
+                self._loop.call_soon_threadsafe(_resolve, self._exited)
+            except RuntimeError:
+                pass  # the loop is closed: nobody waits
+
+    def abandon(self) -> None:
+        """The attempt is given up: signal it; a callable not started never will be."""
+        self.cancelled.set()
+        with self._lock:
+            if self._phase == "new":
+                self._phase = "abandoned"
+
+    @property
+    def still_running(self) -> bool:
+        """Does a sync callable of this attempt still run on its thread?"""
+        with self._lock:
+            return self._phase == "running"
+
+    async def stopped(self, timeout: float) -> bool:
+        """Wait (on the loop, at most `timeout` s) until no callable of it runs."""
+        if not self.still_running:
+            return True
+        try:
+            await asyncio.wait_for(asyncio.shield(self._exited), max(0.0, timeout))
+        except TimeoutError:
+            return not self.still_running
+        return True
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 # -- running an action ---------------------------------------------------------------------------
 
 
@@ -129,9 +210,16 @@ async def perform(
         if remaining(deadline) <= 0:
             return TimedOut()
         private = copy_state(state)
-        attempt_context = {**context, "state": private, "attempt": attempt}
-        entry, args = _entry(action, private, attempt_context, deadline, resume)
-        kind, value = await _attempt(entry, args, _attempt_deadline(policy.timeout, deadline))
+        fence = AttemptFence()
+        attempt_context = {
+            **context,
+            "state": private,
+            "attempt": attempt,
+            "cancelled": fence.cancelled,
+        }
+        attempt_deadline = _attempt_deadline(policy.timeout, deadline)
+        entry, args = _entry(action, private, attempt_context, deadline, attempt_deadline, resume)
+        kind, value = await _attempt(entry, args, attempt_deadline, fence)
         if kind == "deadline" or (kind == "timeout" and remaining(deadline) <= 0):
             return TimedOut()
         if kind == "value":
@@ -165,20 +253,30 @@ async def perform(
         if wait >= left:
             await asyncio.sleep(max(0.0, left))
             return TimedOut()
-        await asyncio.sleep(wait)
+        began = time.monotonic()
+        if fence.still_running:  # a stopped sync attempt: the next one must not overlap it
+            grace = max(wait, policy.timeout or 0.0, STOP_GRACE_FLOOR)
+            if not await fence.stopped(min(grace, left)):
+                if remaining(deadline) <= 0:
+                    return TimedOut()
+                return Failure((ATTEMPT_STILL_RUNNING, attempt, last))
+        await asyncio.sleep(max(0.0, wait - (time.monotonic() - began)))
         attempt += 1
 
 
 async def call(
-    callback: Callback, args: tuple[Any, ...], deadline: float | None
+    callback: Callback,
+    args: tuple[Any, ...],
+    deadline: float | None,
+    fence: AttemptFence | None = None,
 ) -> tuple[str, Any]:
     """Run one callback once in a task under the run's deadline: ``("value", v)``,
     ``("failure", public_reason)`` (it raised, or its worker died) or ``("deadline",
-    None)``."""
+    None)``. `fence` is the one whose signal the callback's context holds."""
     if remaining(deadline) <= 0:
         return ("deadline", None)
     entry = _call_async if callback.is_async else _call_sync
-    kind, value = await _attempt(entry, (callback, args), deadline)
+    kind, value = await _attempt(entry, (callback, args), deadline, fence or AttemptFence())
     if kind in ("deadline", "timeout"):
         return ("deadline", None)
     if kind == "value":
@@ -215,24 +313,35 @@ def copy_state(state: dict[str, Any]) -> dict[str, Any]:
     return copied
 
 
-async def _attempt(entry: Any, args: tuple[Any, ...], deadline: float | None) -> tuple[str, Any]:
+async def _attempt(
+    entry: Any, args: tuple[Any, ...], deadline: float | None, fence: AttemptFence
+) -> tuple[str, Any]:
     """One attempt in a fresh task: ``("value", v)``, ``("timeout", None)`` (its own
     deadline), ``("deadline", None)`` (a past deadline: it never started) or
-    ``("down", reason)``. Leaving (cancelled included) kills the task."""
+    ``("down", reason)``. Leaving (cancelled included) kills the task; leaving without
+    its value also abandons `fence` (a sync callable is signalled, and fenced)."""
     if deadline is not None and deadline - time.monotonic() <= 0:
         return ("deadline", None)
+    delivered = False
+    if not inspect.iscoroutinefunction(entry):
+        entry, args = fence.run, (entry, *args)
     try:
         task = Task.start(entry, *args, deadline=deadline)
     except TaskBusy as busy:
+        fence.abandon()
         return ("down", busy.reason)
     try:
-        return ("value", await aio.wait_task(task))
+        value = await aio.wait_task(task)
+        delivered = True
+        return ("value", value)
     except TaskTimeout:
         return ("timeout", None)
     except TaskFailed as error:
         return ("down", external_reason(ACTION_COMPONENT, "worker", _exit_tag(error.reason)))
     finally:
         task.kill()  # a no-op once it ended
+        if not delivered:
+            fence.abandon()
 
 
 def _exit_tag(reason: Any) -> Any:
@@ -249,14 +358,18 @@ def _entry(
     state: dict[str, Any],
     context: dict[str, Any],
     deadline: float | None,
+    attempt_deadline: float | None,
     resume: tuple[Checkpoint, Any] | None,
 ) -> tuple[Any, tuple[Any, ...]]:
-    """The task function and its arguments for one attempt of `action`."""
+    """The task function and its arguments for one attempt of `action`. An agent call
+    is bounded by the attempt's own deadline (plus `AGENT_CALL_SLACK`, so the attempt's
+    timeout is what is reported), so its thread is free again soon after."""
     if isinstance(action, Callback):
         entry = _call_async if action.is_async else _call_sync
         return entry, (action, (state, context))
     if isinstance(action, AgentAction):
-        return _agent_attempt, (action, state, context, deadline)
+        ends = None if attempt_deadline is None else attempt_deadline + AGENT_CALL_SLACK
+        return _agent_attempt, (action, state, context, ends)
     if isinstance(action, ToolAction):
         is_async = inspect.iscoroutinefunction(getattr(action.tool, "execute", None))
         return (_tool_attempt_async if is_async else _tool_attempt), (action, state, context)

@@ -17,6 +17,7 @@ from typing import Any
 from adk_actors.workflows import coordinator as _coordinator
 from adk_actors.workflows.checkpoint import Checkpoint
 from adk_actors.workflows.compile import compile_workflow
+from adk_actors.workflows.coordinator import TOO_MANY_WAITERS
 from adk_actors.workflows.errors import cancel_reason
 from adk_actors.workflows.launch import (
     NOT_GIVEN,
@@ -73,9 +74,10 @@ def start(wf: CompiledWorkflow, state: Any = None, **options: Any) -> str:
 
     Options: ``timeout`` (seconds, default 30; None: no deadline) or ``deadline`` (an
     absolute `time.monotonic()` instant), ``max_steps``, ``max_transfers``,
-    ``max_concurrency``, ``retention`` (seconds a finished run stays queryable,
-    default 60), ``event_receiver`` (a Pid or a `queue.Queue`; gets
-    `WorkflowEvent(ref, event)` for each transfer). Raises ``invalid_compiled_workflow``,
+    ``max_concurrency`` (a ceiling on the spec's own bounds), ``retention`` (seconds a
+    finished run stays queryable, default 60), ``max_waiters`` (`wait` calls waiting at
+    once, default 1024, at most 65 536), ``event_receiver`` (a Pid or a `queue.Queue`;
+    gets `WorkflowEvent(ref, event)` for each transfer). Raises ``invalid_compiled_workflow``,
     ``("invalid_initial_state", why)``, ``("input_schema_validation_failed", failure)``
     (no action ran), ``("invalid_workflow_options", key)``, ``too_many_workflows``.
     """
@@ -107,17 +109,19 @@ def resume(
 
 def wait(ref: str, timeout: float | None = None) -> Outcome:
     """The run's outcome, once it has one; ``timeout`` if not within `timeout`
-    seconds (the run goes on), ``not_found`` for an unknown or expired run."""
+    seconds (the run goes on), ``not_found`` for an unknown or expired run,
+    ``too_many_waiters`` when the run's ``max_waiters`` calls are waiting already."""
     return _wait(ref, timeout, release=False)
 
 
 async def wait_async(ref: str, timeout: float | None = None) -> Outcome:
-    """`wait` for asyncio code: the event loop keeps running meanwhile."""
+    """`wait` for asyncio code: the event loop keeps running meanwhile. Cancelling the
+    awaiting task (``asyncio.wait_for``, ``task.cancel()``) withdraws the waiter."""
     server = _lookup(ref)
     token = Ref()
     with _waiting(server, token, timeout):
-        outcome: Outcome = await aio.call(server, Wait(token), timeout)
-    return outcome
+        answer: Any = await aio.call(server, Wait(token), timeout)
+    return _answered(answer)
 
 
 def status(ref: str) -> dict[str, Any]:
@@ -135,8 +139,9 @@ def checkpoint(ref: str) -> Checkpoint:
 
 
 def cancel(ref: str, reason: Any = "user_cancelled") -> None:
-    """Cancel a running run: its workers are killed and it ends
-    ``Cancelled(reason, last committed checkpoint)``; a reason that is not a stable
+    """Cancel a running run: it ends ``Cancelled(reason, last committed checkpoint)``
+    at once; its async workers are cancelled, a sync one is fenced (its result is
+    dropped) and signalled through ``context["cancelled"]``; a reason that is not a stable
     tag is recorded as a bounded failure. ``already_terminal`` once it has ended."""
     answer = _ask(ref, Cancel(cancel_reason(reason)))
     if answer != ("ok", None):
@@ -174,14 +179,22 @@ def _wait(ref: str, timeout: float | None, *, release: bool) -> Outcome:
     server = _lookup(ref)
     token = Ref()
     with _waiting(server, token, timeout):
-        outcome: Outcome = call(server, Wait(token, release), timeout)
+        answer: Any = call(server, Wait(token, release), timeout)
+    return _answered(answer)
+
+
+def _answered(answer: Any) -> Outcome:
+    if isinstance(answer, tuple) and answer == ("error", TOO_MANY_WAITERS):
+        raise AdkError(TOO_MANY_WAITERS, "too many callers are waiting for this workflow")
+    outcome: Outcome = answer
     return outcome
 
 
 @contextmanager
 def _waiting(server: Pid, token: Ref, timeout: float | None) -> Iterator[None]:
     """A `Wait` call's refusals: ``timeout`` (the waiter withdrawn, the run goes on),
-    ``not_found`` / ``coordinator_stopped``."""
+    ``not_found`` / ``coordinator_stopped``. A wait left any other way (an asyncio
+    cancellation, ``KeyboardInterrupt``) withdraws its waiter too, then goes on."""
     try:
         yield
     except CallTimeout:
@@ -189,3 +202,6 @@ def _waiting(server: Pid, token: Ref, timeout: float | None) -> Iterator[None]:
         raise AdkError("timeout", f"the workflow did not end within {timeout} s") from None
     except ProcessExit as exit_:
         raise _gone(exit_) from None
+    except BaseException:
+        cast(server, Unwait(token))
+        raise

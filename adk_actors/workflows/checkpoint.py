@@ -10,8 +10,15 @@ Sequential ``next_index`` is 0-based (``0..len(steps)``); the graph's end is sto
 `encode_checkpoint` gives canonical JSON bytes; `decode_checkpoint` is strict (unknown
 fields, wrong types: ``invalid_checkpoint``) and only structural: whether a checkpoint
 fits a workflow is `validate_checkpoint`'s question (there is no MAC: a checkpoint is
-trusted no further than its structure). `prepare_resume` stores a resume input in a
-paused cursor.
+trusted no further than its structure). `prepare_resume` upgrades a checkpoint of an
+older schema version and stores a resume input in a paused cursor.
+
+Schema versions: 2 (written now) adds the transfer cursor's ``transfers_used`` (the
+handoffs a run has made, so transfer indexes go on counting after a resume) and the
+phases that mark a finished body or run (loop ``until``/``done``, parallel ``merged``,
+transfer ``done``). Version 1 checkpoints (none of those fields) are still read: a
+resume upgrades them, taking ``transfers_used`` as the workflow's own ``max_transfers``
+less the transfers left.
 """
 
 from __future__ import annotations
@@ -43,7 +50,10 @@ from adk_actors.workflows.spec import (
 )
 from providers.errors import AdkError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""The schema version of the checkpoints this build writes."""
+SCHEMA_VERSIONS = (1, 2)
+"""The schema versions it reads (a version 1 checkpoint is upgraded when resumed)."""
 RESULT_VERSION = 1
 MAX_CHECKPOINT_BYTES = 2 * MAX_STATE_BYTES + (1 << 20)
 """Encoded checkpoints larger than this are refused (state, output and cursor together)."""
@@ -75,22 +85,32 @@ class SequentialCursor(_Cursor, tag="sequential", frozen=True, kw_only=True):
 
 
 class ParallelCursor(_Cursor, tag="parallel", frozen=True, kw_only=True):
-    """A parallel workflow is atomic: it is pending until all branches commit at once."""
+    """A parallel workflow is atomic: it is ``pending`` until all branches commit at
+    once. ``merged`` (committed only when the output schema refuses the result): the
+    branches' merged delta and outputs are in the checkpoint, nothing is left to run."""
 
-    status: Literal["pending"] = "pending"
+    status: Literal["pending", "merged"] = "pending"
 
 
 class LoopCursor(_Cursor, tag="loop", frozen=True, kw_only=True):
-    """Iterations done so far (``0..max_iterations``)."""
+    """Iterations done so far (``0..max_iterations``). ``phase "until"``: the body of
+    iteration `iteration` ran and its delta is committed, `until` decides next;
+    ``"done"``: the body returned `Stop` (its delta committed): nothing is left to run."""
 
     iteration: int
+    phase: Literal["until", "done"] | UnsetType = UNSET
 
 
 class TransferCursor(_Cursor, tag="transfer", frozen=True, kw_only=True):
-    """The member that runs next and its ``context["input"]``."""
+    """The member that runs next and its ``context["input"]``; `transfers_used`: the
+    handoffs the run has made so far (the next one's index is one more; absent only in
+    a version 1 checkpoint). ``phase "done"``: `member` ended the run (its delta
+    committed): nothing is left to run."""
 
     member: str
     input: Any = None
+    transfers_used: int | UnsetType = UNSET
+    phase: Literal["done"] | UnsetType = UNSET
 
 
 class ForkResult(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -196,7 +216,7 @@ def _initial_cursor(wf: CompiledWorkflow) -> Cursor:
     if isinstance(data, LoopData):
         return LoopCursor(iteration=0)
     if isinstance(data, TransferData):
-        return TransferCursor(member=data.entry, input=None)
+        return TransferCursor(member=data.entry, input=None, transfers_used=0)
     if isinstance(data, GraphData):
         return GraphCursor(node=data.entry)
     return ParallelCursor()
@@ -273,14 +293,19 @@ def validate_checkpoint(wf: CompiledWorkflow, cp: Any) -> dict[str, Any]:
       its maximum, a fork result for a non-branch, a router routing outside its targets,
       a paused fork branch that names no branch, a child checkpoint its nested workflow
       would refuse, a non-JSON output, ...);
-    * ``checkpoint_workflow_mismatch``: another schema version, workflow id, version or kind;
+    * ``checkpoint_workflow_mismatch``: a schema version this build does not read (it
+      reads `SCHEMA_VERSIONS`), another workflow id, version or kind;
     * ``checkpoint_complete``: the run already completed;
     * ``invalid_checkpoint_state``: the state is not a JSON-exact object (of bounded size).
     """
     if not isinstance(cp, Checkpoint):
         raise AdkError("invalid_checkpoint", "not a Checkpoint")
-    header = (cp.schema_version, cp.workflow_id, cp.workflow_version, cp.kind)
-    if header != (SCHEMA_VERSION, wf.id, wf.version, wf.kind) or type(cp.schema_version) is not int:
+    header = (cp.workflow_id, cp.workflow_version, cp.kind)
+    if (
+        header != (wf.id, wf.version, wf.kind)
+        or type(cp.schema_version) is not int
+        or cp.schema_version not in SCHEMA_VERSIONS
+    ):
         raise AdkError("checkpoint_workflow_mismatch", "the checkpoint is of another workflow")
     if cp.completed is True:
         raise AdkError("checkpoint_complete", "the workflow already completed")
@@ -322,20 +347,38 @@ def _json_or_unset(value: Any) -> bool:
 
 def _valid_cursor(wf: CompiledWorkflow, cp: Checkpoint) -> bool:
     cursor, data = cp.cursor, wf.data
+    v1 = cp.schema_version == 1
     if isinstance(data, SequentialData):
         return isinstance(cursor, SequentialCursor) and _valid_sequential(cursor, data)
     if isinstance(data, LoopData):
-        return isinstance(cursor, LoopCursor) and _count(cursor.iteration, data.max_iterations)
+        return isinstance(cursor, LoopCursor) and _valid_loop(cursor, data, v1)
     if isinstance(data, TransferData):
-        return (
-            isinstance(cursor, TransferCursor)
-            and isinstance(cursor.member, str)
-            and cursor.member in data.members
-            and is_json_exact(cursor.input)
-        )
+        return isinstance(cursor, TransferCursor) and _valid_transfer(cursor, data, cp, v1)
     if isinstance(data, GraphData):
         return isinstance(cursor, GraphCursor) and _valid_graph(cursor, data)
-    return isinstance(cursor, ParallelCursor) and cursor.status == "pending"
+    statuses = ("pending",) if v1 else ("pending", "merged")
+    return isinstance(cursor, ParallelCursor) and cursor.status in statuses
+
+
+def _valid_loop(cursor: LoopCursor, data: LoopData, v1: bool) -> bool:
+    if not _count(cursor.iteration, data.max_iterations):
+        return False
+    if cursor.phase is UNSET:
+        return True
+    return not v1 and cursor.phase in ("until", "done") and cursor.iteration < data.max_iterations
+
+
+def _valid_transfer(cursor: TransferCursor, data: TransferData, cp: Checkpoint, v1: bool) -> bool:
+    """A member of `data`, a JSON input; from version 2 on, `transfers_used` is a count
+    that, with the transfers left, stays within `MAX_TRANSFERS` (version 1 has none)."""
+    if not (isinstance(cursor.member, str) and cursor.member in data.members):
+        return False
+    if not is_json_exact(cursor.input) or cursor.phase not in (UNSET, "done"):
+        return False
+    if v1:
+        return cursor.transfers_used is UNSET and cursor.phase is UNSET
+    used = cursor.transfers_used
+    return type(used) is int and 0 <= used <= MAX_TRANSFERS - cp.remaining.transfers
 
 
 def _valid_sequential(cursor: SequentialCursor, data: SequentialData) -> bool:
@@ -469,14 +512,30 @@ def is_awaiting_resume(cp: Checkpoint) -> bool:
     return isinstance(cursor, GraphCursor) and cursor.phase == "awaiting_resume"
 
 
+def upgrade_checkpoint(wf: CompiledWorkflow, cp: Checkpoint) -> Checkpoint:
+    """`cp` (valid for `wf`) at the current schema version: a version 1 transfer cursor
+    gets ``transfers_used``, taken as `wf`'s ``max_transfers`` less the transfers left
+    (what version 1 runs counted from). A nested child checkpoint is upgraded when its
+    own run resumes."""
+    if cp.schema_version == SCHEMA_VERSION:
+        return cp
+    cursor = cp.cursor
+    if isinstance(cursor, TransferCursor) and cursor.transfers_used is UNSET:
+        used = max(0, wf.max_transfers - cp.remaining.transfers)
+        cursor = msgspec.structs.replace(cursor, transfers_used=used)
+    return msgspec.structs.replace(cp, schema_version=SCHEMA_VERSION, cursor=cursor)
+
+
 def prepare_resume(
     wf: CompiledWorkflow, cp: Checkpoint, resume_input: Any, given: bool
 ) -> Checkpoint:
-    """`cp` ready to resume: a paused cursor gets the resume input stored in it (a JSON
+    """`cp` ready to resume: upgraded to the current schema version
+    (`upgrade_checkpoint`); a paused cursor gets the resume input stored in it (a JSON
     copy); other checkpoints are returned as they are (the input is ignored).
     Raises ``resume_input_required`` when paused and no input was `given`, and
     ``("invalid_resume_input", reason)`` when the input is not JSON. Call
     `validate_checkpoint` first."""
+    cp = upgrade_checkpoint(wf, cp)
     if not is_awaiting_resume(cp):
         return cp
     if not given:

@@ -2,8 +2,9 @@
 
 Nodes are compiled in declared order (a node's failure names ``("nodes", index,
 key)``), then the entry, then the edges (every action, agent, tool, workflow and join
-node has exactly one, and no other node has one), then the topology, by node id
-(``("nodes", id)``): a fork's branches are action-like nodes whose edge is the join;
+node has exactly one, and no other node has one; an edge's failure names its source,
+the key of ``edges``), then the topology, again by the node's position (``("nodes",
+index, key)``): a fork's branches are action-like nodes whose edge is the join;
 branch/dynamic targets and loop body/done name nodes (or ``"end"``). Nothing a route
 returns at run time can name anything else: the engine checks it against these structs.
 """
@@ -78,8 +79,8 @@ def compile_graph(spec: Mapping[str, Any]) -> GraphData:
     if not isinstance(entry, str) or entry not in nodes:
         raise WorkflowSpecError(("entry",), "unknown_graph_entry")
     edges = _edges(spec.get("edges"), nodes)
-    for node in nodes.values():
-        _check_topology(node, nodes, edges)
+    for index, node in enumerate(nodes.values()):
+        _check_topology(("nodes", index), node, nodes, edges)
     return GraphData(
         entry=entry,
         nodes=MappingProxyType(nodes),
@@ -162,7 +163,7 @@ def _agent(item: Mapping[str, Any], path: Path) -> AgentAction:
     name, name_path = _alias(item, path, "agent", "name")
     canonical = agent_name(name)
     if canonical is None:
-        raise WorkflowSpecError(name_path, "invalid_action", "not a valid agent name")
+        raise WorkflowSpecError(name_path, "invalid_agent_name", "not a valid agent name")
     prompt = agent_prompt(item.get("prompt"))
     if prompt is None:
         raise WorkflowSpecError((*path, "prompt"), "invalid_action")
@@ -303,23 +304,28 @@ def _edge(value: Any, source: str, nodes: Mapping[str, GraphNode]) -> Edge:
 
 
 def _check_topology(
-    node: GraphNode, nodes: Mapping[str, GraphNode], edges: Mapping[str, Edge]
+    path: Path, node: GraphNode, nodes: Mapping[str, GraphNode], edges: Mapping[str, Edge]
 ) -> None:
+    """`node` (at `path`, its position) names nodes that exist, in a valid shape."""
     if isinstance(node, ForkNode):
-        if not _valid_fork(node, nodes, edges):
-            raise WorkflowSpecError(("nodes", node.id), "invalid_fork_topology")
+        if node.join not in nodes:
+            raise WorkflowSpecError((*path, "join"), "invalid_fork_topology")
+        if not _valid_branches(node, nodes, edges):
+            raise WorkflowSpecError((*path, "branches"), "invalid_fork_topology")
     elif isinstance(node, RouterNode):
         if not all(target == END or target in nodes for target in node.targets):
-            raise WorkflowSpecError(("nodes", node.id, "targets"), "unknown_graph_target")
-    elif isinstance(node, LoopNode) and (
-        node.body not in nodes or not (node.done == END or node.done in nodes)
-    ):
-        raise WorkflowSpecError(("nodes", node.id), "unknown_graph_target")
+            raise WorkflowSpecError((*path, "targets"), "unknown_graph_target")
+    elif isinstance(node, LoopNode):
+        if node.body not in nodes:
+            raise WorkflowSpecError((*path, "body"), "unknown_graph_target")
+        if not (node.done == END or node.done in nodes):
+            raise WorkflowSpecError((*path, "done"), "unknown_graph_target")
 
 
-def _valid_fork(fork: ForkNode, nodes: Mapping[str, GraphNode], edges: Mapping[str, Edge]) -> bool:
-    if fork.join not in nodes:
-        return False
+def _valid_branches(
+    fork: ForkNode, nodes: Mapping[str, GraphNode], edges: Mapping[str, Edge]
+) -> bool:
+    """Each branch is an action-like node (not the fork or its join) whose edge is the join."""
     for branch in fork.branches:
         node = nodes.get(branch)
         if node is None or branch in (fork.id, fork.join) or node.type not in FORK_BRANCH_TYPES:

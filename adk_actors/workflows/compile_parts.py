@@ -136,12 +136,15 @@ def _is_async(fn: Callable[..., Any]) -> bool:
 
 def compile_action(run: Any, path: Path) -> Action:
     """A step's ``run``: a callable (state[, context]), an `Agent`, a `ToolCall` or a
-    compiled workflow (nested, default options). Anything else (a bare `Tool` too):
+    compiled workflow (nested, default options). An `Agent` whose name is not a valid
+    agent name: ``invalid_agent_name``; anything else (a bare `Tool` too):
     ``invalid_action``."""
     if isinstance(run, CompiledWorkflow):
         return NestedAction(workflow=run)
     action: Action | None
     if isinstance(run, Agent):
+        if agent_name(run.name) is None:
+            raise WorkflowSpecError(path, "invalid_agent_name", "not a valid agent name")
         action = agent_action(run.name, run.prompt, run.decide)
     elif isinstance(run, ToolCall):
         action = tool_action(run.tool, run.args, run.result_key)

@@ -10,12 +10,16 @@ coroutine `Task` it owns. Its phase only moves forward:
 The engine asks the coordinator to `Commit` every checkpoint and waits for the answer:
 the coordinator persists it (a durable run's ledger write) before it acks, so no next
 action starts before its predecessor is committed. Cancel, the deadline, a lost lease
-and the watcher's exit kill the engine (its workers die with it: a task dies with its
-owner) and end the run with the last committed checkpoint; a message that arrives
+and the watcher's exit kill the engine (its workers stop with it: a task dies with its
+owner; a sync worker's thread cannot be interrupted, so it is fenced and signalled
+through its ``context["cancelled"]``, and nothing waits for it) and end the run with
+the last committed checkpoint (so does any end of the engine but a completion: its
+checkpoint is the last one this coordinator acked); a message that arrives
 after the terminal (a late commit, a late engine result) is dropped, so a killed
 engine can never change the checkpoint. Waiters are answered at the one terminal;
 the coordinator then stays `retention` seconds to answer `wait`/`status` (or stops
-once a releasing waiter has its answer).
+once a releasing waiter has its answer). At most the run's `max_waiters` wait at once
+(more: ``("error", "too_many_waiters")``); a waiter that gives up casts `Unwait`.
 
 The coordinator traps exits, so a shutdown runs `terminate`: the engine is killed and
 waiters get ``Failed("coordinator_stopped", checkpoint)``; a durable record keeps its
@@ -35,9 +39,9 @@ from adk_actors.workflows.engine import EngineEnd, EngineSetup, run_engine
 from adk_actors.workflows.errors import cancel_reason, external_reason, failure_reason
 from adk_actors.workflows.launch import (
     Launch,
-    handoffs,
     install,
     start_supervised,
+    take_launch,
     workflow_name,
 )
 from adk_actors.workflows.messages import (
@@ -98,6 +102,7 @@ __all__ = [
 
 _log = get_logger("adk_actors.workflows")
 COORDINATOR_STOPPED = "coordinator_stopped"
+TOO_MANY_WAITERS = "too_many_waiters"
 PARENT_STOPPED = "parent_workflow_stopped"
 
 
@@ -242,7 +247,7 @@ class WorkflowCoordinator(GenServer):
 
     def init(self, handoff: Any) -> Any:
         try:
-            launch = handoffs.take(handoff)
+            launch = take_launch(handoff)
         except AdkError as error:
             return Stop(("shutdown", error.reason))
         try:
@@ -295,6 +300,10 @@ class WorkflowCoordinator(GenServer):
                 if state.outcome is not None:
                     state.release = state.release or release
                     return Reply(state.outcome, state)
+                if token not in state.waiters and (
+                    len(state.waiters) >= state.launch.runtime.max_waiters
+                ):
+                    return Reply(("error", TOO_MANY_WAITERS), state)
                 state.waiters[token] = (from_, release)
                 return NoReply(state)
             case Status():
@@ -378,7 +387,7 @@ class WorkflowCoordinator(GenServer):
         if not isinstance(end, EngineEnd):
             self._terminal(state, Failed("invalid_engine_outcome", state.checkpoint))
             return
-        self._terminal(state, _outcome(end))
+        self._terminal(state, _outcome(end, state.checkpoint))
 
     def _cancel(self, state: CoordinatorState, reason: Any) -> Any:
         if state.phase.terminal:
@@ -439,15 +448,18 @@ class WorkflowCoordinator(GenServer):
         return state.release or (state.launch.runtime.retention <= 0 and not state.watched)
 
 
-def _outcome(end: EngineEnd) -> Outcome:
+def _outcome(end: EngineEnd, committed: Checkpoint) -> Outcome:
+    """The outcome of the engine's end. Only a completion brings its own (final)
+    checkpoint; any other end keeps the last committed one, so no delta that was not
+    committed can reach an outcome or the ledger (the engine's is the same one)."""
     match end.kind:
         case "completed":
             return Completed(end.value, end.checkpoint)
         case "paused":
-            return Paused(end.value, end.checkpoint)
+            return Paused(end.value, committed)
         case "timed_out":
-            return Failed(TIMED_OUT, end.checkpoint)
-    return Failed(failure_reason(end.value), end.checkpoint)
+            return Failed(TIMED_OUT, committed)
+    return Failed(failure_reason(end.value), committed)
 
 
 def _kill_engine(state: CoordinatorState) -> None:

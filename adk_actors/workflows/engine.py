@@ -11,6 +11,14 @@ This module holds sequential, parallel, loop and transfer workflows; graphs are
 `engine_graph`. Budgets: every step, branch, member, loop body (and graph node,
 router, loop node, fork branch) takes one step before it runs; a parallel workflow
 takes one per branch up front; every accepted transfer takes one transfer.
+
+A run that does not complete ends with its last committed checkpoint (`Run.committed`),
+never with a delta merged after it: nothing checked after a merge can leave that delta
+in a failed, timed-out or cancelled checkpoint while its cursor still points before it.
+A completion whose last delta is not committed yet (a `Stop`, a parallel merge, a
+transfer member's result) commits it as a finished cursor only when the output schema
+refuses the result, so that failed checkpoint holds the delta and a resume runs nothing
+again.
 """
 
 from __future__ import annotations
@@ -23,7 +31,9 @@ from msgspec import UNSET
 from adk_actors.events import Event, EventActions
 from adk_actors.workflows.actions import Failure, TimedOut
 from adk_actors.workflows.checkpoint import (
+    Cursor,
     LoopCursor,
+    ParallelCursor,
     SequentialCursor,
     TransferCursor,
     completed_checkpoint,
@@ -36,6 +46,7 @@ from adk_actors.workflows.engine_state import (
     EngineSetup,
     MergeFailed,
     Run,
+    concurrency_limit,
     failed,
     merge_branches,
     nested_details,
@@ -43,9 +54,10 @@ from adk_actors.workflows.engine_state import (
     settled,
     timed_out,
 )
-from adk_actors.workflows.errors import exception_reason, safe_id, tagged
+from adk_actors.workflows.errors import action_chosen_id, exception_reason, safe_id, tagged
 from adk_actors.workflows.nested import NestedPause
 from adk_actors.workflows.spec import (
+    ActionStep,
     LoopData,
     ParallelData,
     SequentialData,
@@ -71,13 +83,23 @@ async def run_engine(setup: EngineSetup) -> EngineEnd:
     if end.kind == "completed":
         value = run.output if run.output is not UNSET else run.state
         problem = schema_failure(run.workflow.output_validator, value)
-        if problem is not None:
-            end = failed(("output_schema_validation_failed", schema_reason(problem)))
-        else:
+        if problem is None:
             return EngineEnd(
                 "completed", run.state, completed_checkpoint(run.checkpoint(), run.state)
             )
-    return EngineEnd(end.kind, end.value, run.checkpoint())
+        end = await _refused_output(run, end, problem)
+    return EngineEnd(end.kind, end.value, run.committed)
+
+
+async def _refused_output(run: Run, end: Ended, problem: tuple[Any, ...]) -> Ended:
+    """The output schema refused a completed run: commit its finished cursor (so the
+    failed checkpoint holds the last delta and a resume runs nothing again), then fail."""
+    try:
+        if end.end_cursor is not None:
+            await run.commit(end.end_cursor)
+    except Ended as ended:  # the run ended meanwhile: the coordinator's terminal stands
+        return ended
+    return failed(("output_schema_validation_failed", schema_reason(problem)))
 
 
 def schema_reason(problem: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -86,8 +108,9 @@ def schema_reason(problem: tuple[Any, ...]) -> tuple[Any, ...]:
     return (tag, list(path), constraint)
 
 
-def completed() -> Ended:
-    return Ended("completed")
+def completed(end_cursor: Cursor | None = None) -> Ended:
+    """The run completed; `end_cursor` commits a last delta that is not committed yet."""
+    return Ended("completed", end_cursor=end_cursor)
 
 
 # -- sequential ------------------------------------------------------------------------------------
@@ -133,8 +156,10 @@ async def _sequential_result(run: Run, index: int, step_id: str, result: Any) ->
     run.merge(control.delta)
     if control.kind != "ok":
         run.set_output(control.value)
-    if control.kind == "stop":
-        raise completed()
+    if control.kind == "stop":  # no later step runs: the step ends the run
+        data = run.workflow.data
+        assert isinstance(data, SequentialData)
+        raise completed(SequentialCursor(next_index=len(data.steps)))
     await run.commit(SequentialCursor(next_index=index + 1))
     return index + 1
 
@@ -146,8 +171,10 @@ async def _parallel(run: Run) -> Ended:
     data = run.workflow.data
     assert isinstance(data, ParallelData)
     branches = data.branches
+    if isinstance(run.cursor, ParallelCursor) and run.cursor.status == "merged":
+        return completed()  # merged and committed: only the output check was left
     await run.consume_step(len(branches))
-    limit = min(run.runtime.max_concurrency or data.max_concurrency, len(branches))
+    limit = min(concurrency_limit(data.max_concurrency, run.runtime.max_concurrency), len(branches))
     results: dict[int, tuple[Any, dict[str, Any]]] = {}
     pending = deque(enumerate(branches))
     async with Branches(limit) as pool:
@@ -172,7 +199,7 @@ async def _parallel(run: Run) -> Ended:
         raise failed(conflict.reason) from None
     run.merge(delta)
     run.set_output({branch.id: results[i][0] for i, branch in enumerate(branches)})
-    return completed()
+    return completed(ParallelCursor(status="merged"))
 
 
 # -- loop ------------------------------------------------------------------------------------------
@@ -182,29 +209,24 @@ _CONTINUE = (False, "continue")
 
 
 async def _loop(run: Run) -> Ended:
+    """Each iteration: the body, its result committed (``phase "until"``), then `until`,
+    then the next iteration committed. A resume at ``until`` asks `until` again; the
+    body of a committed iteration never runs again."""
     data = run.workflow.data
     assert isinstance(data, LoopData)
     cursor = run.cursor
     assert isinstance(cursor, LoopCursor)
+    if cursor.phase == "done":
+        return completed()  # the body stopped the loop: only the output check was left
     iteration = cursor.iteration
+    decide = cursor.phase == "until"  # the body's result is committed: `until` is next
     body = data.body
-    while iteration < data.max_iterations:
-        await run.consume_step()
-        result = await run.act(body.id, body.action, body.policy, None)
-        if isinstance(result, TimedOut):
-            raise timed_out()
-        if isinstance(result, Failure):
-            raise failed(("loop_body_failed", result.reason))
-        if isinstance(result, NestedPause):
-            raise failed(("loop_body_failed", ("invalid_control", "pause")))
-        control = result.control
-        if control.kind not in ("ok", "output", "stop"):
-            raise failed(("loop_body_failed", refused(control)))
-        run.merge(control.delta)
-        if control.kind != "ok":
-            run.set_output(control.value)
-        if control.kind == "stop":
-            break
+    while iteration < data.max_iterations:  # (at ``until``, iteration < max_iterations)
+        if not decide:
+            if await _loop_body(run, body) == "stop":
+                return completed(LoopCursor(iteration=iteration, phase="done"))
+            await run.commit(LoopCursor(iteration=iteration, phase="until"))
+        decide = False
         kind, value = await run.call("loop-until", data.until)
         if kind == "deadline":
             raise timed_out()
@@ -217,6 +239,25 @@ async def _loop(run: Run) -> Ended:
         iteration += 1
         await run.commit(LoopCursor(iteration=iteration))
     return completed()
+
+
+async def _loop_body(run: Run, body: ActionStep) -> str:
+    """Run the loop body once and merge its result (not yet committed); its kind."""
+    await run.consume_step()
+    result = await run.act(body.id, body.action, body.policy, None)
+    if isinstance(result, TimedOut):
+        raise timed_out()
+    if isinstance(result, Failure):
+        raise failed(("loop_body_failed", result.reason))
+    if isinstance(result, NestedPause):
+        raise failed(("loop_body_failed", ("invalid_control", "pause")))
+    control = result.control
+    if control.kind not in ("ok", "output", "stop"):
+        raise failed(("loop_body_failed", refused(control)))
+    run.merge(control.delta)
+    if control.kind != "ok":
+        run.set_output(control.value)
+    return control.kind
 
 
 def _is(value: Any, choices: tuple[Any, ...]) -> bool:
@@ -233,7 +274,10 @@ async def _transfer(run: Run) -> Ended:
     assert isinstance(data, TransferData)
     cursor = run.cursor
     assert isinstance(cursor, TransferCursor)
+    if cursor.phase == "done":
+        return completed()  # the member's result is committed: only the output check was left
     member_id, input_value = cursor.member, cursor.input
+    used = 0 if cursor.transfers_used is UNSET else cursor.transfers_used
     while True:
         member = data.members[member_id]
         await run.consume_step()
@@ -246,26 +290,30 @@ async def _transfer(run: Run) -> Ended:
             run.merge(control.delta)
             if control.kind != "ok":
                 run.set_output(control.value)
-            return completed()
+            done = TransferCursor(
+                member=member_id, input=input_value, transfers_used=used, phase="done"
+            )
+            return completed(done)
         if control.kind != "transfer":
             raise failed(tagged("member_failed", member_id, refused(control)))
         target = control.target
         if target is None or target not in data.members:
-            raise failed(("unknown_transfer_target", safe_id(target)))
-        run.merge(control.delta)  # merged even when the budget refuses the handoff
-        if run.transfers <= 0:
+            raise failed(("unknown_transfer_target", action_chosen_id(target)))
+        if run.transfers <= 0:  # refused before the member's delta is merged
             raise failed(("budget_exhausted", "transfers"))
+        run.merge(control.delta)
         run.transfers -= 1
+        used += 1
         # one commit: the member's delta, the spent transfer and the target together, so
         # a resume never runs the member that handed over again
-        await run.commit(TransferCursor(member=target, input=control.value))
-        run.emit(_transfer_event(run, member_id, target))
+        await run.commit(TransferCursor(member=target, input=control.value, transfers_used=used))
+        run.emit(_transfer_event(run, member_id, target, used))
         member_id, input_value = target, control.value
 
 
-def _transfer_event(run: Run, source: str, target: str) -> Event:
-    """``transfer_to_agent`` with the handoff's index (the first is 1)."""
-    index = run.runtime.transfers_initial - run.transfers
+def _transfer_event(run: Run, source: str, target: str, index: int) -> Event:
+    """``transfer_to_agent`` with the handoff's index (the first of the run is 1; a
+    resumed run goes on counting from its checkpoint's ``transfers_used``)."""
     text = content.from_text(f"Transfer from {source} to {target}", role="model")
     actions = EventActions(transfer_to_agent=target, transfer_index=index)
     return Event.new(source, run.invocation_id or run.workflow.id, text, actions=actions)

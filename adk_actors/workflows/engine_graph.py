@@ -25,6 +25,7 @@ from adk_actors.workflows.engine_state import (
     Ended,
     MergeFailed,
     Run,
+    concurrency_limit,
     failed,
     merge_branches,
     nested_details,
@@ -119,10 +120,11 @@ async def _action_node(run: Run, node: ActionNode) -> str | None:
             if control.target not in END_NAMES and control.target not in _data(run).nodes:
                 raise failed(tagged("route_failed", node.id, "invalid_route"))
             return await _after_node(run, node.id, control.target, None, control.delta)
-        case "stop":
+        case "stop":  # the run ends here; its delta is committed only if the output is refused
             run.merge(control.delta)
             run.set_output(control.value)
-            raise Ended("completed")
+            end = _cursor_at(run, node.id, "routing", node_output=control.value, route_target=END)
+            raise Ended("completed", end_cursor=end)
         case "pause":
             return await _pause_node(run, node.id, control)
     raise failed(tagged("node_failed", node.id, refused(control)))
@@ -314,9 +316,7 @@ async def _fork(run: Run, node: ForkNode) -> str | None:
         results = {}
         await run.commit(_cursor_at(run, node.id, "fork", input=cursor.input, results={}))
     pending = [(i, branch) for i, branch in enumerate(node.branches) if branch not in results]
-    limit = node.max_concurrency
-    if run.runtime.max_concurrency is not None:
-        limit = min(limit, run.runtime.max_concurrency)
+    limit = concurrency_limit(node.max_concurrency, run.runtime.max_concurrency)
     nodes = _data(run).nodes
     async with Branches(limit) as pool:
         while pending or pool.active:

@@ -5,7 +5,9 @@ commits, action contexts, bounded branch pools and branch-delta merges.
 changes it; a commit sends the coordinator the checkpoint of this instant and waits
 for its ack (the coordinator persists it first), so an action starts only after every
 boundary before it is committed. The state dict is replaced, never changed in place,
-so a checkpoint handed over stays as it was.
+so a checkpoint handed over stays as it was. `Run.committed` is the last acked
+checkpoint: a run that does not complete ends with it, never with state merged since
+(a delta that was not committed is not in any checkpoint, so a resume applies it once).
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ class EngineSetup(NamedTuple):
 class EngineEnd(NamedTuple):
     """How the engine ended: `kind` ``completed`` (value: the final state),
     ``paused`` (the pause details), ``failed`` (the reason) or ``timed_out``; and
-    the checkpoint of that instant (completed: marked complete)."""
+    its checkpoint: completed, the final one (marked complete); otherwise the last
+    committed one."""
 
     kind: str
     value: Any
@@ -52,12 +55,16 @@ class EngineEnd(NamedTuple):
 
 
 class Ended(Exception):
-    """Raised inside the engine to end the run now (`kind` as in `EngineEnd`)."""
+    """Raised inside the engine to end the run now (`kind` as in `EngineEnd`). A
+    completion whose last delta or output is not committed yet carries `end_cursor`,
+    the cursor that commits it as finished (`run_engine` commits it only when the
+    output schema refuses the result, so the failed checkpoint still holds the delta)."""
 
-    def __init__(self, kind: str, value: Any = None) -> None:
+    def __init__(self, kind: str, value: Any = None, end_cursor: Cursor | None = None) -> None:
         super().__init__(kind)
         self.kind = kind
         self.value = value
+        self.end_cursor = end_cursor
 
 
 def failed(reason: Any) -> Ended:
@@ -111,6 +118,7 @@ class Run:
         self.transfers = cp.remaining.transfers
         self.output: Any = cp.output
         self.deadline = setup.runtime.deadline
+        self.committed: Checkpoint = cp  # the last checkpoint the coordinator acked
 
     # -- checkpoints -------------------------------------------------------------------------
 
@@ -131,9 +139,11 @@ class Run:
         """Move to `cursor` (if given) and wait until the coordinator committed it."""
         if cursor is not None:
             self.cursor = cursor
-        answer = await aio.call(self.coordinator, Commit(self.engine, self.checkpoint()), None)
+        checkpoint = self.checkpoint()
+        answer = await aio.call(self.coordinator, Commit(self.engine, checkpoint), None)
         if answer != "ok":  # the run ended meanwhile: nothing more may happen
             raise failed("not_running")
+        self.committed = checkpoint
 
     async def consume_step(self, count: int = 1) -> None:
         """Take `count` steps from the budget (committed), or fail ``budget_exhausted``."""
@@ -165,7 +175,8 @@ class Run:
         return self.deadline is not None and self.deadline <= time.monotonic()
 
     def context(self, step_id: str, input_value: Any) -> dict[str, Any]:
-        """An action's context (``attempt`` is added per attempt)."""
+        """An action's context (``attempt`` and the ``cancelled`` signal are added per
+        attempt)."""
         wf = self.workflow
         context: dict[str, Any] = {
             "workflow_id": wf.id,
@@ -199,8 +210,13 @@ class Run:
         """Run a predicate or router callback once on (state, context), in a task:
         ``("value", v)``, ``("failure", reason)`` or ``("deadline", None)``."""
         state = actions.copy_state(self.state)
-        context = {**self.context(step_id, input_value), "state": state}
-        return await actions.call(callback, (state, context), self.deadline)
+        fence = actions.AttemptFence()
+        context = {
+            **self.context(step_id, input_value),
+            "state": state,
+            "cancelled": fence.cancelled,
+        }
+        return await actions.call(callback, (state, context), self.deadline, fence)
 
     async def decide(self, node_id: str, callback: Any, input_value: Any, tag: str) -> Any:
         """The value of a router, route or loop predicate of graph node `node_id`
@@ -217,6 +233,12 @@ class Run:
 
 
 # -- bounded branches ----------------------------------------------------------------------------
+
+
+def concurrency_limit(own: int, option: int | None) -> int:
+    """A parallel workflow's or fork's bound under the ``max_concurrency`` run option:
+    the option is a ceiling (the smaller of the two), never a raise."""
+    return own if option is None else min(own, option)
 
 
 class Branches:

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeGuard
 
 from providers.errors import AdkError, is_secret_key
+from supervision import redact_text
 
 STABLE_REASON = re.compile(r"[a-z][a-z0-9_]{0,63}")
 """A reason tag that may pass through as it is."""
@@ -25,6 +26,8 @@ MAX_SAFE_IDS = 16
 """At most this many ids are named in a failure (e.g. the branches of a state conflict)."""
 MAX_ID_CHARS = 256
 REDACTED_IDENTIFIER = "redacted_identifier"
+ACTION_CHOSEN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
+"""What a name an action chose (not the spec) may look like to be named in a failure."""
 
 PAUSE_MAX_DEPTH = 6
 PAUSE_MAX_BYTES = 4096
@@ -40,10 +43,12 @@ Path = tuple[str | int, ...]
 
 
 class WorkflowSpecError(AdkError):
-    """A spec refused by `compile_workflow`. `path` names the bad part (keys, and
-    0-based list indices, e.g. ``("steps", 1, "id")``; graph topology errors name the
-    node by id, ``("nodes", "fork")``); `what` says why (a stable tag, or a tag with
-    one structural detail such as ``("duplicate_id", "same")``).
+    """A spec refused by `compile_workflow`. `path` names the bad part: keys, and
+    0-based positions in lists, e.g. ``("steps", 1, "id")`` or ``("nodes", 0,
+    "targets")`` (graph nodes by position too, their topology included); a dict keyed
+    by name is named by its key (``("members", "triage")``, ``("edges", "a")``).
+    `what` says why (a stable tag, or a tag with one structural detail such as
+    ``("duplicate_id", "same")``).
     ``reason == ("invalid_workflow", path, what)``."""
 
     def __init__(self, path: Path, what: Any, detail: str | None = None) -> None:
@@ -64,6 +69,21 @@ def safe_id(value: Any) -> str | int:
     if isinstance(value, str) and 0 < len(value) <= MAX_ID_CHARS and not is_secret_key(value):
         return value
     if type(value) is int:
+        return value
+    return REDACTED_IDENTIFIER
+
+
+def action_chosen_id(value: Any) -> str:
+    """A name an action returned (an unknown transfer target, say), fit to name in a
+    failure: a short identifier (`ACTION_CHOSEN_ID`, at most 64 characters) that is
+    neither secret-named nor shaped like a credential; anything else is
+    ``"redacted_identifier"``. Stricter than `safe_id`: the text is action-chosen."""
+    if (
+        isinstance(value, str)
+        and ACTION_CHOSEN_ID.fullmatch(value) is not None
+        and not is_secret_key(value)
+        and redact_text(value) == value
+    ):
         return value
     return REDACTED_IDENTIFIER
 

@@ -2,7 +2,8 @@
 
 Everything a run needs (the compiled workflow with its closures, the checkpoint it
 starts from, its runtime options, the durability hooks) is a `Launch`. It crosses a
-one-shot handoff: the supervisor's child spec carries only an opaque reference, the
+one-shot handoff (the kernel's `OneShotHandoffs`): the supervisor's child spec
+carries only an opaque reference, the
 coordinator takes the launch under it exactly once in `init`, and the starter
 withdraws whatever was not taken. So nothing of a run appears in supervisor
 diagnostics, and a restarted or duplicated child can never run a launch twice.
@@ -19,7 +20,6 @@ from __future__ import annotations
 import itertools
 import math
 import queue
-import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -37,12 +37,14 @@ from adk_actors.workflows.checkpoint import (
 )
 from adk_actors.workflows.errors import failure_reason
 from adk_actors.workflows.spec import (
+    DEFAULT_MAX_WAITERS,
     DEFAULT_RETENTION,
     DEFAULT_TIMEOUT,
     MAX_CONCURRENCY,
     MAX_SECONDS,
     MAX_STEPS,
     MAX_TRANSFERS,
+    MAX_WAITERS,
     CompiledWorkflow,
     json_copy,
     schema_failure,
@@ -51,10 +53,14 @@ from providers.errors import AdkError, decode_options
 from supervision import (
     ChildSpec,
     DynamicSupervisor,
+    HandoffsFull,
+    HandoffTaken,
     MaxChildrenReached,
+    OneShotHandoffs,
     Pid,
     ProcessExit,
     SupervisorError,
+    UnknownHandoff,
 )
 
 if TYPE_CHECKING:
@@ -63,7 +69,6 @@ if TYPE_CHECKING:
     from adk_actors.workflows.coordinator import Persistence
 
 MAX_PENDING_HANDOFFS = 10_000
-MAX_TAKEN_REMEMBERED = 10_000
 NOT_GIVEN: Any = msgspec.UNSET
 """The default of `resume_input`: no input was given (JSON null is an input)."""
 
@@ -75,8 +80,10 @@ class RunOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     """A run's options. `timeout` (seconds from the start; None: no deadline) or
     `deadline` (an absolute `time.monotonic()` instant, which wins) bound the whole
     run; `max_steps`/`max_transfers` replace the spec's budgets (ignored on resume:
-    budgets come from the checkpoint); `max_concurrency` bounds parallel branches (and
-    lowers a fork's own bound); `retention` is how long a finished run answers."""
+    budgets come from the checkpoint); `max_concurrency` is a ceiling on a parallel
+    workflow's and every fork's own bound (the smaller one applies); `retention` is
+    how long a finished run answers; `max_waiters` bounds the `wait` calls waiting at
+    once (more: ``too_many_waiters``)."""
 
     timeout: Annotated[float, msgspec.Meta(ge=0.0, le=MAX_SECONDS)] | None = DEFAULT_TIMEOUT
     deadline: float | None = None
@@ -84,19 +91,20 @@ class RunOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     max_transfers: Annotated[int, msgspec.Meta(ge=0, le=MAX_TRANSFERS)] | None = None
     max_concurrency: Annotated[int, msgspec.Meta(ge=1, le=MAX_CONCURRENCY)] | None = None
     retention: Annotated[float, msgspec.Meta(ge=0.0, le=MAX_SECONDS)] = DEFAULT_RETENTION
+    max_waiters: Annotated[int, msgspec.Meta(ge=1, le=MAX_WAITERS)] = DEFAULT_MAX_WAITERS
 
 
 class Runtime(msgspec.Struct, frozen=True, kw_only=True):
     """What the coordinator and the engine know of a run besides its workflow and
-    checkpoint. `transfers_initial` is the transfer budget the run was given (a
-    transfer event's index counts from it); `watcher` is a process whose exit cancels
-    the run (a nested workflow's parent attempt)."""
+    checkpoint (budgets and the transfers used so far are in the checkpoint);
+    `watcher` is a process whose exit cancels the run (a nested workflow's parent
+    attempt)."""
 
     deadline: float | None
     max_concurrency: int | None
     retention: float
     execution_id: str
-    transfers_initial: int
+    max_waiters: int = DEFAULT_MAX_WAITERS
     event_receiver: Any = None
     watcher: Pid | None = None
 
@@ -148,13 +156,12 @@ def _runtime(
         deadline: float | None = options.deadline
     else:
         deadline = None if options.timeout is None else time.monotonic() + options.timeout
-    transfers = options.max_transfers if options.max_transfers is not None else wf.max_transfers
     return Runtime(
         deadline=deadline,
         max_concurrency=options.max_concurrency,
         retention=options.retention,
         execution_id=f"workflow-{next(_execution_ids)}",
-        transfers_initial=transfers,
+        max_waiters=options.max_waiters,
         event_receiver=receiver,
         watcher=watcher,
     )
@@ -198,7 +205,8 @@ def fresh_launch(
     opts, receiver = run_options(**options)
     runtime = _runtime(wf, opts, receiver, watcher)
     steps = opts.max_steps if opts.max_steps is not None else wf.max_steps
-    checkpoint = initial_checkpoint(wf, initial, steps=steps, transfers=runtime.transfers_initial)
+    transfers = opts.max_transfers if opts.max_transfers is not None else wf.max_transfers
+    checkpoint = initial_checkpoint(wf, initial, steps=steps, transfers=transfers)
     return Launch(wf, checkpoint, runtime, new_ref(), persistence)
 
 
@@ -231,55 +239,23 @@ def new_ref() -> str:
     return f"wf-{uuid.uuid4().hex}"
 
 
-class Handoffs:
-    """A locked table of launches waiting for their coordinator; each is taken at most
-    once. A taken reference is remembered (boundedly) until its starter discards it, so
-    a second take says ``handoff_already_completed`` rather than ``invalid``."""
-
-    def __init__(self, max_pending: int = MAX_PENDING_HANDOFFS) -> None:
-        self._lock = threading.Lock()
-        self._pending: dict[str, Launch] = {}
-        self._taken: dict[str, None] = {}
-        self._max_pending = max_pending
-
-    def put(self, launch: Launch) -> str:
-        """Store `launch`; returns the opaque reference the child spec will carry."""
-        ref = f"handoff-{uuid.uuid4().hex}"
-        with self._lock:
-            if len(self._pending) >= self._max_pending:
-                raise AdkError("busy", f"{self._max_pending} workflow starts are in flight")
-            self._pending[ref] = launch
-        return ref
-
-    def take(self, ref: Any) -> Launch:
-        """The launch under `ref`, removed: ``handoff_already_completed`` if it was taken
-        already, ``invalid_workflow_handoff`` for a reference never handed out (or
-        withdrawn)."""
-        with self._lock:
-            launch = self._pending.pop(ref, None) if isinstance(ref, str) else None
-            if launch is not None:
-                if len(self._taken) >= MAX_TAKEN_REMEMBERED:
-                    self._taken.pop(next(iter(self._taken)))
-                self._taken[ref] = None
-                return launch
-            taken = isinstance(ref, str) and ref in self._taken
-        if taken:
-            raise AdkError("handoff_already_completed", "this handoff was already taken")
-        raise AdkError("invalid_workflow_handoff", "no workflow launch under this reference")
-
-    def discard(self, ref: str) -> bool:
-        """Withdraw an untaken launch (and forget a taken one); True if it was untaken."""
-        with self._lock:
-            self._taken.pop(ref, None)
-            return self._pending.pop(ref, None) is not None
-
-    def pending(self) -> int:
-        with self._lock:
-            return len(self._pending)
+handoffs: OneShotHandoffs[Launch] = OneShotHandoffs(MAX_PENDING_HANDOFFS, prefix="handoff")
+"""The process-wide table starters put launches into and coordinators take them from
+(the kernel's one-shot handoff table: bounded, each launch taken at most once)."""
 
 
-handoffs = Handoffs()
-"""The process-wide table starters put into and coordinators take from."""
+def take_launch(ref: Any) -> Launch:
+    """The launch under `ref`, taken (once): ``handoff_already_completed`` if it was
+    taken already, ``invalid_workflow_handoff`` for a reference never handed out (or
+    withdrawn)."""
+    try:
+        return handoffs.take(ref)
+    except HandoffTaken:
+        raise AdkError("handoff_already_completed", "this handoff was already taken") from None
+    except UnknownHandoff:
+        raise AdkError(
+            "invalid_workflow_handoff", "no workflow launch under this reference"
+        ) from None
 
 
 _start_link: Callable[[str], Pid] | None = None
@@ -301,7 +277,10 @@ def start_supervised(launch: Launch) -> Pid:
     if start_link is None:
         raise AdkError("workflow_supervisor_not_started", "import adk_actors.workflows first")
     ensure_started()
-    handoff = handoffs.put(launch)
+    try:
+        handoff = handoffs.put(launch)
+    except HandoffsFull:
+        raise AdkError("busy", f"{handoffs.max_pending} workflow starts are in flight") from None
     spec = ChildSpec(handoff, lambda: start_link(handoff), restart="temporary")
     try:
         pid = DynamicSupervisor.start_child(WORKFLOW_SUPERVISOR, spec)

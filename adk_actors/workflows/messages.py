@@ -30,15 +30,16 @@ class Emit(NamedTuple):
 
 
 class Wait(NamedTuple):
-    """Answered with the outcome once there is one. With `release` the coordinator
-    stops once it has answered (the caller was the only one to ask)."""
+    """Answered with the outcome once there is one (``("error", "too_many_waiters")``
+    at once when the run's `max_waiters` are waiting already). With `release` the
+    coordinator stops once it has answered (the caller was the only one to ask)."""
 
     token: Ref
     release: bool = False
 
 
 class Unwait(NamedTuple):
-    """Cast: waiter `token` gave up."""
+    """Cast: waiter `token` gave up (timed out, cancelled, interrupted)."""
 
     token: Ref
 

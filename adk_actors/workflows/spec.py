@@ -33,6 +33,8 @@ DEFAULT_RETENTION = 60.0
 """Seconds a finished coordinator keeps answering `wait`/`status`."""
 DEFAULT_LEASE = 30.0
 """Seconds of a durable owner's lease."""
+DEFAULT_MAX_WAITERS = 1024
+"""How many `wait` calls a run answers at once unless its ``max_waiters`` option says."""
 
 # -- ceilings (ours: the reference leaves them unbounded) ----------------------------------------
 
@@ -40,6 +42,8 @@ MAX_STEPS = 1_000_000
 MAX_TRANSFERS = 10_000
 MAX_ITERATIONS = 1_000_000
 MAX_CONCURRENCY = 1024
+MAX_WAITERS = 65_536
+"""The hard ceiling of the ``max_waiters`` run option."""
 MAX_ATTEMPTS = 1000
 MAX_SECONDS = 86_400.0
 """Bound of every duration: timeouts, backoffs, retention, leases."""

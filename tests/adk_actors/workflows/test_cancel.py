@@ -12,7 +12,7 @@ import pytest
 
 import adk_actors as adk
 import supervision as sv
-from adk_actors.workflows import Cancelled, Completed, Failed
+from adk_actors.workflows import Cancelled, Completed, Failed, api
 from adk_actors.workflows.launch import workflow_name
 from providers.errors import AdkError
 from tests.helpers import wait_until
@@ -251,3 +251,87 @@ def test_a_timed_out_wait_withdraws_and_wait_async_gets_the_outcome() -> None:
     outcome = asyncio.run(main())
     assert isinstance(outcome, Completed)
     assert outcome.state == {"released": True}
+
+
+def blocked_run(**options: object) -> tuple[str, threading.Event]:
+    release = threading.Event()
+    wf = adk.compile_workflow(
+        sequential([{"id": "s", "run": lambda s: {"released": release.wait(10)}}])
+    )
+    return adk.workflows.start(wf, {}, timeout=None, **options), release
+
+
+def test_an_abandoned_async_wait_withdraws_its_waiter() -> None:
+    """``asyncio.wait_for`` and ``task.cancel()`` cancel a `wait_async`: each
+    withdraws its waiter (none is left behind, whatever the number)."""
+    ref, release = blocked_run()
+
+    async def main() -> None:
+        for _ in range(200):
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(adk.workflows.wait_async(ref), 0.002)
+        task = asyncio.ensure_future(adk.workflows.wait_async(ref))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    wait_until(lambda: adk.workflows.status(ref)["waiter_count"] == 0)
+    release.set()
+    assert isinstance(adk.workflows.wait(ref, timeout=5), Completed)
+
+
+def test_an_interrupted_wait_withdraws_its_waiter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sync `wait` left by ``KeyboardInterrupt`` withdraws its waiter too."""
+    ref, release = blocked_run()
+    real_call = api.call
+
+    def interrupted(server: sv.Pid, request: object, timeout: float | None) -> object:
+        try:
+            return real_call(server, request, 0.05)  # registered, then interrupted
+        except sv.CallTimeout:
+            raise KeyboardInterrupt from None
+
+    with monkeypatch.context() as patched:
+        patched.setattr(api, "call", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            adk.workflows.wait(ref)
+    wait_until(lambda: adk.workflows.status(ref)["waiter_count"] == 0)
+    release.set()
+
+
+def test_waiters_are_capped_with_a_typed_refusal() -> None:
+    """At most ``max_waiters`` calls wait at once (default 1024, at most 65 536): one
+    more is refused ``too_many_waiters`` at once, and those waiting still get the
+    outcome."""
+    ref, release = blocked_run(max_waiters=2)
+    outcomes: queue.Queue[object] = queue.Queue()
+    waiters = [
+        threading.Thread(target=lambda: outcomes.put(adk.workflows.wait(ref, timeout=10)))
+        for _ in range(2)
+    ]
+    for thread in waiters:
+        thread.start()
+    wait_until(lambda: adk.workflows.status(ref)["waiter_count"] == 2)
+    with pytest.raises(AdkError) as refused:
+        adk.workflows.wait(ref, timeout=5)
+    assert refused.value.reason == "too_many_waiters"
+
+    async def refused_async() -> str:
+        try:
+            await adk.workflows.wait_async(ref, timeout=5)
+        except AdkError as error:
+            return str(error.reason)
+        return "answered"
+
+    assert asyncio.run(refused_async()) == "too_many_waiters"
+    release.set()
+    for thread in waiters:
+        thread.join(5)
+    assert [type(outcomes.get(timeout=1)) for _ in range(2)] == [Completed, Completed]
+    wf = adk.compile_workflow(sequential([{"id": "s", "run": lambda s: {}}]))
+    for bad in (0, 65_537, "2"):
+        with pytest.raises(AdkError) as invalid:
+            adk.workflows.start(wf, {}, max_waiters=bad)
+        assert invalid.value.reason == ("invalid_workflow_options", "max_waiters")

@@ -35,6 +35,7 @@ from tests.adk_actors.workflows._checkpoints import (
     ALL,
     GRAPH,
     LOOP,
+    PARALLEL,
     SEQUENTIAL,
     TRANSFER,
     child_checkpoint,
@@ -51,12 +52,12 @@ def test_initial_checkpoints_start_each_kind_at_its_first_cursor() -> None:
         SequentialCursor(next_index=0),
         ParallelCursor(),
         LoopCursor(iteration=0),
-        TransferCursor(member="a", input=None),
+        TransferCursor(member="a", input=None, transfers_used=0),
         GraphCursor(node="start", phase="ready", visits={}),
     ]
     cp = fresh(GRAPH)
     assert (cp.schema_version, cp.workflow_id, cp.workflow_version, cp.kind) == (
-        1,
+        2,
         "graph",
         1,
         "graph",
@@ -72,7 +73,7 @@ def test_the_json_keeps_the_reference_field_names() -> None:
     cp = replace(fresh(SEQUENTIAL), cursor=SequentialCursor(next_index=1), output="first-output")
     document = json.loads(encode_checkpoint(cp))
     assert document == {
-        "schema_version": 1,
+        "schema_version": 2,
         "workflow_id": "seq",
         "workflow_version": 1,
         "kind": "sequential",
@@ -101,7 +102,17 @@ def rich_checkpoints() -> list[Checkpoint]:
                 resume_input={"approved": True},
             ),
         ),
-        replace(fresh(TRANSFER), cursor=TransferCursor(member="b", input=["handoff", 1.5])),
+        replace(
+            fresh(TRANSFER),
+            cursor=TransferCursor(member="b", input=["handoff", 1.5], transfers_used=1),
+        ),
+        replace(
+            fresh(TRANSFER),
+            cursor=TransferCursor(member="b", input=None, transfers_used=2, phase="done"),
+        ),
+        replace(fresh(LOOP), cursor=LoopCursor(iteration=1, phase="until")),
+        replace(fresh(LOOP), cursor=LoopCursor(iteration=0, phase="done"), output=1),
+        replace(fresh(PARALLEL), cursor=ParallelCursor(status="merged"), output={"l": None}),
         graph_at(node="body", input="x", visits={"loop": 2}),
         graph_at(node="start", phase="routing", node_output=None, route_target=END),
         graph_at(node="fork", phase="fork", results={"left": result}),

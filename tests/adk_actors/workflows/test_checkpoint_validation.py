@@ -24,6 +24,8 @@ from adk_actors.workflows.checkpoint import (
     completed_checkpoint,
     decode_checkpoint,
     encode_checkpoint,
+    prepare_resume,
+    upgrade_checkpoint,
     validate_checkpoint,
 )
 from adk_actors.workflows.spec import END, CompiledWorkflow
@@ -61,7 +63,8 @@ def test_a_completed_checkpoint_is_refused() -> None:
 @pytest.mark.parametrize(
     "changes",
     [
-        {"schema_version": 2},
+        {"schema_version": 3},
+        {"schema_version": 0},
         {"schema_version": True},
         {"workflow_id": "other"},
         {"workflow_version": 2},
@@ -303,7 +306,12 @@ VALID: list[tuple[CompiledWorkflow, Checkpoint]] = [
         ),
     ),
     (LOOP, replace(fresh(LOOP), cursor=LoopCursor(iteration=3))),
-    (TRANSFER, replace(fresh(TRANSFER), cursor=TransferCursor(member="b", input={"in": [1]}))),
+    (
+        TRANSFER,
+        replace(
+            fresh(TRANSFER), cursor=TransferCursor(member="b", input={"in": [1]}, transfers_used=1)
+        ),
+    ),
     (GRAPH, graph_at(node="start", visits={"start": 0, "loop": 2})),
     (GRAPH, graph_at(node="start", phase="routing", node_output={"o": 1}, route_target="loop")),
     (GRAPH, graph_at(node="start", phase="routing", node_output={"o": 1})),
@@ -362,3 +370,103 @@ def test_a_tampered_document_decodes_but_does_not_validate() -> None:
     data["cursor"]["next_index"] = 99
     cp = decode_checkpoint(json.dumps(data))
     assert refused(SEQUENTIAL, cp) == "invalid_checkpoint"
+
+
+# -- schema version 2: finished phases and transfers used; version 1 still read -------------------
+
+V2_TAMPERED: list[tuple[CompiledWorkflow, Checkpoint]] = [
+    (LOOP, replace(fresh(LOOP), cursor=LoopCursor(iteration=3, phase="until"))),
+    (LOOP, replace(fresh(LOOP), cursor=LoopCursor(iteration=3, phase="done"))),
+    (LOOP, replace(fresh(LOOP), cursor=LoopCursor(iteration=0, phase="later"))),  # type: ignore[arg-type]
+    (TRANSFER, replace(fresh(TRANSFER), cursor=TransferCursor(member="a"))),  # no transfers_used
+    (TRANSFER, replace(fresh(TRANSFER), cursor=TransferCursor(member="a", transfers_used=-1))),
+    (TRANSFER, replace(fresh(TRANSFER), cursor=TransferCursor(member="a", transfers_used=True))),
+    (
+        TRANSFER,
+        replace(  # with the 2 transfers left, more than MAX_TRANSFERS in all
+            fresh(TRANSFER), cursor=TransferCursor(member="a", transfers_used=9_999)
+        ),
+    ),
+    (
+        TRANSFER,
+        replace(fresh(TRANSFER), cursor=TransferCursor(member="a", transfers_used=0, phase="x")),  # type: ignore[arg-type]
+    ),
+    # a version 1 checkpoint has none of version 2's fields
+    (LOOP, replace(fresh(LOOP), schema_version=1, cursor=LoopCursor(iteration=0, phase="until"))),
+    (PARALLEL, replace(fresh(PARALLEL), schema_version=1, cursor=ParallelCursor(status="merged"))),
+    (
+        TRANSFER,
+        replace(
+            fresh(TRANSFER), schema_version=1, cursor=TransferCursor(member="a", transfers_used=0)
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("wf", "cp"), V2_TAMPERED, ids=[f"{wf.kind}-{i}" for i, (wf, _) in enumerate(V2_TAMPERED)]
+)
+def test_a_finished_phase_or_transfer_count_that_does_not_fit_is_refused(
+    wf: CompiledWorkflow, cp: Checkpoint
+) -> None:
+    """A loop phase past the last iteration, a transfer cursor without its count (or
+    one that, with the transfers left, exceeds the ceiling), and a version 1 checkpoint
+    carrying version 2 fields are ``invalid_checkpoint``."""
+    assert refused(wf, cp) == "invalid_checkpoint"
+
+
+V2_VALID: list[tuple[CompiledWorkflow, Checkpoint]] = [
+    (LOOP, replace(fresh(LOOP), cursor=LoopCursor(iteration=2, phase="until"))),
+    (LOOP, replace(fresh(LOOP), cursor=LoopCursor(iteration=0, phase="done"))),
+    (PARALLEL, replace(fresh(PARALLEL), cursor=ParallelCursor(status="merged"))),
+    (
+        TRANSFER,
+        replace(
+            fresh(TRANSFER), cursor=TransferCursor(member="b", transfers_used=9_998, phase="done")
+        ),
+    ),
+    (TRANSFER, replace(fresh(TRANSFER), schema_version=1, cursor=TransferCursor(member="b"))),
+    (LOOP, replace(fresh(LOOP), schema_version=1, cursor=LoopCursor(iteration=1))),
+    (PARALLEL, replace(fresh(PARALLEL), schema_version=1)),
+]
+
+
+@pytest.mark.parametrize(
+    ("wf", "cp"), V2_VALID, ids=[f"{wf.kind}-{i}" for i, (wf, _) in enumerate(V2_VALID)]
+)
+def test_finished_phases_and_version_1_checkpoints_are_accepted(
+    wf: CompiledWorkflow, cp: Checkpoint
+) -> None:
+    assert validate_checkpoint(wf, cp) == cp.state
+    assert validate_checkpoint(wf, decode_checkpoint(encode_checkpoint(cp))) == cp.state
+
+
+def test_a_version_1_checkpoint_is_upgraded_when_resumed() -> None:
+    """An encoded version 1 transfer checkpoint (as older builds wrote it) decodes,
+    validates and is upgraded by `prepare_resume`: ``transfers_used`` is the workflow's
+    ``max_transfers`` less the transfers left."""
+    v1 = json.dumps(
+        {
+            "schema_version": 1,
+            "workflow_id": "transfer",
+            "workflow_version": 1,
+            "kind": "transfer",
+            "cursor": {"type": "transfer", "member": "b", "input": "hi"},
+            "state": {"n": 1},
+            "remaining": {"steps": 5, "transfers": 13},
+            "completed": False,
+        }
+    )
+    cp = decode_checkpoint(v1)
+    assert validate_checkpoint(TRANSFER, cp) == {"n": 1}
+    ready = prepare_resume(TRANSFER, cp, None, False)
+    assert ready.schema_version == 2
+    assert ready.cursor == TransferCursor(member="b", input="hi", transfers_used=3)
+    assert validate_checkpoint(TRANSFER, ready) == {"n": 1}
+    assert upgrade_checkpoint(TRANSFER, ready) is ready
+    # more left than the workflow's own budget (a run given a larger max_transfers): 0
+    more = replace(cp, remaining=Remaining(steps=5, transfers=40))
+    assert prepare_resume(TRANSFER, more, None, False).cursor.transfers_used == 0  # type: ignore[union-attr]
+    # other kinds only change their version
+    loop_v1 = replace(fresh(LOOP), schema_version=1)
+    assert prepare_resume(LOOP, loop_v1, None, False) == fresh(LOOP)

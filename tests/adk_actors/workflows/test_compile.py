@@ -49,9 +49,13 @@ def test_zero_max_steps_is_refused() -> None:
 
 
 @pytest.mark.parametrize("name", ["bad-name", "user", "User", "", 7, None, "x" * 129])
-def test_invalid_agent_names_are_invalid_actions(name: Any) -> None:
-    """Follows adk_workflow_test: compile_validation_case (agent bad-name, user)."""
+def test_invalid_agent_names_are_refused_as_such(name: Any) -> None:
+    """Follows adk_workflow_test: compile_validation_case (agent bad-name, user): an
+    `Agent` with a bad name is ``invalid_agent_name`` at its ``run`` (a bad prompt or
+    decide stays ``invalid_action``)."""
     spec = seq([{"id": "agent", "run": Agent(name, "work")}])
+    assert refusal(spec) == (("steps", 0, "run"), "invalid_agent_name")
+    spec = seq([{"id": "agent", "run": Agent("helper", 5)}])
     assert refusal(spec) == (("steps", 0, "run"), "invalid_action")
 
 
@@ -61,15 +65,17 @@ def test_reserved_agent_name_in_an_agent_node_names_its_key() -> None:
     node = {"id": "agent", "type": "agent", "agent": "user", "prompt": "work"}
     assert refusal(graph([node], {"agent": "end"}, entry="agent")) == (
         ("nodes", 0, "agent"),
-        "invalid_action",
+        "invalid_agent_name",
     )
 
 
-def test_unknown_dynamic_target_is_refused_by_node_id() -> None:
-    """Follows adk_workflow_graph_test: invalid_graph_topologies_are_rejected (1/4)."""
+def test_unknown_dynamic_target_is_refused_at_the_node_position() -> None:
+    """Follows adk_workflow_graph_test: invalid_graph_topologies_are_rejected (1/4);
+    topology errors name the node by its position, as every other node error does."""
     node = {"id": "choose", "type": "branch", "choose": lambda s: "missing", "targets": ["missing"]}
-    assert refusal(graph([node], {}, entry="choose")) == (
-        ("nodes", "choose", "targets"),
+    first = {"id": "first", "run": lambda s: {}}
+    assert refusal(graph([first, node], {"first": "end"}, entry="choose")) == (
+        ("nodes", 1, "targets"),
         "unknown_graph_target",
     )
 
@@ -85,7 +91,7 @@ def test_fork_branch_routed_to_the_end_is_an_invalid_topology() -> None:
         {"branch": "end", "join": "end"},
         entry="fork",
     )
-    assert refusal(spec) == (("nodes", "fork"), "invalid_fork_topology")
+    assert refusal(spec) == (("nodes", 0, "branches"), "invalid_fork_topology")
 
 
 def test_zero_retry_attempts_names_the_retry_key() -> None:

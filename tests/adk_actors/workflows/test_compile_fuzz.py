@@ -1,7 +1,8 @@
 """Property tests of `compile_workflow`: random valid specs of every kind
 compile; a random mutation of one either compiles or raises `WorkflowSpecError` whose
-path names a part of the mutated spec (an existing key or index, a graph node by id,
-or a required key missing from a dict that exists) and never anything else."""
+path names a part of the mutated spec (an existing key or list position, or a required
+key missing from a dict that exists) and never anything else: graph nodes are named by
+position, their topology included."""
 
 from __future__ import annotations
 
@@ -285,17 +286,9 @@ def names_a_part_of(spec: Any, path: tuple[Any, ...]) -> bool:
                 return last and step in REQUIRED_KEYS
             node = node[step]
         elif isinstance(node, list):
-            if isinstance(step, int) and not isinstance(step, bool):
-                if not 0 <= step < len(node):
-                    return False
-                node = node[step]
-            else:
-                matches = [
-                    item for item in node if isinstance(item, dict) and item.get("id") == step
-                ]
-                if not matches:
-                    return False
-                node = matches[0]
+            if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < len(node):
+                return False
+            node = node[step]
         else:
             return False
     return True
@@ -314,7 +307,8 @@ def test_mutated_specs_compile_or_name_a_path_in_the_spec(spec: dict[str, Any]) 
 def test_the_path_check_can_fail() -> None:
     spec = {"steps": [{"id": "a"}], "nodes": [{"id": "fork"}]}
     assert names_a_part_of(spec, ("steps", 0, "run"))
-    assert names_a_part_of(spec, ("nodes", "fork"))
+    assert names_a_part_of(spec, ("nodes", 0, "id"))
+    assert not names_a_part_of(spec, ("nodes", "fork"))  # a list item is named by position
     assert not names_a_part_of(spec, ("steps", 1, "id"))
     assert not names_a_part_of(spec, ("nodes", "join"))
     assert not names_a_part_of(spec, ("policy", "x"))

@@ -52,9 +52,13 @@ GRAPH_CASES = [
     (
         one({"type": "agent", "agent": "bad-name", "prompt": "p"}),
         ("nodes", 0, "agent"),
-        "invalid_action",
+        "invalid_agent_name",
     ),
-    (one({"type": "agent", "name": "user", "prompt": "p"}), ("nodes", 0, "name"), "invalid_action"),
+    (
+        one({"type": "agent", "name": "user", "prompt": "p"}),
+        ("nodes", 0, "name"),
+        "invalid_agent_name",
+    ),
     (
         one({"type": "agent", "agent": "helper", "prompt": 5}),
         ("nodes", 0, "prompt"),
@@ -150,20 +154,41 @@ GRAPH_CASES = [
     (one({"run": ok}, {"a": Route(needs_three)}), ("edges", "a"), "invalid_route"),
     (one({"run": ok}, {"a": 5}), ("edges", "a"), "invalid_edge"),
     (one({"run": ok}, {"a": None}), ("edges", "a"), "invalid_edge"),
-    (fork_graph({"join": "nowhere"}), ("nodes", "fork"), "invalid_fork_topology"),
-    (fork_graph({"branches": ["left", "ghost"]}), ("nodes", "fork"), "invalid_fork_topology"),
-    (fork_graph({"branches": ["left", "fork"]}), ("nodes", "fork"), "invalid_fork_topology"),
-    (fork_graph({"branches": ["left", "join"]}), ("nodes", "fork"), "invalid_fork_topology"),
-    (fork_graph(right=Route(lambda s: "join")), ("nodes", "fork"), "invalid_fork_topology"),
-    (fork_graph(right="left"), ("nodes", "fork"), "invalid_fork_topology"),
+    (fork_graph({"join": "nowhere"}), ("nodes", 0, "join"), "invalid_fork_topology"),
+    (
+        fork_graph({"branches": ["left", "ghost"]}),
+        ("nodes", 0, "branches"),
+        "invalid_fork_topology",
+    ),
+    (
+        fork_graph({"branches": ["left", "fork"]}),
+        ("nodes", 0, "branches"),
+        "invalid_fork_topology",
+    ),
+    (
+        fork_graph({"branches": ["left", "join"]}),
+        ("nodes", 0, "branches"),
+        "invalid_fork_topology",
+    ),
+    (
+        fork_graph(right=Route(lambda s: "join")),
+        ("nodes", 0, "branches"),
+        "invalid_fork_topology",
+    ),
+    (fork_graph(right="left"), ("nodes", 0, "branches"), "invalid_fork_topology"),
     (
         graph([{"id": "a", **LOOP, "body": "ghost"}], {}),
-        ("nodes", "a"),
+        ("nodes", 0, "body"),
         "unknown_graph_target",
     ),
     (
         graph([{"id": "a", **LOOP, "done": "ghost"}], {}),
-        ("nodes", "a"),
+        ("nodes", 0, "done"),
+        "unknown_graph_target",
+    ),
+    (
+        graph([{"id": "x", "run": ok}, {"id": "a", **LOOP, "body": "ghost"}], {"x": "end"}),
+        ("nodes", 1, "body"),
         "unknown_graph_target",
     ),
     (one({"run": ok}, None) | {"max_steps": 0}, ("max_steps",), "expected_positive_integer"),
@@ -179,7 +204,7 @@ def test_a_fork_branch_must_be_action_like() -> None:
     """A loop, router or fork node cannot be a fork branch."""
     spec = fork_graph({"branches": ["left", "choose"]})
     spec["nodes"].append({"id": "choose", **ROUTER})
-    assert refusal(spec) == (("nodes", "fork"), "invalid_fork_topology")
+    assert refusal(spec) == (("nodes", 0, "branches"), "invalid_fork_topology")
 
 
 def test_nested_workflow_node_options_are_checked() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 
 import adk_actors as adk
 import supervision as sv
@@ -172,3 +173,63 @@ def test_a_failing_branch_stops_its_sibling() -> None:
     assert outcome.reason == ("branch_failed", "failure", "expected_failure")
     wait_until(lambda: not workers["sibling"].is_alive())
     sibling_done.set()
+
+
+class Peak:
+    """The most branches running at once."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.active = 0
+        self.peak = 0
+
+    def branch(self, state: dict) -> dict:
+        with self.lock:
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+        time.sleep(0.15)  # long enough for every branch allowed at once to start
+        with self.lock:
+            self.active -= 1
+        return {}
+
+
+def test_the_max_concurrency_option_is_a_ceiling_never_a_raise() -> None:
+    """In a parallel workflow and a fork alike, the run option lowers the spec's own
+    bound and never raises it: the smaller of the two applies."""
+    for own, option, expected in ((1, 4, 1), (4, 2, 2), (3, None, 3)):
+        peak = Peak()
+        parallel = adk.compile_workflow(
+            parallel_spec(
+                [{"id": f"b{i}", "run": peak.branch} for i in range(4)],
+                merge="ordered_last_wins",
+                max_concurrency=own,
+            )
+        )
+        options = {} if option is None else {"max_concurrency": option}
+        assert isinstance(adk.run_workflow(parallel, {}, **options), Completed)
+        assert peak.peak == expected, ("parallel", own, option)
+
+        peak = Peak()
+        names = [f"b{i}" for i in range(4)]
+        fork = adk.compile_workflow(
+            {
+                "id": "fork-ceiling",
+                "kind": "graph",
+                "entry": "fork",
+                "nodes": [
+                    {
+                        "id": "fork",
+                        "type": "fork",
+                        "branches": names,
+                        "join": "join",
+                        "merge": "ordered_last_wins",
+                        "max_concurrency": own,
+                    },
+                    *({"id": name, "run": peak.branch} for name in names),
+                    {"id": "join", "type": "join"},
+                ],
+                "edges": {**{name: "join" for name in names}, "join": "end"},
+            }
+        )
+        assert isinstance(adk.run_workflow(fork, {}, **options), Completed)
+        assert peak.peak == expected, ("fork", own, option)

@@ -58,13 +58,15 @@ def test_node_retry_succeeds_and_exposes_the_attempt() -> None:
 
 
 def test_each_timed_out_attempt_is_killed_and_retried() -> None:
-    """Follows adk_workflow_graph_test: node_timeout_retries_and_kills_each_attempt."""
+    """Follows adk_workflow_graph_test: node_timeout_retries_and_kills_each_attempt. A
+    sync attempt cannot be killed mid-call: its task is, and its ``cancelled`` signal is
+    set; this action honours it, so the next attempt may start."""
     started: queue.Queue[tuple[int, sv.Pid]] = queue.Queue()
     never = threading.Event()
 
     def blocking(state: dict, context: dict) -> dict:
         started.put((context["attempt"], sv.self_pid()))
-        never.wait(5)
+        context["cancelled"].wait(5)
         return {}
 
     wf = adk.compile_workflow(

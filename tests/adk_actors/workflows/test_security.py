@@ -14,6 +14,7 @@ import adk_actors as adk
 import supervision as sv
 from adk_actors.app import WORKFLOW_SUPERVISOR
 from adk_actors.workflows import Cancelled, Error, Failed, encode_checkpoint
+from adk_actors.workflows import launch as launch_module
 from adk_actors.workflows.coordinator import WorkflowCoordinator
 from adk_actors.workflows.launch import Launch, fresh_launch, handoffs, workflow_name
 from adk_actors.workflows.spec import CompiledWorkflow
@@ -161,3 +162,20 @@ def test_the_one_shot_handoff_refuses_wrong_and_repeated_references() -> None:
     finally:
         handoffs.discard(handoff)
     assert handoffs.pending() == 0
+
+
+def test_a_full_handoff_table_refuses_a_start_as_busy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The launch table is the kernel's bounded one-shot table: full, a start is refused
+    ``busy`` before any process exists, and nothing is left behind."""
+    small: sv.OneShotHandoffs[Launch] = sv.OneShotHandoffs(1, prefix="handoff")
+    monkeypatch.setattr(launch_module, "handoffs", small)
+    wf = adk.compile_workflow(sequential([{"id": "a", "run": lambda s: {"ok": True}}]))
+    held = small.put(fresh_launch(wf, {}))
+    before = sv.DynamicSupervisor.count_children(WORKFLOW_SUPERVISOR)["active"]
+    with pytest.raises(AdkError) as busy:
+        adk.workflows.start(wf, {})
+    assert busy.value.reason == "busy"
+    assert sv.DynamicSupervisor.count_children(WORKFLOW_SUPERVISOR)["active"] == before
+    small.discard(held)
+    assert isinstance(adk.run_workflow(wf, {}), adk.workflows.Completed)
+    assert small.pending() == 0
