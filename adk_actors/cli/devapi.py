@@ -92,14 +92,21 @@ def developer_token(environ: Mapping[str, str] | None = None) -> str:
     return token
 
 
+def check_id(value: str) -> str:
+    """`value` if it can be an id (app, user, session or run): not empty, ``.`` or
+    ``..``, and without a ``/``; otherwise ``invalid_path_segment`` (exit 2), before any
+    request. HTTP clients remove dot segments, so ``adk session delete .. runs RUN_ID``
+    would otherwise become ``DELETE /dev/v1/runs/RUN_ID``; and the daemon refuses an id
+    with a ``/`` (in a path, as ``%2F``, it would otherwise be two segments)."""
+    if value in ("", ".", "..") or "/" in value:
+        raise _refused("invalid_path_segment", "an id cannot be empty, '.' or '..', or contain '/'")
+    return value
+
+
 def segment(value: str) -> str:
-    """One path segment, percent-encoded: a ``/``, ``?``, ``#`` or ``%`` in an id stays
-    inside its segment. An empty id, ``.`` or ``..`` is refused (``invalid_path_segment``,
-    exit 2) before any request: HTTP clients remove dot segments, so ``adk session delete
-    .. runs RUN_ID`` would otherwise become ``DELETE /dev/v1/runs/RUN_ID``."""
-    if value in ("", ".", ".."):
-        raise _refused("invalid_path_segment", "an id in the path cannot be empty, '.' or '..'")
-    return quote(value, safe="")
+    """One path segment, checked (`check_id`) and percent-encoded: a ``?``, ``#`` or
+    ``%`` in an id stays inside its segment."""
+    return quote(check_id(value), safe="")
 
 
 def api_path(*segments: str) -> str:

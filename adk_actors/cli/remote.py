@@ -18,6 +18,7 @@ from adk_actors.cli.devapi import (
     DevApiClient,
     api_path,
     check_base_url,
+    check_id,
     developer_token,
 )
 from adk_actors.cli.output import (
@@ -146,6 +147,10 @@ def session_group() -> None:
 @_remote_options
 def session_create(app: str, user: str, session: str, url: str, json_mode: bool) -> None:
     """Create a session with this id."""
+    try:
+        check_id(session)  # sent in the body: the same rule as an id in the path
+    except CliError as error:
+        Output(json_mode).fail(error)
     segments = ("sessions", app, user)
     _call(json_mode, url, "POST", segments, {"session_id": session}, render=render_session)
 

@@ -22,8 +22,18 @@ middleware that applies to every request, in this order:
    500 ``internal_error`` (logged by type, never with a traceback or a message) for
    anything a route did not expect.
 
+A ``websocket`` scope passes the same checks (no route takes one yet): the Host, then
+the drain, the token on ``/dev/v1`` and the Origin, a refusal closing the handshake
+with 1008 (policy violation; 1013 while draining) before the app sees it. ``lifespan``
+passes through; any other scope type is refused.
+
 Starlette's own 404 and 405 become the JSON error body (``not_found``,
-``method_not_allowed`` with ``Allow``).
+``method_not_allowed`` with ``Allow``). The router never redirects to add or remove a
+trailing slash (``redirect_slashes`` is off): a path names a route as sent, or it is a
+404 (or a 400 for an empty, ``.`` or ``..`` segment, `views.DotSegmentRoute`). An id is
+one segment: a ``/dev/v1`` path sent with an encoded slash (``%2F``, any case) is 400
+before any route sees its decoded form (``invalid_run_id`` under ``/dev/v1/runs``,
+``invalid_path_parameter`` elsewhere), so ``a%2Fb`` never names ``a`` then ``b``.
 """
 
 from __future__ import annotations
@@ -53,6 +63,7 @@ from adk_actors.daemon import (
 from adk_actors.daemon.bodies import DEADLINE_KEY
 from adk_actors.daemon.errors import ApiError, error_response
 from adk_actors.daemon.state import DevState
+from adk_actors.daemon.views import DotSegmentRoute
 from supervision import get_logger
 
 API_PREFIX = "/dev/v1"
@@ -66,15 +77,26 @@ API_HEADERS: dict[bytes, bytes] = {
 """Set on every /dev/v1 answer unless the route set the header itself (SSE sets its
 own ``Cache-Control``)."""
 
+WS_POLICY_VIOLATION = 1008
+"""The close code of a refused WebSocket handshake (Host, token or Origin)."""
+WS_TRY_AGAIN_LATER = 1013
+"""The close code of a WebSocket handshake refused while the daemon drains."""
+
 _log = get_logger("adk_actors.daemon")
 
 
 def build_app(state: DevState, extra_routes: Sequence[BaseRoute] = ()) -> Starlette:
     """The app serving `state`'s agents, runs and sessions (plus `extra_routes`)."""
     routes: list[BaseRoute] = [
-        *routes_agents.ROUTES,
-        *routes_runs.ROUTES,
+        *routes_runs.ROUTES,  # each area refuses an encoded slash with its own code first
         *routes_sessions.ROUTES,
+        DotSegmentRoute(  # then any other /dev/v1 path (agents, extra routes) does
+            API_PREFIX,
+            "invalid_path_parameter",
+            "A path segment cannot hold an encoded '/'",
+            dot_segments=False,
+        ),
+        *routes_agents.ROUTES,
         *routes_console.ROUTES,
         *(legacy.routes(state.settings) if state.settings.legacy_a2a else ()),
         *extra_routes,
@@ -88,6 +110,7 @@ def build_app(state: DevState, extra_routes: Sequence[BaseRoute] = ()) -> Starle
             Exception: _internal_error,
         },
     )
+    app.router.redirect_slashes = False  # a path is matched as sent, or it is a 404
     app.state.dev = state
     return app
 
@@ -105,9 +128,17 @@ class Guards:
         self.state = state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+        match scope["type"]:
+            case "http":
+                pass
+            case "websocket":
+                await self._websocket(scope, receive, send)
+                return
+            case "lifespan":
+                await self.app(scope, receive, send)
+                return
+            case _:
+                return  # no other kind of connection is served
         api = is_api_path(scope["path"])
         if api:
             send = _with_api_headers(send)
@@ -131,6 +162,28 @@ class Guards:
             await self._serve(scope, receive, exchange)
         finally:
             exchange.end()
+
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A WebSocket handshake through the same Host, token and Origin checks (and the
+        drain); a refusal closes it with `WS_POLICY_VIOLATION` (`WS_TRY_AGAIN_LATER`
+        while draining), its code as the reason, before the app sees it."""
+        refusal = _misdirected(scope)
+        close_code = WS_POLICY_VIOLATION
+        if refusal is None and self.state.draining:
+            refusal = ApiError(503, "developer_api_unavailable", "The daemon is stopping")
+            close_code = WS_TRY_AGAIN_LATER
+        if refusal is None:
+            refusal = _access_refusal(
+                {**scope, "scheme": _HTTP_SCHEME.get(str(scope.get("scheme", "ws")), "http")},
+                is_api_path(scope["path"]),
+                self.state.settings.token_digest,
+            )
+        if refusal is None:
+            await self.app(scope, receive, send)
+            return
+        message = await receive()  # the handshake: websocket.connect
+        if message["type"] == "websocket.connect":
+            await send({"type": "websocket.close", "code": close_code, "reason": refusal.code})
 
     async def _serve(self, scope: Scope, receive: Receive, exchange: _Exchange) -> None:
         """The route, within the request deadline, with unexpected errors answered."""
@@ -166,6 +219,10 @@ class Guards:
                     headers={"connection": "close"},
                 )
             )(scope, receive, send)
+
+
+_HTTP_SCHEME = {"ws": "http", "wss": "https"}
+"""A WebSocket scope's scheme as the page's origin has it (`auth.same_origin`)."""
 
 
 def _misdirected(scope: Scope) -> ApiError | None:

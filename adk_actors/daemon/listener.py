@@ -8,8 +8,10 @@ port that cannot be bound again is ``http_listener_bind_failed``, and after the
 supervisor's restart intensity the tree gives up). `start_listener` adds one as the
 last child of the root tree, so it stops first.
 
-Connections are bounded: at most ``max_connections`` at once (uvicorn answers 503
-past it), idle keep-alive connections close after ``keepalive_timeout``, and every
+Connections are bounded: at most ``max_connections`` at once (past it a request is
+answered 503 ``too_many_connections``, the API's JSON error body with ``Retry-After``,
+and its connection closes: `BoundedHttpProtocol`), idle keep-alive connections close
+after ``keepalive_timeout``, and every
 request head (request line and headers) must arrive within ``head_timeout``, in at
 most ``max_head_bytes`` and ``max_headers`` headers (`BoundedHttpProtocol`: 408 and
 431 otherwise, then the connection closes). uvicorn's ``proxy_headers`` is off: every
@@ -27,9 +29,11 @@ from typing import Any, NamedTuple
 
 import msgspec
 import uvicorn
+from starlette.types import Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from adk_actors.app import APP_NAME, ensure_started
+from adk_actors.daemon.errors import ApiError, error_response
 from adk_actors.daemon.settings import DevSettings
 from providers.errors import AdkError
 from supervision import (
@@ -85,12 +89,31 @@ class _HeadRefused(Exception):
     """Raised inside the parser's callbacks to stop a head past its bounds."""
 
 
+async def too_many_connections(scope: Scope, receive: Receive, send: Send) -> None:
+    """The answer to a request past ``max_connections``, in place of uvicorn's plain-text
+    503: the API's error body, ``Retry-After`` and a connection that closes."""
+    await error_response(
+        ApiError(
+            503,
+            "too_many_connections",
+            "The daemon has its maximum number of connections; retry",
+            headers={
+                "retry-after": "1",
+                "connection": "close",
+                "x-content-type-options": "nosniff",
+            },
+        )
+    )(scope, receive, send)
+
+
 class BoundedHttpProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with a bounded request head (uvicorn bounds neither
     its size nor its time with httptools): past `max_head_bytes` or `max_headers`, 431;
     not complete within `head_timeout` of the connection opening or of its first byte,
     408 (a connection that sent nothing just closes). Limits are class attributes, set
-    per listener by `_protocol_class`."""
+    per listener by `_protocol_class`. Past uvicorn's ``limit_concurrency`` (the
+    listener's ``max_connections``) a request is answered by `too_many_connections`
+    rather than uvicorn's own plain-text 503."""
 
     max_head_bytes = 32 * 1024
     max_headers = 100
@@ -139,7 +162,19 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         self._in_head = False
         self._head_raw = 0
         self._cancel_head_timer()
-        super().on_headers_complete()
+        limit = self.limit_concurrency
+        if limit is None or (len(self.connections) < limit and len(self.tasks) < limit):
+            super().on_headers_complete()
+            return
+        # uvicorn would answer its plain-text 503 (the same test, in the method below):
+        # the request goes to `too_many_connections` instead, as any other ASGI app
+        _log.warning("adk.daemon.too_many_connections", limit=limit)
+        app, self.app = self.app, too_many_connections
+        self.limit_concurrency = None
+        try:
+            super().on_headers_complete()
+        finally:
+            self.app, self.limit_concurrency = app, limit
 
     def send_400_response(self, msg: str) -> None:
         if self._refusal is None:

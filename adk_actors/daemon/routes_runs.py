@@ -2,13 +2,17 @@
 
 Runs are stable runs (`adk.runs`) of the daemon's Runner for ``(agent, app)``: they
 outlive the request that started them and any client that follows them. Every call
-into the runtime that may block runs off the event loop (`run_in_threadpool`); only
-the SSE stream's subscription lives on the loop (see `sse.py`).
+into the runtime that may block runs off the event loop (`run_in_threadpool`); the SSE
+stream awaits its subscription on the loop without blocking it (see `sse.py`).
+
+Refusals are mapped once: `views.run_refusal` for what every run operation shares
+(``run_not_found``, ``too_many_runs``, ``run_service_unavailable``), each route only
+adding its own reasons; the status lookup is `sse.run_status`, shared with the stream.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -19,17 +23,26 @@ from adk_actors import runs
 from adk_actors.agents import AgentRef
 from adk_actors.daemon.bodies import dev_state, read_json_object, text_field
 from adk_actors.daemon.errors import ApiError
-from adk_actors.daemon.sse import MEDIA_TYPE, last_event_id, open_run_stream
+from adk_actors.daemon.sse import MEDIA_TYPE, last_event_id, open_run_stream, run_status
 from adk_actors.daemon.state import DevState
-from adk_actors.daemon.views import json_response, run_path, started_json, status_json
+from adk_actors.daemon.views import (
+    DotSegmentRoute,
+    json_response,
+    run_path,
+    run_refusal,
+    scope_id_ok,
+    started_json,
+    status_json,
+)
 from adk_actors.runs import RunError
 from adk_actors.runs.values import check_run_id
-from adk_actors.sessions.core import check_id
 from providers.errors import AdkError
 
 CANCEL_REASON = "developer_cancelled"
 _START_KEYS = frozenset({"agent_name", "app_name", "user_id", "session_id", "message"})
-_RETRY_SOON = {"retry-after": "1"}
+_START_REFUSALS: Final = frozenset({"too_many_runs", "not_started", "admission_unavailable"})
+"""Why a start may be refused that `views.run_refusal` maps (429, 503); anything else is
+a fault of the start (500)."""
 
 
 # -- POST /dev/v1/runs -----------------------------------------------------------------------
@@ -47,9 +60,9 @@ async def _start_run(request: Request) -> Response:
         )
     field_limit = state.settings.max_field_bytes
     agent = text_field(body["agent_name"], field_limit, "agent_name")
-    app = _session_id(text_field(body["app_name"], field_limit, "app_name"), "app_name")
-    user = _session_id(text_field(body["user_id"], field_limit, "user_id"), "user_id")
-    session = _session_id(text_field(body["session_id"], field_limit, "session_id"), "session_id")
+    app = _scope_id(body["app_name"], field_limit, "app_name")
+    user = _scope_id(body["user_id"], field_limit, "user_id")
+    session = _scope_id(body["session_id"], field_limit, "session_id")
     message = text_field(body["message"], state.settings.max_body_bytes, "message")
     if AgentRef(agent).pid is None:
         raise ApiError(404, "agent_not_found", "Agent is not registered")
@@ -57,14 +70,18 @@ async def _start_run(request: Request) -> Response:
     return json_response(started_json(run_id), 202, {"location": run_path(run_id)})
 
 
-def _session_id(value: str, name: str) -> str:
-    """An app, user or session id as the session store takes it (400 otherwise)."""
-    try:
-        return check_id(value, name)
-    except AdkError:
+def _scope_id(value: Any, limit: int, name: str) -> str:
+    """An app, user or session id as the session routes take it (`views.scope_id_ok`:
+    the session store's rule, within `limit` bytes, never ``.`` or ``..``, no ``/``),
+    else 400 ``invalid_request`` as for any other body field."""
+    text = text_field(value, limit, name)
+    if not scope_id_ok(text, limit):
         raise ApiError(
-            400, "invalid_request", f"{name} must be printable, within 128 UTF-8 bytes"
-        ) from None
+            400,
+            "invalid_request",
+            f"{name} must be printable, within 128 UTF-8 bytes, without '/', and not '.' or '..'",
+        )
+    return text
 
 
 def _start(state: DevState, agent: str, app: str, user: str, session: str, message: str) -> str:
@@ -84,18 +101,8 @@ def _start(state: DevState, agent: str, app: str, user: str, session: str, messa
 
 def _start_refusal(error: AdkError) -> ApiError:
     """A run that was not started: capacity (429), the runtime (503), or a fault (500)."""
-    match error.reason:
-        case "too_many_runs":
-            return ApiError(
-                429, "too_many_runs", "The run capacity is in use; retry", headers=_RETRY_SOON
-            )
-        case "not_started" | "admission_unavailable":
-            return ApiError(
-                503,
-                "run_service_unavailable",
-                "The run service is unavailable",
-                headers=_RETRY_SOON,
-            )
+    if error.reason in _START_REFUSALS:
+        return run_refusal(error)
     return ApiError(500, "run_start_failed", "The run could not be started")
 
 
@@ -107,8 +114,7 @@ async def _run(request: Request) -> Response:
     if request.method == "DELETE":
         await run_in_threadpool(_cancel, run_id)
         return json_response({"run_id": run_id, "state": "cancelling"}, 202)
-    status = await run_in_threadpool(_status, run_id)
-    return json_response(status_json(status))
+    return json_response(status_json(await run_status(run_id)))
 
 
 def _run_id(request: Request) -> str:
@@ -119,26 +125,13 @@ def _run_id(request: Request) -> str:
         raise ApiError(400, "invalid_run_id", "Run ID is invalid") from None
 
 
-def _status(run_id: str) -> dict[str, Any]:
-    try:
-        return runs.status(run_id)
-    except RunError as error:
-        raise _run_refusal(error) from None
-
-
 def _cancel(run_id: str) -> None:
     try:
         runs.cancel(run_id, CANCEL_REASON)
     except RunError as error:
         if error.reason == "already_terminal":
             raise ApiError(409, "run_already_terminal", "The run has already finished") from None
-        raise _run_refusal(error) from None
-
-
-def _run_refusal(error: RunError) -> ApiError:
-    if error.reason == "not_found":
-        return ApiError(404, "run_not_found", "Resource not found")
-    return ApiError(503, "run_service_unavailable", "The run service is unavailable")
+        raise run_refusal(error) from None
 
 
 # -- POST /dev/v1/runs/{run_id}/resume -------------------------------------------------------
@@ -177,8 +170,6 @@ def _resume(state: DevState, run_id: str, response: Any) -> str:
 def _resume_refusal(error: AdkError) -> ApiError:
     reason = error.reason
     match reason:
-        case "not_found":
-            return ApiError(404, "run_not_found", "Resource not found")
         case "run_not_paused" | "no_paused_invocation":
             return ApiError(409, "run_not_paused", "Only a paused run can be resumed")
         case "already_resumed":
@@ -189,15 +180,11 @@ def _resume_refusal(error: AdkError) -> ApiError:
                 "The paused run has already been resumed",
                 extra={"resumed_run_id": resumed},
             )
-        case "too_many_runs":
-            return ApiError(
-                429, "too_many_runs", "The run capacity is in use; retry", headers=_RETRY_SOON
-            )
         case str() if reason.startswith("invalid_"):
             # the Runner refused the answer before anything started (e.g. a
             # tool_confirmation takes exactly {"confirmed": bool})
             return ApiError(400, reason, "The tool_response does not answer this pause")
-    return ApiError(503, "run_service_unavailable", "The run service is unavailable")
+    return run_refusal(error)  # run_not_found, too_many_runs, run_service_unavailable
 
 
 # -- GET /dev/v1/runs/{run_id}/events --------------------------------------------------------
@@ -208,12 +195,13 @@ async def _run_events(request: Request) -> Response:
     run_id = _run_id(request)
     cursor = last_event_id(request)
     if request.method == "HEAD":  # no body would be sent: hold no subscription for it
-        await run_in_threadpool(_status, run_id)
+        await run_status(run_id)
         return Response(media_type=MEDIA_TYPE, headers={"cache-control": "no-cache"})
     return await open_run_stream(run_id, cursor, dev_state(request).settings)
 
 
 ROUTES: list[BaseRoute] = [
+    DotSegmentRoute("/dev/v1/runs", "invalid_run_id", "Run ID is invalid"),  # first: %2F
     Route("/dev/v1/runs", _start_run, methods=["POST"]),
     Route("/dev/v1/runs/{run_id}/events", _run_events, methods=["GET"]),
     Route("/dev/v1/runs/{run_id}/resume", _resume_run, methods=["POST"]),

@@ -2,16 +2,23 @@
 context explanation of one session.
 
 Every route names one exact scope in its path (app, user, session), checked as the
-session store checks ids (400 ``invalid_path_parameter``); nothing is ever searched
-across scopes. Session calls may block (LMDB, the session owner), so they run off the
-event loop. What is shown is redacted (`views.session_json`); a state delta that
-carries a credential, or touches the runtime's ``_adk:`` keys, is refused.
+session store checks ids, never ``.`` or ``..`` or empty, never holding a ``/``
+(encoded ``%2F`` in the path; 400 ``invalid_path_parameter``; `views.scope_id_ok`,
+`views.DotSegmentRoute`); nothing is ever searched across scopes. Session calls may block (LMDB, the session owner), so
+they run off the event loop; a session service that fails is 503
+``session_service_unavailable``. What is shown is redacted (`views.session_json`); a
+state delta that carries a credential, or touches the runtime's ``_adk:`` keys, is
+refused.
+
+A list is one bounded page (the newest ``max_session_results``) and a count of them
+all (`_newest`): it never fails because the user has many sessions or because they
+change while they are counted.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -22,20 +29,23 @@ from adk_actors.daemon.bodies import dev_state, read_json_object
 from adk_actors.daemon.errors import ApiError
 from adk_actors.daemon.state import DevState
 from adk_actors.daemon.views import (
+    DotSegmentRoute,
     context_json,
     context_policy,
     json_response,
+    scope_id_ok,
     session_json,
     session_meta_json,
 )
 from adk_actors.sessions import Session, SessionService
-from adk_actors.sessions.core import INTERNAL_PREFIX, check_id
+from adk_actors.sessions.core import INTERNAL_PREFIX
 from adk_actors.sessions.query import MAX_PAGE
 from providers.errors import AdkError, is_secret_key, redact
 
 MAX_COUNTED_SESSIONS = 10_000
 """`total` of a session list counts at most this many sessions."""
 _STALE_RETRIES = 3
+_PATH_MESSAGE = "Path parameters must be non-empty UTF-8 strings within configured limits"
 _T = TypeVar("_T")
 
 
@@ -45,20 +55,9 @@ _T = TypeVar("_T")
 def _scope(request: Request, *names: str) -> list[str]:
     """The path's ids, each a valid session-store id within ``max_field_bytes``."""
     limit = dev_state(request).settings.max_field_bytes
-    values = []
-    for name in names:
-        value = request.path_params[name]
-        try:
-            check_id(value, name)
-            if len(value.encode("utf-8")) > limit:
-                raise AdkError("invalid_id", name)
-        except (AdkError, UnicodeEncodeError):
-            raise ApiError(
-                400,
-                "invalid_path_parameter",
-                "Path parameters must be non-empty UTF-8 strings within configured limits",
-            ) from None
-        values.append(value)
+    values = [request.path_params[name] for name in names]
+    if not all(scope_id_ok(value, limit) for value in values):
+        raise ApiError(400, "invalid_path_parameter", _PATH_MESSAGE)
     return values
 
 
@@ -76,7 +75,12 @@ def _refusal(error: AdkError) -> ApiError:
         return ApiError(404, "session_not_found", "Resource not found")
     if reason in ("invalid_id", "invalid_utf8"):
         return ApiError(400, "invalid_path_parameter", "Path parameters are invalid")
-    return ApiError(503, "run_service_unavailable", "The session service is unavailable")
+    return ApiError(
+        503,
+        "session_service_unavailable",
+        "The session service is unavailable",
+        headers={"retry-after": "1"},
+    )
 
 
 # -- /dev/v1/sessions/{app}/{user} -----------------------------------------------------------
@@ -87,48 +91,61 @@ async def _sessions(request: Request) -> Response:
     state = dev_state(request)
     if request.method == "POST":
         return await _create(request, state, app, user)
-    limit = state.settings.max_session_results
-    shown, total = await _call(_newest, state.sessions, app, user, limit)
+    listing = await _call(_newest, state.sessions, app, user, state.settings.max_session_results)
     return json_response(
         {
             "schema_version": 1,
             "app_name": app,
             "user_id": user,
-            "sessions": [session_meta_json(session) for session in shown],
-            "total": total,
-            "truncated": total > len(shown),
+            "sessions": [session_meta_json(session) for session in listing.shown],
+            "total": listing.total,
+            "total_exact": listing.exact,
+            "truncated": listing.total > len(listing.shown),
         }
     )
 
 
-def _newest(service: SessionService, app: str, user: str, limit: int) -> tuple[list[Session], int]:
-    """The newest `limit` sessions of a user, and how many there are (counted up to
-    `MAX_COUNTED_SESSIONS`), read page by page; a page that went stale starts over."""
+class _Listing(NamedTuple):
+    """A session list: the rows shown, how many sessions were counted, and whether
+    that count is all of them (counted in one consistent pass, under the cap)."""
+
+    shown: list[Session]
+    total: int
+    exact: bool
+
+
+def _newest(service: SessionService, app: str, user: str, limit: int) -> _Listing:
+    """The newest `limit` sessions of a user and how many there are, read in pages of
+    `MAX_PAGE` (counted up to `MAX_COUNTED_SESSIONS`).
+
+    A page after the first goes stale when any session of the user changes meanwhile
+    (a run writing its events): the pass starts over, at most `_STALE_RETRIES` times.
+    If the sessions keep changing, the answer is the last pass's rows (the first page
+    never goes stale, so a limit up to `MAX_PAGE` is always filled) and the largest
+    count reached, marked inexact: a list is never refused because it is long or busy.
+    """
+    best: _Listing | None = None
     for _ in range(_STALE_RETRIES):
+        shown: list[Session] = []
+        total = 0
+        cursor: str | None = None
         try:
-            return _count_pages(service, app, user, limit)
+            while True:
+                page = service.query_sessions(app, user, MAX_PAGE, cursor)
+                total += len(page.sessions)
+                shown.extend(page.sessions[: max(0, limit - len(shown))])
+                cursor = page.next_cursor
+                if cursor is None:
+                    return _Listing(shown, total, exact=True)
+                if total >= MAX_COUNTED_SESSIONS:
+                    return _Listing(shown, total, exact=False)
         except AdkError as error:
             if error.reason != "stale_cursor":
                 raise
-    raise AdkError("unavailable", "the sessions kept changing while they were listed")
-
-
-def _count_pages(
-    service: SessionService, app: str, user: str, limit: int
-) -> tuple[list[Session], int]:
-    shown: list[Session] = []
-    total = 0
-    cursor = None
-    while total < MAX_COUNTED_SESSIONS:
-        page = service.query_sessions(app, user, MAX_PAGE, cursor)
-        for session in page.sessions:
-            total += 1
-            if len(shown) < limit:
-                shown.append(session)
-        cursor = page.next_cursor
-        if cursor is None:
-            break
-    return shown, total
+        if best is None or total >= best.total:
+            best = _Listing(shown, total, exact=False)
+    assert best is not None  # a stale page is never the first: every pass counted some
+    return best
 
 
 async def _create(request: Request, state: DevState, app: str, user: str) -> Response:
@@ -139,16 +156,13 @@ async def _create(request: Request, state: DevState, app: str, user: str) -> Res
             400, "invalid_session_request", "Expected a JSON object containing only session_id"
         )
     session_id = body["session_id"]
-    try:
-        check_id(session_id, "session_id")
-        if len(session_id.encode("utf-8")) > state.settings.max_field_bytes:
-            raise AdkError("invalid_id", "session_id")
-    except (AdkError, UnicodeEncodeError):
+    if not scope_id_ok(session_id, state.settings.max_field_bytes):
         raise ApiError(
             400,
             "invalid_session_id",
-            "session_id must be a non-empty UTF-8 string within configured limits",
-        ) from None
+            "session_id must be a non-empty UTF-8 string within configured limits, "
+            "without '/', not '.' or '..'",
+        )
     created, session = await _call(_create_session, state.sessions, app, user, session_id)
     limit = state.settings.max_session_results
     return json_response(session_json(session, limit), 201 if created else 200)
@@ -251,6 +265,9 @@ async def _context(request: Request) -> Response:
 
 
 ROUTES: list[BaseRoute] = [
+    # first: an encoded slash is refused before the decoded path matches another route
+    DotSegmentRoute("/dev/v1/sessions", "invalid_path_parameter", _PATH_MESSAGE),
+    DotSegmentRoute("/dev/v1/context", "invalid_path_parameter", _PATH_MESSAGE),
     Route("/dev/v1/sessions/{app_name}/{user_id}", _sessions, methods=["GET", "POST"]),
     Route(
         "/dev/v1/sessions/{app_name}/{user_id}/{session_id}/state",

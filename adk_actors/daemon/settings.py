@@ -3,13 +3,15 @@
 `DevSettings` holds every limit the HTTP surface applies, with the spec's defaults
 and hard ceilings; `settings_from_env` reads the ``ADK_DEV_*`` environment settings
 (and ``ADK_DEV_TOKEN``, kept only as its SHA-256 digest). A bad value is an
-`AdkError` naming the setting (the environment variable, when it came from one),
-raised before anything listens.
+`AdkError` naming the setting (the environment variable, when it came from one, with
+its bounds in that variable's unit: ``ADK_DEV_SSE_MAX_DURATION_MS is an integer from 1
+to 3600000 (milliseconds)``), raised before anything listens.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Mapping
 from typing import Annotated, Any
@@ -97,7 +99,7 @@ def dev_settings(**values: Any) -> DevSettings:
         raise AdkError(("invalid_dev_setting", _key(str(error))), str(error)) from None
 
 
-_NUMERIC_ENV: dict[str, tuple[str, float]] = {
+_NUMERIC_ENV: dict[str, tuple[str, int]] = {
     "ADK_DEV_SSE_MAX_EVENTS": ("sse_max_events", 1),
     "ADK_DEV_SSE_MAX_BYTES": ("sse_max_bytes", 1),
     "ADK_DEV_SSE_MAX_DURATION_MS": ("sse_max_duration", 1000),
@@ -108,6 +110,9 @@ _NUMERIC_ENV: dict[str, tuple[str, float]] = {
 
 _RUN_OPTION_KEYS = {"max_buffered_events": "run_max_buffered_events", "retention": "run_retention"}
 """``ADK_DEV_RUN_OPTIONS`` key -> setting (``retention`` in seconds)."""
+
+_UNITS = {"sse_max_duration": "seconds", "drain_grace": "seconds", "run_retention": "seconds"}
+"""Settings held in seconds (their ``_MS`` variables are in milliseconds)."""
 
 _INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
 
@@ -129,7 +134,7 @@ def settings_from_env(environ: Mapping[str, str], **overrides: Any) -> DevSettin
         if raw is not None:
             number = _integer(name, raw)
             value = number / divisor if divisor != 1 else number
-            _check_one(name, key, value)
+            _check_one(name, key, value, divisor, integer=True)
             values[key] = value
     raw_run_options = environ.get(RUN_OPTIONS_ENV)
     if raw_run_options is not None:
@@ -149,12 +154,46 @@ def _integer(name: str, raw: str) -> int:
     return int(raw.strip())
 
 
-def _check_one(name: str, key: str, value: Any) -> None:
-    """`value` within the bounds of setting `key`, or an error naming `name`."""
+def _check_one(name: str, key: str, value: Any, scale: int = 1, integer: bool = False) -> None:
+    """`value` within the bounds of setting `key`, or an error naming `name` with the
+    bounds in `name`'s own unit (the setting's times `scale`: 1000 for milliseconds)."""
     try:
         dev_settings(token_digest=bytes(32), **{key: value})
-    except AdkError as error:
-        raise AdkError(("invalid_dev_setting", name), error.detail) from None
+    except AdkError:
+        raise AdkError(
+            ("invalid_dev_setting", name), f"{name} is {_allowed(key, scale, integer)}"
+        ) from None
+
+
+def _allowed(key: str, scale: int, integer: bool) -> str:
+    """What setting `key` takes, as a variable holding it times `scale` (an integer if
+    `integer` or the setting is one): ``an integer from 1 to 3600000 (milliseconds)``."""
+    bounds = _SETTING_TYPES[key]
+    assert isinstance(bounds, msgspec.inspect.IntType | msgspec.inspect.FloatType)
+    unit = _UNITS.get(key)
+    if unit is not None and scale == 1000:
+        unit = "milliseconds"
+    shown = f" ({unit})" if unit else ""
+    high = _number(bounds.le * scale) if bounds.le is not None else None
+    upper = f" to {high}" if high is not None else " or more"
+    if integer or isinstance(bounds, msgspec.inspect.IntType):
+        if bounds.ge is not None:
+            low = math.ceil(bounds.ge * scale)
+        else:
+            low = math.floor((bounds.gt or 0) * scale) + 1
+        return f"an integer from {low}{upper}{shown}"
+    lower = (
+        f"at least {_number(bounds.ge * scale)}"
+        if bounds.ge is not None
+        else f"greater than {_number((bounds.gt or 0) * scale)}"
+    )
+    upper = f" and at most {high}" if high is not None else ""
+    return f"a number {lower}{upper}{shown}"
+
+
+def _number(value: float) -> str:
+    """`value` as written in a setting (``3600000``, not ``3600000.0``)."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
 def _run_options(raw: str) -> dict[str, Any]:
@@ -178,6 +217,16 @@ def _run_options(raw: str) -> dict[str, Any]:
             raise AdkError(("invalid_dev_setting", f"{RUN_OPTIONS_ENV}.{key}"), "a number")
         _check_one(f"{RUN_OPTIONS_ENV}.{key}", _RUN_OPTION_KEYS[key], value)
     return values
+
+
+def _setting_types() -> dict[str, Any]:
+    """Each setting's msgspec type (its bounds), by name."""
+    info = msgspec.inspect.type_info(DevSettings)
+    assert isinstance(info, msgspec.inspect.StructType)
+    return {field.name: field.type for field in info.fields}
+
+
+_SETTING_TYPES = _setting_types()
 
 
 def _key(message: str) -> str:

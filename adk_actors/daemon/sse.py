@@ -1,47 +1,75 @@
 """Server-sent events of one run: credit delivery, bounded per connection.
 
-`open_run_stream` subscribes to a run (`runs.subscribe_credit`) after the client's
-``Last-Event-ID`` cursor and answers with a streaming response whose body
-`_frames` writes: one frame per run item (``event`` or ``terminal``, with the item's
-sequence as its ``id``), acknowledging each item only after it was written, so the
-connection never holds more than one unacknowledged item ("written" means handed to
-the socket: the body yields an empty chunk after each frame, and the server sends it
-only once its buffer has drained, so a client that does not read holds back the
-acknowledgement, and with it the next item). No thread waits for a
-connection: the body awaits the subscription's inbox (`anext`) on the event loop.
+`open_run_stream` subscribes to a run after the client's ``Last-Event-ID`` cursor and
+answers with a `RunStream` whose body (`_frames`) writes one frame per run item
+(``event`` or ``terminal``, with the item's sequence as its ``id``), acknowledging
+each item only after it was written, so the connection never holds more than one
+unacknowledged item ("written" means handed to the socket: the body yields an empty
+chunk after each frame, and the server sends it only once its buffer has drained, so
+a client that does not read holds back the acknowledgement, and with it the next
+item).
+
+Nothing here blocks the event loop, and no thread waits for a connection:
+
+* the next item is awaited on the subscription's inbox (`CreditSubscription.anext`):
+  a future the delivering thread resolves, so a thousand idle streams hold a thousand
+  small inboxes and no thread;
+* subscribing (`runs.subscribe_credit_async`) and acknowledging (`ack_async`) are one
+  request each to the run's stream server, awaited on the loop (the kernel's awaitable
+  credit-stream requests): no thread is held, even while the stream is busy;
+* the status read before subscribing (`run_status`, shared with the runs routes) is
+  one short call on Starlette's worker threads.
 
 A connection ends cleanly at the first of the settings' ``sse_max_events``,
 ``sse_max_bytes`` and ``sse_max_duration`` (the client reconnects with
 ``Last-Event-ID``), after the terminal, or with a ``replay_gap`` frame when items after
-the last one sent were evicted meanwhile. A refusal before streaming is an HTTP error
-(``run_event_replay_gap``, ``run_event_cursor_ahead``, ``run_not_found``). The
-subscription closes whenever the body ends, including a client disconnect; the run
-itself is never cancelled by it.
+the last one sent were evicted meanwhile. An item whose frame alone is larger than
+``sse_max_bytes`` could never be sent on any connection: an ``event_too_large`` frame
+with its id takes its place (a terminal is sent without its data), so the stream goes
+on instead of ending at the same item on every reconnection. A refusal before
+streaming is an HTTP error (``run_event_replay_gap``, ``run_event_cursor_ahead``,
+``run_not_found``, ``too_many_subscribers``).
+
+The subscription is closed whenever the response ends, however it ends: the terminal,
+a bound, a client disconnect, or the drain (the guards cancel an event stream's route
+when the daemon starts draining, and finish its body cleanly). `RunStream` closes it
+itself rather than leaving it to the body generator's finalization, so the run's
+subscriber count drops as soon as the response is over; the run itself is never
+cancelled by any of this.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import msgspec
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from adk_actors import runs
 from adk_actors.daemon.errors import ApiError
 from adk_actors.daemon.settings import DevSettings
-from adk_actors.daemon.views import event_json, outcome_json
-from adk_actors.runs import CreditSubscription, RunError, RunEvent, RunTerminal, RunTimeout
+from adk_actors.daemon.views import event_json, outcome_json, run_refusal
+from adk_actors.runs import (
+    CreditSubscription,
+    RunError,
+    RunEvent,
+    RunTerminal,
+    RunTimeout,
+    subscribe_credit_async,
+)
 
 MEDIA_TYPE = "text/event-stream; charset=utf-8"
 HEARTBEAT = b": heartbeat\n\n"
 FLUSH = b""
 """An empty body chunk: sends nothing, but waits until the connection can take more."""
 MAX_CURSOR = 2**62 - 1
-_HEADERS = {"cache-control": "no-cache, no-transform", "x-accel-buffering": "no"}
+HEADERS = {"cache-control": "no-cache, no-transform", "x-accel-buffering": "no"}
 _OVERRUN_REASONS = ("replay_gap", "slow_subscriber")
 
 
@@ -63,42 +91,34 @@ def frame(kind: str, seq: int | None, data: Any) -> bytes:
     return b"".join((f"{head}event: {kind}\ndata: ".encode(), msgspec.json.encode(data), b"\n\n"))
 
 
+async def run_status(run_id: str) -> dict[str, Any]:
+    """`runs.status` off the event loop, its refusal as the API's (404 ``run_not_found``,
+    ...): the one status lookup of the runs routes and the event stream."""
+    try:
+        return await run_in_threadpool(runs.status, run_id)
+    except RunError as error:
+        raise run_refusal(error) from None
+
+
 async def open_run_stream(run_id: str, cursor: int, settings: DevSettings) -> Response:
     """The SSE response for `run_id` after `cursor`, or the `ApiError` refusing it."""
-    status = await run_in_threadpool(_status, run_id)
+    status = await run_status(run_id)
     terminal = status.get("terminal_sequence")
     latest = status.get("latest_sequence")
     if isinstance(terminal, int) and cursor == terminal:
-        return _empty_stream()  # the client has everything, terminal included
+        return Response(b"", media_type=MEDIA_TYPE, headers=HEADERS)  # nothing more to send
     end = terminal if isinstance(terminal, int) else latest
     if isinstance(end, int) and cursor > end:
         raise _cursor_ahead(cursor, end)
-    # Subscribed from the event loop's own thread: the subscription's inbox belongs to
-    # it, and the thread outlives every connection (a pool thread may not).
     try:
-        subscription = runs.subscribe_credit(run_id, after=cursor)
+        subscription = await subscribe_credit_async(run_id, after=cursor)
     except RunError as error:
         raise _refusal(error, cursor, end) from None
-    return StreamingResponse(
-        _frames(subscription, cursor, settings), media_type=MEDIA_TYPE, headers=_HEADERS
-    )
-
-
-def _status(run_id: str) -> dict[str, Any]:
-    try:
-        return runs.status(run_id)
-    except RunError as error:
-        raise _refusal(error, 0, None) from None
-
-
-def _empty_stream() -> Response:
-    return Response(b"", media_type=MEDIA_TYPE, headers=_HEADERS)
+    return RunStream(subscription, cursor, settings)
 
 
 def _refusal(error: RunError, cursor: int, end: Any) -> ApiError:
     match error.reason:
-        case "not_found":
-            return ApiError(404, "run_not_found", "Resource not found")
         case "replay_gap":
             return ApiError(
                 409,
@@ -108,14 +128,7 @@ def _refusal(error: RunError, cursor: int, end: Any) -> ApiError:
             )
         case "cursor_ahead":
             return _cursor_ahead(cursor, end)
-        case "too_many_subscribers":
-            return ApiError(
-                503,
-                "too_many_subscribers",
-                "The run has its maximum number of subscribers",
-                headers={"retry-after": "1"},
-            )
-    return ApiError(503, "run_service_unavailable", "The run service is unavailable")
+    return run_refusal(error)
 
 
 def _cursor_ahead(cursor: int, end: Any) -> ApiError:
@@ -142,6 +155,29 @@ def gap_json(gap: dict[str, Any] | None, reason: str, after: int) -> dict[str, A
         "latest_sequence": known.get("latest_sequence"),
         "terminal": known.get("terminal"),
     }
+
+
+class RunStream(StreamingResponse):
+    """The event stream of one subscription: `_frames` as its body, and the
+    subscription closed as soon as the response is over, however it ends (a client
+    disconnect or the drain cancels the body where it waits; the generator may be
+    left suspended at a ``yield``, and is closed here too, not by the garbage
+    collector)."""
+
+    def __init__(
+        self, subscription: CreditSubscription, cursor: int, settings: DevSettings
+    ) -> None:
+        self.subscription = subscription
+        self._body = _frames(subscription, cursor, settings)
+        super().__init__(self._body, media_type=MEDIA_TYPE, headers=HEADERS)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.subscription.close()  # never blocks: the inbox exits, the stream drops it
+            with contextlib.suppress(RuntimeError):  # still running: it closes itself
+                await self._body.aclose()
 
 
 class _Budget:
@@ -172,7 +208,7 @@ class _Budget:
 
 async def _frames(
     subscription: CreditSubscription, cursor: int, settings: DevSettings
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     """The body: items as frames until the terminal, a bound, an overrun or a
     disconnect (which cancels this generator); the subscription closes in every case."""
     budget = _Budget(settings)
@@ -191,12 +227,11 @@ async def _frames(
                 yield HEARTBEAT
                 continue
             except RunError as error:
-                if error.reason in _OVERRUN_REASONS:
-                    gap = frame("replay_gap", None, gap_json(error.gap, error.reason, sent))
-                    if budget.fits(gap, counted=False):
-                        yield gap
+                gap = _overrun_frame(error, sent, budget)
+                if gap:
+                    yield gap
                 return
-            data = _item_frame(item)
+            data = item_frame(item, settings.sse_max_bytes)
             if not budget.fits(data, counted=True):
                 return  # not sent, not acknowledged: the next connection starts with it
             budget.spend(data, counted=True)
@@ -206,12 +241,11 @@ async def _frames(
             if isinstance(item, RunTerminal):
                 return
             try:
-                subscription.ack(item.seq)
+                await subscription.ack_async(item.seq)
             except RunError as error:
-                if error.reason in _OVERRUN_REASONS:
-                    gap = frame("replay_gap", None, gap_json(error.gap, error.reason, sent))
-                    if budget.fits(gap, counted=False):
-                        yield gap
+                gap = _overrun_frame(error, sent, budget)
+                if gap:
+                    yield gap
                 return
             if budget.spent:
                 return
@@ -219,7 +253,40 @@ async def _frames(
         subscription.close()
 
 
-def _item_frame(item: RunEvent | RunTerminal) -> bytes:
+def _overrun_frame(error: RunError, sent: int, budget: _Budget) -> bytes:
+    """The ``replay_gap`` frame that ends a stream whose next item was evicted (an
+    overrun), if it fits the budget; empty for any other reason to end."""
+    if error.reason not in _OVERRUN_REASONS:
+        return b""
+    gap = frame("replay_gap", None, gap_json(error.gap, error.reason, sent))
+    return gap if budget.fits(gap, counted=False) else b""
+
+
+def item_frame(item: RunEvent | RunTerminal, max_bytes: int) -> bytes:
+    """The frame of one run item; one larger than `max_bytes` (no connection could
+    carry it) becomes an ``event_too_large`` frame with the item's id (a terminal: a
+    ``terminal`` frame without its data), so the client's cursor moves past it."""
     if isinstance(item, RunEvent):
-        return frame("event", item.seq, event_json(item.event))
-    return frame("terminal", item.seq, outcome_json(item.outcome))
+        data = frame("event", item.seq, event_json(item.event))
+        if len(data) <= max_bytes:
+            return data
+        too_large = {
+            "reason": "event_too_large",
+            "sequence": item.seq,
+            "bytes": len(data),
+            "max_bytes": max_bytes,
+        }
+        return frame("event_too_large", item.seq, too_large)
+    outcome = outcome_json(item.outcome)
+    data = frame("terminal", item.seq, outcome)
+    if len(data) <= max_bytes:
+        return data
+    brief: dict[str, Any] = {"type": outcome.get("type")}
+    if isinstance(outcome.get("reason"), str):
+        brief["reason"] = outcome["reason"]
+    brief.update(data_omitted=True, bytes=len(data), max_bytes=max_bytes)
+    if isinstance(outcome.get("pause"), dict):  # what a console needs to offer a decision
+        with_pause = frame("terminal", item.seq, {**brief, "pause": outcome["pause"]})
+        if len(with_pause) <= max_bytes:
+            return with_pause
+    return frame("terminal", item.seq, brief)

@@ -1,7 +1,10 @@
 """JSON projections of runs, events, outcomes and sessions for the /dev/v1 API.
 
 What leaves the daemon is built here, once, so every route (and the SSE stream) shows
-the same shapes (documented in ``docs/daemon.md``). A projection is content for a
+the same shapes (documented in ``docs/daemon.md``), refusals included: the one
+mapping of a refused run operation to its API error (`run_refusal`) and the one check
+of an app, user or session id (`scope_id_ok`), with the route that refuses empty,
+``.`` and ``..`` path segments and encoded slashes (`DotSegmentRoute`). A projection is content for a
 person, never internals: no provider metadata, no thought signatures, no inline bytes,
 no credential-named keys (`events.without_secrets`, `providers.errors.redact`), no
 pids, and a reason is a short stable word.
@@ -14,8 +17,12 @@ from dataclasses import replace
 from typing import Any
 
 import msgspec
+from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Match, Route
+from starlette.types import Scope
 
+from adk_actors.daemon.errors import ApiError
 from adk_actors.events import EVENT_SCHEMA_VERSION, Event, to_dict, without_secrets
 from adk_actors.outcomes import Cancelled, Completed, Failed, Outcome, Paused
 from adk_actors.runner.context import (
@@ -28,6 +35,7 @@ from adk_actors.runner.context import (
 )
 from adk_actors.runner.history import split_events
 from adk_actors.sessions import Session
+from adk_actors.sessions.core import check_id
 from providers import content as content_codec
 from providers.content import Content, canonical
 from providers.errors import AdkError, redact
@@ -48,6 +56,11 @@ _NAME_FILTERS = (
     "exclude_content_types",
 )
 _FILTERS = (*_NAME_FILTERS, "since", "until", "include_partial", "final_only")
+RETRY_SOON = {"retry-after": "1"}
+DOT_SEGMENTS = frozenset({"", ".", ".."})
+"""Path segments that never name anything: empty, or a relative step a client or a
+proxy may have meant to resolve."""
+_ANY_METHOD = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -228,6 +241,86 @@ def status_json(status: dict[str, Any]) -> dict[str, Any]:
 
 def _int(value: Any, default: int = 0) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+# -- refusals shared by the routes -----------------------------------------------------------
+
+
+def run_refusal(error: AdkError) -> ApiError:
+    """The API error of a refused run operation: the one mapping every run route and
+    the SSE stream share (each maps its own specific reasons before calling this)."""
+    match error.reason:
+        case "not_found":
+            return ApiError(404, "run_not_found", "Resource not found")
+        case "too_many_runs":
+            return ApiError(
+                429, "too_many_runs", "The run capacity is in use; retry", headers=RETRY_SOON
+            )
+        case "too_many_subscribers":
+            return ApiError(
+                503,
+                "too_many_subscribers",
+                "The run has its maximum number of subscribers",
+                headers=RETRY_SOON,
+            )
+    return ApiError(
+        503, "run_service_unavailable", "The run service is unavailable", headers=RETRY_SOON
+    )
+
+
+def scope_id_ok(value: Any, limit: int) -> bool:
+    """Is `value` an app, user or session id the daemon takes: one the session store
+    takes (`sessions.core.check_id`), within `limit` UTF-8 bytes, not ``.`` or ``..``
+    (which a client, a proxy or a shell may resolve as a path step), and without a
+    ``/`` (an id is one path segment: one with a slash could be created from a body
+    but never named by a path, and its encoded form is refused, `DotSegmentRoute`)?"""
+    if not isinstance(value, str) or value in DOT_SEGMENTS or "/" in value:
+        return False
+    try:
+        check_id(value, "id")
+        return len(value.encode("utf-8")) <= limit
+    except (AdkError, UnicodeEncodeError):
+        return False
+
+
+def has_encoded_slash(scope: Scope) -> bool:
+    """Does the path as sent (``raw_path``, before the server decoded it) hold a
+    ``%2F`` (any case)? The router matches the decoded path, where that slash would
+    split one segment into two and name another route."""
+    raw = scope.get("raw_path")
+    return isinstance(raw, bytes) and b"%2f" in raw.lower()
+
+
+class DotSegmentRoute(Route):
+    """Matches only a path under `prefix` that names nothing and refuses it (any
+    method): 400 `code`. Such a path has an empty, ``.`` or ``..`` segment (a route's
+    id never is one, and a client may have meant it as a relative step), or, as sent,
+    an encoded slash (``%2F``: an id is one segment, never two; the decoded path would
+    reach another route). With `dot_segments` false only the encoded slash is refused.
+    Every other path is left to the other routes (their 404 and 405 stay as they are).
+    Put it before them, so an encoded slash is refused before the decoded path matches
+    another route. The app's router does not redirect trailing slashes
+    (`app.build_app`), so an unknown path keeps its 404 rather than a redirect."""
+
+    def __init__(self, prefix: str, code: str, message: str, *, dot_segments: bool = True) -> None:
+        self.code = code
+        self.message = message
+        self.dot_segments = dot_segments
+        super().__init__(prefix + "/{rest:path}", self._refuse, methods=_ANY_METHOD)
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        match, child = super().matches(scope)
+        if match is Match.NONE:
+            return match, child
+        if has_encoded_slash(scope):
+            return match, child
+        segments = str(child["path_params"]["rest"]).split("/")
+        if self.dot_segments and any(segment in DOT_SEGMENTS for segment in segments):
+            return match, child
+        return Match.NONE, {}
+
+    async def _refuse(self, request: Request) -> Response:
+        raise ApiError(400, self.code, self.message)
 
 
 # -- sessions --------------------------------------------------------------------------------

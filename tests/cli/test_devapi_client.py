@@ -175,16 +175,16 @@ def test_bad_json_arguments_are_refused_before_any_request():
 # -- path segments --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("value", ["", ".", ".."])
-def test_dot_and_empty_path_segments_are_refused(value):
+@pytest.mark.parametrize("value", ["", ".", "..", "a/b", "/", "a/", "../x"])
+def test_dot_empty_and_slash_path_segments_are_refused(value):
     with pytest.raises(CliError) as caught:
         api_path("sessions", "app", value, "s")
     assert (caught.value.reason, caught.value.exit_code) == ("invalid_path_segment", 2)
 
 
 def test_path_segments_are_percent_encoded():
-    assert api_path("sessions", "a/b", "u?x#y", "%2e%2e", ".hidden", "...") == (
-        "/dev/v1/sessions/a%2Fb/u%3Fx%23y/%252e%252e/.hidden/..."
+    assert api_path("sessions", "a b", "u?x#y", "%2e%2e", "%2F", ".hidden", "...") == (
+        "/dev/v1/sessions/a%20b/u%3Fx%23y/%252e%252e/%252F/.hidden/..."
     )
 
 
@@ -205,15 +205,40 @@ def test_a_dot_segment_never_becomes_another_route(args):
     assert error["reason"] == "invalid_path_segment"
 
 
-def test_an_encoded_id_reaches_the_server_in_one_segment(raw_http):
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("inspect", "sessions", "app/user", "sess"),
+        ("inspect", "session", "app", "user", "x/y"),
+        ("inspect", "context", "a/b", "user", "s"),
+        ("session", "create", "app", "user", "x/y"),  # the id goes in the body
+        ("session", "state", "app", "u/v", "s", "--delta-json", '{"k": 1}'),
+        ("session", "delete", "app", "user", "x/y"),
+        ("inspect", "run", "run-1/events"),
+        ("resume", "a/b", "--response-json", '{"confirmed": true}'),
+        ("cancel", "/"),
+    ],
+)
+def test_an_id_with_a_slash_is_refused_before_any_request(args):
+    """Review M1: the daemon decodes ``%2F`` before routing, so ``app/user sess`` would
+    be read as ``app``, ``user``, ``sess``; the CLI refuses it (nothing listens at the
+    URL: a request would fail with connection_refused, exit 1)."""
+    url = f"http://127.0.0.1:{free_port()}"
+    error = failure(*args, "--url", url, exit_code=2)
+    assert error["reason"] == "invalid_path_segment"
+
+
+def test_an_encoded_id_is_sent_as_one_segment(raw_http):
+    """The request line itself (the round trip through the real daemon is in
+    test_remote_commands)."""
     body = b'{"id": "x"}'
     server = raw_http(
         b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
         b"connection: close\r\n\r\n%s" % (len(body), body)
     )
     done = run_adk(
-        "inspect", "session", "a/b", "u?x", "%2e%2e", "--url", server.url, "--json", env=ENV
+        "inspect", "session", "a#b", "u?x", "%2e%2e", "--url", server.url, "--json", env=ENV
     )
     assert done.returncode == 0, done.stderr
     request_line = server.requests[0].decode().split("\r\n", 1)[0]
-    assert request_line == "GET /dev/v1/sessions/a%2Fb/u%3Fx/%252e%252e HTTP/1.1"
+    assert request_line == "GET /dev/v1/sessions/a%23b/u%3Fx/%252e%252e HTTP/1.1"

@@ -186,3 +186,60 @@ def test_a_wrong_token_is_refused_403_forbidden(daemon):
     error = json.loads(done.stderr)
     assert error["details"][0] == 403 and error["details"][1]["code"] == "forbidden"
     assert "not-the-right-token" not in done.stderr
+
+
+ODD_SCOPE = ("odd?app#1", "user %2F 100%", "s?x#%2f y")
+"""Ids with every character a path treats specially but ``/`` (and ``%2F`` as text)."""
+
+
+def test_ids_with_reserved_characters_round_trip_through_the_daemon(daemon):
+    """Review L5: each id is one segment end to end, against the real daemon (not only
+    the request line a fake server saw): created, listed, read, changed, explained and
+    deleted under exactly its own scope."""
+    app, user, session = ODD_SCOPE
+    daemon.state.sessions.create_session(app, "user", "decoy")  # a neighbouring scope
+    created = adk_json(daemon, "session", "create", app, user, session)
+    assert (created["app_name"], created["user_id"], created["id"]) == ODD_SCOPE
+    listed = adk_json(daemon, "inspect", "sessions", app, user)
+    assert (listed["app_name"], listed["user_id"]) == (app, user)
+    assert [entry["id"] for entry in listed["sessions"]] == [session]
+    changed = adk_json(daemon, "session", "state", *ODD_SCOPE, "--delta-json", '{"k": 1}')
+    assert changed["state"] == {"k": 1}
+    inspected = adk_json(daemon, "inspect", "session", *ODD_SCOPE)
+    assert (inspected["id"], inspected["state"]) == (session, {"k": 1})
+    context = adk_json(daemon, "inspect", "context", *ODD_SCOPE)
+    assert context["scope"] == {
+        "type": "session",
+        "app_name": app,
+        "user_id": user,
+        "session_id": session,
+    }
+    assert adk_json(daemon, "session", "delete", *ODD_SCOPE)["deleted"] is True
+    assert daemon.state.sessions.get_session(app, "user", "decoy").id == "decoy"
+    gone = run_adk("inspect", "session", *ODD_SCOPE, "--url", daemon.url, "--json", env=ENV)
+    assert gone.returncode == 1 and json.loads(gone.stderr)["details"][0] == 404
+
+
+def test_a_slash_never_names_another_scope(daemon):
+    """Review M1, both sides: ``adk inspect sessions app/user sess`` answered session
+    ``sess`` of app ``app``, user ``user`` (exit 0), and ``x/y`` could be created but
+    never read or deleted. The CLI refuses such an id before sending (exit 2); the
+    daemon refuses it in a path (``%2F``) and in a body (400)."""
+    adk_json(daemon, "session", "create", "app", "user", "sess")
+    for args in (
+        ("inspect", "sessions", "app/user", "sess"),
+        ("session", "create", "app", "user", "x/y"),
+        ("session", "delete", "app", "user/sess", "x"),
+    ):
+        done = run_adk(*args, "--url", daemon.url, "--json", env=ENV)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert done.stdout == ""
+        assert json.loads(done.stderr)["reason"] == "invalid_path_segment"
+    read = daemon.client.get("/dev/v1/sessions/app%2Fuser/sess")
+    assert read.status_code == 400 and read.json()["error"]["code"] == "invalid_path_parameter"
+    created = daemon.client.post("/dev/v1/sessions/app/user", json={"session_id": "x/y"})
+    assert created.status_code == 400
+    assert created.json()["error"]["code"] == "invalid_session_id"
+    assert [
+        entry["id"] for entry in adk_json(daemon, "inspect", "sessions", "app", "user")["sessions"]
+    ] == ["sess"]

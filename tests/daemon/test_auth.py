@@ -14,11 +14,16 @@ import httpx
 import pytest
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
+from starlette.types import Message, Scope
+from starlette.websockets import WebSocket
 
+import adk_actors as adk
 from adk_actors.daemon import auth
+from adk_actors.daemon.app import build_app
 from adk_actors.daemon.listener import stop_listener
-from adk_actors.daemon.settings import token_digest
+from adk_actors.daemon.settings import dev_settings, token_digest
+from adk_actors.daemon.state import DevState
 from tests.daemon.conftest import PROBE, PROBE_ROUTES, TOKEN, DevServer, start_dev_server
 
 
@@ -361,3 +366,97 @@ def test_the_drain_ends_open_event_streams() -> None:
 def test_every_spelling_of_an_api_path_is_guarded(probe_server: DevServer, path: str) -> None:
     """uvicorn decodes the path before the guards see it, as the router does."""
     assert _get(probe_server, path).status_code == 401
+
+
+@pytest.mark.parametrize(
+    "path", ["/dev%2Fv1/agents", "/dev/v1%2Fagents", "/dev/v1%2fprobe", "/dev/v1/probe%2F"]
+)
+def test_an_encoded_slash_never_reaches_a_route(probe_server: DevServer, path: str) -> None:
+    """The router matches the decoded path: ``/dev/v1%2Fagents`` would be the agents
+    list. With the token it is 400, without it still 401 (the guards come first)."""
+    response = probe_server.client.get(path)
+    assert response.status_code == 400, response.text
+    assert _error(response) == "invalid_path_parameter"
+    assert _get(probe_server, path).status_code == 401
+
+
+# -- a WebSocket handshake (no route takes one yet; the guards apply all the same) ---------
+
+
+PORT = 8080
+HOST = f"127.0.0.1:{PORT}".encode()
+WS_PATH = "/dev/v1/ws"
+
+
+async def _accept(websocket: WebSocket) -> None:
+    await websocket.accept()
+    await websocket.close()
+
+
+def _handshake(path: str = WS_PATH, *headers: tuple[bytes, bytes]) -> list[Message]:
+    """What the app sends for a WebSocket handshake on `path` with `headers`: the ASGI
+    app called directly, no server (so no ``ws="none"`` to hide behind)."""
+    state = DevState(
+        dev_settings(token_digest=token_digest(TOKEN)),
+        adk.sessions.InMemorySessionService(),
+    )
+    app = build_app(state, [WebSocketRoute(WS_PATH, _accept)])
+    scope: Scope = {
+        "type": "websocket",
+        "asgi": {"version": "3.0"},
+        "scheme": "ws",
+        "http_version": "1.1",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": list(headers),
+        "server": ("127.0.0.1", PORT),
+        "client": ("127.0.0.1", 50000),
+        "subprotocols": [],
+    }
+    incoming: list[Message] = [{"type": "websocket.connect"}]
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        if incoming:
+            return incoming.pop(0)
+        return {"type": "websocket.disconnect", "code": 1000}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    return sent
+
+
+BEARER = (b"authorization", f"Bearer {TOKEN}".encode())
+
+
+def test_a_websocket_with_the_token_reaches_its_route() -> None:
+    sent = _handshake(WS_PATH, (b"host", HOST), BEARER)
+    assert sent[0]["type"] == "websocket.accept"
+
+
+@pytest.mark.parametrize(
+    ("headers", "reason"),
+    [
+        (((b"host", HOST),), "unauthorized"),
+        (((b"host", HOST), (b"authorization", b"Bearer wrong-token-0123456789")), "forbidden"),
+        (((b"host", b"evil.example"), BEARER), "misdirected_request"),
+        (((b"host", HOST), BEARER, (b"origin", b"http://evil.example")), "forbidden"),
+        ((BEARER,), "misdirected_request"),  # no Host at all
+    ],
+)
+def test_a_websocket_failing_a_guard_is_closed_1008(
+    headers: tuple[tuple[bytes, bytes], ...], reason: str
+) -> None:
+    """The Host, token and Origin checks apply to a handshake as to a request: refused
+    with close code 1008 (policy violation), never accepted, the route never run."""
+    sent = _handshake(WS_PATH, *headers)
+    assert sent == [{"type": "websocket.close", "code": 1008, "reason": reason}]
+
+
+def test_a_websocket_from_the_same_origin_is_accepted() -> None:
+    origin = (b"origin", b"http://" + HOST)
+    assert _handshake(WS_PATH, (b"host", HOST), BEARER, origin)[0]["type"] == "websocket.accept"

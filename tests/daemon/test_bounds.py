@@ -114,6 +114,49 @@ def test_a_bad_environment_value_names_its_variable(name: str, raw: str) -> None
     with pytest.raises(AdkError) as refused:
         settings_from_env({**ENV, name: raw})
     assert refused.value.reason == ("invalid_dev_setting", name)
+    assert name in str(refused.value.detail)
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "message"),
+    [
+        (
+            "ADK_DEV_SSE_MAX_DURATION_MS",
+            "3600001",
+            "ADK_DEV_SSE_MAX_DURATION_MS is an integer from 1 to 3600000 (milliseconds)",
+        ),
+        (
+            "ADK_DEV_SSE_MAX_DURATION_MS",
+            "0",
+            "ADK_DEV_SSE_MAX_DURATION_MS is an integer from 1 to 3600000 (milliseconds)",
+        ),
+        (
+            "ADK_DEV_DRAIN_GRACE_MS",
+            "600001",
+            "ADK_DEV_DRAIN_GRACE_MS is an integer from 0 to 600000 (milliseconds)",
+        ),
+        (
+            "ADK_DEV_SSE_MAX_EVENTS",
+            str(MAX_SSE_EVENTS + 1),
+            "ADK_DEV_SSE_MAX_EVENTS is an integer from 1 to 10000",
+        ),
+        (
+            "ADK_DEV_RUN_OPTIONS",
+            '{"retention": 86401}',
+            "ADK_DEV_RUN_OPTIONS.retention is a number greater than 0 and at most 86400 (seconds)",
+        ),
+    ],
+)
+def test_an_over_cap_value_is_reported_in_its_variables_unit(
+    name: str, raw: str, message: str
+) -> None:
+    """The message names the variable and its bounds in the variable's unit (never the
+    setting's seconds or its field name: ``Expected float <= 3600.0 - at
+    $.sse_max_duration``)."""
+    with pytest.raises(AdkError) as refused:
+        settings_from_env({**ENV, name: raw})
+    assert refused.value.detail == message
+    assert "$." not in message
 
 
 def test_run_options_come_from_json() -> None:
@@ -373,6 +416,12 @@ def test_connections_past_the_limit_get_503() -> None:
             with _client(server) as client:
                 refused = client.get(PROBE)
             assert refused.status_code == 503
+            # the API's typed error body, not uvicorn's text/plain "Service Unavailable"
+            assert refused.headers["content-type"] == "application/json"
+            assert refused.json()["error"]["code"] == "too_many_connections"
+            assert refused.headers["retry-after"] == "1"
+            assert refused.headers["connection"] == "close"
+            assert refused.headers["cache-control"] == "no-store"
         finally:
             for conn in held:
                 conn.close()

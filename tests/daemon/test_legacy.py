@@ -3,8 +3,14 @@ and out of reach of web pages."""
 
 from __future__ import annotations
 
+import json
+import os
+import shlex
+import shutil
+import subprocess
 import threading
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -240,3 +246,65 @@ def test_it_refuses_every_other_address(host: str) -> None:
     with pytest.raises(AdkError) as refused:
         check_legacy_host(host)
     assert refused.value.reason == "legacy_a2a_server_must_bind_loopback"
+
+
+# -- the documented example --------------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "daemon.md"
+
+
+def _documented_curl() -> list[str]:
+    """The ``curl`` command of docs/daemon.md's legacy section, as shell words."""
+    text = DOCS.read_text(encoding="utf-8")
+    section = text[text.index("## The legacy endpoint") :]
+    block = section[section.index("```sh") : section.index("```", section.index("```sh") + 5)]
+    [line] = [line for line in block.splitlines() if line.startswith("curl ")]
+    return shlex.split(line)
+
+
+def _as_sent(words: list[str], url: str) -> tuple[str, dict[str, str], bytes]:
+    """The request curl makes for `words` (the documented URL's origin swapped for `url`):
+    ``-d`` makes it a POST of that body, ``application/x-www-form-urlencoded`` unless a
+    ``-H`` sets the content type."""
+    headers = {"content-type": "application/x-www-form-urlencoded"}
+    body: bytes | None = None
+    target = ""
+    rest = iter(words[1:])
+    for word in rest:
+        if word == "-s":
+            continue
+        if word == "-H":
+            name, _, value = next(rest).partition(":")
+            headers[name.strip().lower()] = value.strip()
+        elif word == "-d":
+            body = next(rest).encode()
+        else:
+            assert word.startswith("http://127.0.0.1:8080/"), word
+            target = url + word.removeprefix("http://127.0.0.1:8080")
+    assert body is not None and target.endswith(PATH)
+    return target, headers, body
+
+
+def test_the_documented_example_works_as_written() -> None:
+    """docs/daemon.md's curl line, sent as curl sends it (review M2: without its
+    ``Content-Type: application/json`` the form content type of ``curl -d`` is 415)."""
+    adk.spawn_agent("ScriptedAgent", {"provider": "scripted", "script": [{"text": "Hi!"}] * 2})
+    server, listener = start_dev_server(legacy_a2a=True)
+    try:
+        words = _documented_curl()
+        target, headers, body = _as_sent(words, server.url)
+        assert headers["content-type"] == "application/json"
+        with server.anonymous() as client:
+            response = client.post(target, content=body, headers=headers)
+        assert response.status_code == 200, response.text
+        assert response.json() == {"response": "Hi!"}
+        if shutil.which("curl"):  # and by curl itself, when it is installed
+            swapped = [word.replace("http://127.0.0.1:8080", server.url) for word in words]
+            environ = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+            done = subprocess.run(
+                swapped, capture_output=True, text=True, timeout=30, check=False, env=environ
+            )
+            assert json.loads(done.stdout) == {"response": "Hi!"}, done.stderr
+    finally:
+        server.client.close()
+        stop_listener(listener)

@@ -12,6 +12,7 @@ import pytest
 import adk_actors as adk
 from adk_actors.daemon.listener import stop_listener
 from adk_actors.daemon.routes_runs import _resume_refusal, _start_refusal
+from adk_actors.daemon.views import run_refusal
 from providers.errors import AdkError
 from tests.daemon.conftest import DevServer, start_dev_server
 
@@ -153,6 +154,12 @@ def test_an_unregistered_agent_is_404(dev_server: DevServer) -> None:
         start_body(app_name="a" * 129),
         start_body(session_id="line\nbreak"),
         start_body(agent_name=["Answerer"]),
+        start_body(app_name=".."),
+        start_body(user_id="."),
+        start_body(session_id=".."),
+        start_body(session_id="x/y"),
+        start_body(user_id="/"),
+        start_body(app_name="app/user"),
     ],
 )
 def test_start_fields_are_checked(dev_server: DevServer, body: dict[str, Any]) -> None:
@@ -255,6 +262,65 @@ def test_an_invalid_run_id_is_400(dev_server: DevServer, run_id: str) -> None:
         response = dev_server.client.get(path)
         assert response.status_code == 400
         assert error_code(response) == "invalid_run_id"
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/dev/v1/runs/%2E%2E"),
+        ("DELETE", "/dev/v1/runs/%2E"),
+        ("GET", "/dev/v1/runs/%2E%2E/events"),
+        ("POST", "/dev/v1/runs/%2E/resume"),
+        ("GET", "/dev/v1/runs//events"),
+        ("DELETE", "/dev/v1/runs/"),
+        ("POST", "/dev/v1/runs//resume"),
+    ],
+)
+def test_dot_and_empty_run_ids_are_400(dev_server: DevServer, method: str, path: str) -> None:
+    body = {"tool_response": {"confirmed": True}} if path.endswith("/resume") else None
+    response = dev_server.client.request(method, path, json=body, follow_redirects=False)
+    assert response.status_code == 400, (path, response.text)
+    assert error_code(response) == "invalid_run_id"
+
+
+def test_an_encoded_slash_never_reaches_another_run_route(dev_server: DevServer) -> None:
+    """``/dev/v1/runs/RUN%2Fevents`` decodes to the run's event stream and
+    ``/dev/v1/runs%2FRUN`` to the run itself: 400 ``invalid_run_id``, nothing streamed
+    or cancelled."""
+    entered, gate = threading.Event(), threading.Event()
+
+    def answer(history: Any, tools: Any) -> dict[str, Any]:
+        entered.set()
+        gate.wait(WAIT)
+        return {"text": "late"}
+
+    adk.spawn_agent("Held", {"provider": adk.ScriptedProvider(fn=answer)})
+    run_id = dev_server.client.post("/dev/v1/runs", json=start_body("Held")).json()["run_id"]
+    try:
+        assert entered.wait(WAIT)
+        for method, path in (
+            ("GET", f"/dev/v1/runs/{run_id}%2Fevents"),
+            ("GET", f"/dev/v1/runs%2F{run_id}"),
+            ("DELETE", f"/dev/v1/runs%2f{run_id}"),
+            ("DELETE", f"/dev/v1/runs/{run_id}%2F"),
+            ("POST", f"/dev/v1/runs/{run_id}%2Fresume"),
+        ):
+            body = {"tool_response": {"confirmed": True}} if method == "POST" else None
+            response = dev_server.client.request(method, path, json=body)
+            assert response.status_code == 400, (path, response.text)
+            assert error_code(response) == "invalid_run_id"
+            assert response.headers["content-type"] == "application/json"
+        assert dev_server.client.get(f"/dev/v1/runs/{run_id}").json()["state"] == "running"
+    finally:
+        gate.set()
+    assert isinstance(adk.runs.wait(run_id, timeout=WAIT), adk.Completed)
+
+
+def test_other_unknown_run_paths_keep_their_404_and_405(dev_server: DevServer) -> None:
+    extra = dev_server.client.get("/dev/v1/runs/run-x/events/more")
+    assert extra.status_code == 404 and error_code(extra) == "not_found"
+    wrong = dev_server.client.put("/dev/v1/runs/run-x")
+    assert wrong.status_code == 405 and error_code(wrong) == "method_not_allowed"
 
 
 def test_a_failed_run_shows_its_reason(dev_server: DevServer) -> None:
@@ -406,3 +472,19 @@ def test_capacity_and_runtime_refusals_map_to_429_and_503() -> None:
     assert (other.status, other.code) == (500, "run_start_failed")
     assert _resume_refusal(AdkError("too_many_runs")).status == 429
     assert _resume_refusal(AdkError("no_paused_invocation")).code == "run_not_paused"
+
+
+def test_one_mapping_for_what_every_run_operation_shares() -> None:
+    """Start, resume, status, cancel and the event stream refuse alike (`run_refusal`)."""
+    for refusal in (_start_refusal, _resume_refusal, run_refusal):
+        full = refusal(AdkError("too_many_runs"))
+        assert (full.status, full.code, full.headers) == (
+            429,
+            "too_many_runs",
+            {"retry-after": "1"},
+        )
+    assert _resume_refusal(AdkError("not_found")).code == "run_not_found"
+    assert run_refusal(AdkError("not_found")).status == 404
+    assert _start_refusal(AdkError("not_found")).code == "run_start_failed"
+    assert run_refusal(AdkError("too_many_subscribers")).code == "too_many_subscribers"
+    assert run_refusal(AdkError("anything_else")).code == "run_service_unavailable"

@@ -12,8 +12,10 @@ import pytest
 import adk_actors as adk
 from adk_actors.daemon.listener import stop_listener
 from adk_actors.events import Event
+from adk_actors.sessions.query import MAX_PAGE, SessionPage
 from providers import content
 from providers.content import Content, FunctionCallPart, TextPart
+from providers.errors import AdkError
 from tests.daemon.conftest import DevServer, start_dev_server
 
 WAIT = 30.0
@@ -94,6 +96,74 @@ def test_listing_all_of_a_few_sessions_is_not_truncated(dev_server: DevServer) -
     listed = dev_server.client.get("/dev/v1/sessions/app/u").json()
     assert listed["total"] == 2 and listed["truncated"] is False
     assert [row["id"] for row in listed["sessions"]] == ["two", "one"]
+
+
+def many_sessions(service: Any, count: int, app: str = "app", user: str = "u") -> list[str]:
+    """`count` sessions of one user; their ids, newest first."""
+    ids = [f"s{n:05d}" for n in range(count)]
+    for session_id in ids:
+        service.create_session(app, user, session_id)
+    return ids[::-1]
+
+
+class Churning(adk.sessions.InMemorySessionService):
+    """Sessions that change between any two pages of a listing (as while a run writes
+    its events): every page read with a cursor finds the data changed since."""
+
+    def query_sessions(
+        self, app_name: str, user_id: str, limit: int = 50, cursor: str | None = None
+    ) -> SessionPage:
+        if cursor is not None:
+            self.update_state(app_name, user_id, "s00000", {"touched": cursor[-8:]})
+        return super().query_sessions(app_name, user_id, limit, cursor)
+
+
+class Broken(adk.sessions.InMemorySessionService):
+    def query_sessions(self, *args: Any, **kwargs: Any) -> SessionPage:
+        raise AdkError("unavailable", "the store is gone")
+
+
+def test_a_long_list_is_one_bounded_page_and_an_exact_total() -> None:
+    with server_with(max_session_results=7) as server:
+        newest = many_sessions(server.state.sessions, MAX_PAGE + 150)
+        response = server.client.get("/dev/v1/sessions/app/u")
+    assert response.status_code == 200
+    listed = response.json()
+    assert [row["id"] for row in listed["sessions"]] == newest[:7]
+    assert listed["total"] == MAX_PAGE + 150
+    assert listed["total_exact"] is True and listed["truncated"] is True
+
+
+def test_a_long_list_at_the_default_bound(dev_server: DevServer) -> None:
+    newest = many_sessions(dev_server.state.sessions, MAX_PAGE + 1)
+    listed = dev_server.client.get("/dev/v1/sessions/app/u").json()
+    assert len(listed["sessions"]) == dev_server.state.settings.max_session_results == 100
+    assert [row["id"] for row in listed["sessions"]] == newest[:100]
+    assert (listed["total"], listed["total_exact"], listed["truncated"]) == (501, True, True)
+
+
+def test_a_list_of_sessions_that_keep_changing_is_answered_not_refused() -> None:
+    """More than a page of sessions, changing while they are counted: the pages after
+    the first always go stale, and the answer is still the newest page, with a count
+    that says it is not exact."""
+    service = Churning()
+    with server_with(sessions=service, max_session_results=5) as server:
+        many_sessions(service, MAX_PAGE + 20)
+        response = server.client.get("/dev/v1/sessions/app/u")
+    assert response.status_code == 200, response.text
+    listed = response.json()
+    assert len(listed["sessions"]) == 5
+    assert listed["sessions"][0]["id"] == "s00000"  # touched last: the newest
+    assert listed["total"] >= MAX_PAGE and listed["total_exact"] is False
+    assert listed["truncated"] is True
+
+
+def test_a_failing_session_service_is_a_session_error() -> None:
+    with server_with(sessions=Broken()) as server:
+        response = server.client.get("/dev/v1/sessions/app/u")
+    assert response.status_code == 503
+    assert error_code(response) == "session_service_unavailable"
+    assert response.headers["retry-after"] == "1"
 
 
 def test_inspection_is_scope_isolated_and_redacted(dev_server: DevServer) -> None:
@@ -222,7 +292,9 @@ def test_state_of_a_missing_session_is_404(dev_server: DevServer) -> None:
     assert error_code(response) == "session_not_found"
 
 
-@pytest.mark.parametrize("session_id", ["", 7, "tab\there", "x" * 200, None])
+@pytest.mark.parametrize(
+    "session_id", ["", 7, "tab\there", "x" * 200, None, ".", "..", "x/y", "/", "a/../b"]
+)
 def test_a_created_session_id_is_checked(dev_server: DevServer, session_id: Any) -> None:
     response = dev_server.client.post("/dev/v1/sessions/app/u", json={"session_id": session_id})
     assert response.status_code == 400
@@ -244,6 +316,80 @@ def test_path_ids_are_checked(dev_server: DevServer, path: str) -> None:
     response = dev_server.client.request(method, path, json={"state_delta": {"a": 1}})
     assert response.status_code == 400
     assert error_code(response) == "invalid_path_parameter"
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/dev/v1/sessions/app/u/%2E%2E"),
+        ("DELETE", "/dev/v1/sessions/app/u/%2E"),
+        ("GET", "/dev/v1/sessions/%2E%2E/u"),
+        ("POST", "/dev/v1/sessions/app/%2E"),
+        ("POST", "/dev/v1/sessions/app/u/%2E%2E/state"),
+        ("GET", "/dev/v1/context/app/%2E%2E/s"),
+        ("GET", "/dev/v1/sessions/app//s"),
+        ("DELETE", "/dev/v1/sessions/app/u/"),
+        ("GET", "/dev/v1/sessions/"),
+        ("POST", "/dev/v1/sessions/app/u//state"),
+        ("GET", "/dev/v1/context/app/u/"),
+        ("GET", "/dev/v1/sessions/app/%2E/s/state"),
+    ],
+)
+def test_dot_and_empty_path_segments_are_refused(
+    dev_server: DevServer, method: str, path: str
+) -> None:
+    """``.``, ``..`` and empty segments never name a scope: 400, never a session named
+    so, a redirect, or a store call."""
+    dev_server.state.sessions.create_session("app", "u", "s")
+    body = {"state_delta": {"a": 1}} if path.endswith("/state") else {"session_id": "s"}
+    response = dev_server.client.request(method, path, json=body, follow_redirects=False)
+    assert response.status_code == 400, (path, response.text)
+    assert error_code(response) == "invalid_path_parameter"
+    assert dev_server.state.sessions.get_session("app", "u", "s").state == {}
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/dev/v1/sessions/app%2Fuser/sess"),  # would be session "sess" of app/user
+        ("GET", "/dev/v1/sessions/app/user%2fsess"),
+        ("DELETE", "/dev/v1/sessions/app/user%2Fsess"),  # would delete session "sess"
+        ("DELETE", "/dev/v1/sessions%2Fapp/user/sess"),
+        ("POST", "/dev/v1/sessions/app/user%2Fsess/state"),
+        ("GET", "/dev/v1/context/app/user%2Fsess/x"),
+        ("GET", "/dev/v1/context/app%2Fuser/sess"),
+        ("GET", "/dev/v1/sessions/app/user/x%2Fy"),
+    ],
+)
+def test_an_encoded_slash_in_a_path_id_is_refused(
+    dev_server: DevServer, method: str, path: str
+) -> None:
+    """The server decodes ``%2F`` before routing, so an id with a slash would be two
+    segments and name another scope: 400 ``invalid_path_parameter``, whatever route its
+    decoded form would reach, and nothing is read, written or deleted."""
+    dev_server.state.sessions.create_session("app", "user", "sess")
+    body = {"state_delta": {"a": 1}} if path.endswith("/state") else None
+    response = dev_server.client.request(method, path, json=body)
+    assert response.status_code == 400, (path, response.text)
+    assert error_code(response) == "invalid_path_parameter"
+    session = dev_server.state.sessions.get_session("app", "user", "sess")
+    assert session.state == {}
+
+
+def test_a_slash_id_is_never_created_so_never_unreachable(dev_server: DevServer) -> None:
+    """Review M1: ``x/y`` was created from the body and then no path could name it (the
+    inspect and delete of ``x%2Fy`` reached ``.../x/y``: 404)."""
+    created = dev_server.client.post("/dev/v1/sessions/app/user", json={"session_id": "x/y"})
+    assert created.status_code == 400 and error_code(created) == "invalid_session_id"
+    listed = dev_server.client.get("/dev/v1/sessions/app/user").json()
+    assert listed["sessions"] == []
+
+
+def test_other_unknown_session_paths_keep_their_404_and_405(dev_server: DevServer) -> None:
+    extra = dev_server.client.get("/dev/v1/sessions/app/u/s/extra")
+    assert extra.status_code == 404 and error_code(extra) == "not_found"
+    wrong = dev_server.client.put("/dev/v1/sessions/app/u")
+    assert wrong.status_code == 405 and error_code(wrong) == "method_not_allowed"
 
 
 def test_path_ids_are_bounded_by_max_field_bytes() -> None:
