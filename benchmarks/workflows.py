@@ -9,11 +9,11 @@ delta:
 * a durable 3-step sequential workflow, counting committed steps per second.
 
 Ours: `adk.run_workflow` on a compiled spec (one coordinator process per run under
-the workflow supervisor, each step a monitored task, two checkpoints per step: its
-budget, then its result), and `adk.workflows.start_durable` + `wait` on an
-`LmdbLedger` (create, claim, every checkpoint committed to LMDB before the engine goes
-on, finish: 9 write transactions per 3-step run), plus the ledger's own fenced
-checkpoint commits per second.
+the workflow supervisor, each step a monitored task, one checkpoint per step: its
+result together with the next step's budget), and `adk.workflows.start_durable` +
+`wait` on an `LmdbLedger` (create, claim, every checkpoint committed to LMDB before the
+engine goes on, finish: 6 write transactions per 3-step run), plus the ledger's own
+fenced checkpoint commits per second.
 google-adk: its 2.x graph `Workflow` (a chain of `FunctionNode`s; a fan-out into a
 `JoinNode`) run by an `InMemoryRunner`, and its (deprecated) `SequentialAgent` /
 `ParallelAgent` over `BaseAgent` subclasses whose `_run_async_impl` yields one

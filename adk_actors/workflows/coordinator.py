@@ -7,16 +7,21 @@ coroutine `Task` it owns. Its phase only moves forward:
 
     RUNNING -> COMPLETED | PAUSED | FAILED | TIMED_OUT | CANCELLED
 
-The engine asks the coordinator to `Commit` every checkpoint and waits for the answer:
-the coordinator persists it (a durable run's ledger write) before it acks, so no next
-action starts before its predecessor is committed. Cancel, the deadline, a lost lease
-and the watcher's exit kill the engine (its workers stop with it: a task dies with its
-owner; a sync worker's thread cannot be interrupted, so it is fenced and signalled
-through its ``context["cancelled"]``, and nothing waits for it) and end the run with
-the last committed checkpoint (so does any end of the engine but a completion: its
-checkpoint is the last one this coordinator acked); a message that arrives
-after the terminal (a late commit, a late engine result) is dropped, so a killed
-engine can never change the checkpoint. Waiters are answered at the one terminal;
+The engine commits every checkpoint before it goes on, so no next action starts
+before its predecessor is committed: a durable run's engine asks the coordinator to
+`Commit` it and waits for the answer, which comes after the ledger's write; a run
+without persistence commits into the coordinator's `CommitCell` (the coordinator
+would only keep it, so no round trip is spent). Either way the terminal closes the
+commits first: a commit lands before the terminal, and is in its outcome, or is
+refused.
+
+Cancel, the deadline, a lost lease and the watcher's exit kill the engine (its
+workers stop with it: a task dies with its owner; a sync worker's thread cannot be
+interrupted, so it is fenced and signalled through its ``context["cancelled"]``, and
+nothing waits for it) and end the run with the last committed checkpoint (so does
+any end of the engine but a completion: its checkpoint is the last one committed); a
+message that arrives after the terminal (a late commit, a late engine result) is
+dropped, so a killed engine can never change the checkpoint. Waiters are answered at the one terminal;
 the coordinator then stays `retention` seconds to answer `wait`/`status` (or stops
 once a releasing waiter has its answer). At most the run's `max_waiters` wait at once
 (more: ``("error", "too_many_waiters")``); a waiter that gives up casts `Unwait`.
@@ -33,9 +38,12 @@ import time
 from enum import Enum
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+import msgspec
+
 from adk_actors.events import Event
 from adk_actors.workflows.checkpoint import Checkpoint
 from adk_actors.workflows.engine import EngineEnd, EngineSetup, run_engine
+from adk_actors.workflows.engine_state import CommitCell
 from adk_actors.workflows.errors import cancel_reason, external_reason, failure_reason
 from adk_actors.workflows.launch import (
     Launch,
@@ -147,7 +155,8 @@ class Persistence(Protocol):
     def finish(self, phase: str, outcome: Outcome, checkpoint: Checkpoint) -> None:
         """Record the terminal (`phase` is ``completed``, ``paused``, ``failed``,
         ``timed_out`` or ``cancelled``) before waiters hear it. A refusal makes the
-        outcome ``Failed(("durable_terminal_failed", reason))``."""
+        outcome ``Failed(("durable_terminal_failed", reason))`` with the last committed
+        checkpoint (for a completion: not the final one, which nothing recorded)."""
         ...
 
 
@@ -192,11 +201,11 @@ def advance(current: Phase, new: Phase) -> Phase:
 
 class CoordinatorState:
     """A run's coordinator state. Invariants: `engine` is None once terminal;
-    `outcome` is set exactly when the phase is terminal; `checkpoint` only ever
-    takes a committed (acked) checkpoint or the terminal's."""
+    `outcome` is set exactly when the phase is terminal; `checkpoint` (held by `cell`)
+    only ever takes a committed checkpoint or the terminal's."""
 
     __slots__ = (
-        "checkpoint",
+        "cell",
         "deadline_timer",
         "engine",
         "event_count",
@@ -215,7 +224,7 @@ class CoordinatorState:
 
     def __init__(self, launch: Launch, checkpoint: Checkpoint, invocation_id: str | None) -> None:
         self.launch = launch
-        self.checkpoint = checkpoint
+        self.cell = CommitCell(checkpoint)
         self.invocation_id = invocation_id
         self.phase = Phase.RUNNING
         self.outcome: Outcome | None = None
@@ -229,6 +238,11 @@ class CoordinatorState:
         self.started_at = time.time()
         self.finished_at: float | None = None
         self.event_count = 0
+
+    @property
+    def checkpoint(self) -> Checkpoint:
+        """The last committed checkpoint (the terminal's once the run ended)."""
+        return self.cell.checkpoint
 
     def __repr__(self) -> str:
         # What `get_state` shows: counters only, never the workflow, state or checkpoint.
@@ -270,6 +284,7 @@ class WorkflowCoordinator(GenServer):
             runtime=launch.runtime,
             coordinator=self_pid(),
             invocation_id=invocation_id,
+            cell=state.cell if launch.persistence is None else None,
         )
         try:
             state.engine = Task.start(run_engine, setup, notify=True)
@@ -348,10 +363,11 @@ class WorkflowCoordinator(GenServer):
     def terminate(self, reason: Any, state: Any) -> None:
         if not isinstance(state, CoordinatorState):
             return
+        committed = state.cell.close()
         _kill_engine(state)
         _cancel_timers(state)
         if not state.phase.terminal:
-            stopped = Failed(COORDINATOR_STOPPED, state.checkpoint)
+            stopped = Failed(COORDINATOR_STOPPED, committed)
             for from_, _release in state.waiters.values():
                 reply(from_, stopped)
             state.waiters.clear()
@@ -372,7 +388,7 @@ class WorkflowCoordinator(GenServer):
                 why = ("durable_checkpoint_failed", _hook_reason("checkpoint", error))
                 self._terminal(state, Failed(why, state.checkpoint), persist=False)
                 return ("error", "not_running")
-        state.checkpoint = checkpoint
+        state.cell.store(checkpoint)
         return "ok"
 
     def _engine_ended(self, state: CoordinatorState, result: TaskResult) -> None:
@@ -415,20 +431,27 @@ class WorkflowCoordinator(GenServer):
             state.renew_timer = send_after(self_pid(), _RenewLease(), max(0.001, interval))
 
     def _terminal(self, state: CoordinatorState, outcome: Outcome, persist: bool = True) -> None:
-        """The one terminal: stop the engine, record the end (durable), answer waiters."""
+        """The one terminal: close the commits, stop the engine, record the end
+        (durable), answer waiters. Every outcome but a completion carries the checkpoint
+        committed as the commits closed (whatever its caller read before)."""
         if state.phase.terminal:
             return
+        committed = state.cell.close()
+        if not isinstance(outcome, Completed):
+            outcome = msgspec.structs.replace(outcome, checkpoint=committed)
         _kill_engine(state)
         persistence = state.launch.persistence
         if persist and persistence is not None:
             try:
                 persistence.finish(phase_of(outcome), outcome, outcome.checkpoint)
             except Exception as error:
+                # the run did not end as recorded: it fails with its last committed
+                # checkpoint (a refused completion's final one was never committed)
                 why = ("durable_terminal_failed", _hook_reason("finish", error))
-                outcome = Failed(why, outcome.checkpoint)
+                outcome = Failed(why, committed)
         state.phase = advance(state.phase, Phase(phase_of(outcome)))
         state.outcome = outcome
-        state.checkpoint = outcome.checkpoint
+        state.cell.store(outcome.checkpoint)
         state.finished_at = time.time()
         _cancel_timers(state)
         waiters, state.waiters = state.waiters, {}

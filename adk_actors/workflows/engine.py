@@ -4,21 +4,24 @@
 waiting engine holds no thread). It starts from a checkpoint (a fresh one, or a resume
 point: committed steps are never run again), runs actions through `actions.perform`
 (each attempt a monitored task of its own), and commits a checkpoint at every
-deterministic boundary: each budget decrement, each step, iteration, transfer and
-graph node. It returns an `EngineEnd`; the coordinator turns it into the outcome.
+deterministic boundary before the next action starts: each step, iteration, transfer
+and graph node, each with the budget of the action that starts next (`Run.commit`'s
+`take`; only an action with no boundary before it commits its budget alone). The
+last result of a run that completes is in its completed checkpoint. It returns an
+`EngineEnd`; the coordinator turns it into the outcome.
 
 This module holds sequential, parallel, loop and transfer workflows; graphs are
 `engine_graph`. Budgets: every step, branch, member, loop body (and graph node,
-router, loop node, fork branch) takes one step before it runs; a parallel workflow
-takes one per branch up front; every accepted transfer takes one transfer.
+router, loop node, fork branch) takes one step, committed before it runs; a parallel
+workflow takes one per branch up front; every accepted transfer takes one transfer.
 
 A run that does not complete ends with its last committed checkpoint (`Run.committed`),
 never with a delta merged after it: nothing checked after a merge can leave that delta
 in a failed, timed-out or cancelled checkpoint while its cursor still points before it.
-A completion whose last delta is not committed yet (a `Stop`, a parallel merge, a
-transfer member's result) commits it as a finished cursor only when the output schema
-refuses the result, so that failed checkpoint holds the delta and a resume runs nothing
-again.
+A completion whose last delta is not committed yet (the last step's, a `Stop`, a
+parallel merge, a transfer member's result, an exhausted loop's) commits it as a
+finished cursor only when the output schema refuses the result, so that failed
+checkpoint holds the delta and a resume runs nothing again.
 """
 
 from __future__ import annotations
@@ -131,14 +134,16 @@ async def _sequential(run: Run) -> Ended:
         index = await _sequential_result(run, index, step.id, result)
     while index < len(data.steps):
         step = data.steps[index]
-        await run.consume_step()
+        await run.consume_step()  # taken with the previous step's result, if there was one
         result = await run.act(step.id, step.action, step.policy, run.last_output)
         index = await _sequential_result(run, index, step.id, result)
     return completed()
 
 
 async def _sequential_result(run: Run, index: int, step_id: str, result: Any) -> int:
-    """Commit one step's result; the next index (or raise at the end)."""
+    """Commit one step's result with the next step's budget (one commit); the next
+    index. The last step's result is the run's completion (raised, its finished cursor
+    committed only if the output schema refuses it)."""
     result = settled(result, "step_failed", step_id)
     if isinstance(result, NestedPause):
         details = nested_details(result.details, step_id=step_id)
@@ -156,11 +161,12 @@ async def _sequential_result(run: Run, index: int, step_id: str, result: Any) ->
     run.merge(control.delta)
     if control.kind != "ok":
         run.set_output(control.value)
-    if control.kind == "stop":  # no later step runs: the step ends the run
-        data = run.workflow.data
-        assert isinstance(data, SequentialData)
-        raise completed(SequentialCursor(next_index=len(data.steps)))
-    await run.commit(SequentialCursor(next_index=index + 1))
+    data = run.workflow.data
+    assert isinstance(data, SequentialData)
+    last = len(data.steps)
+    if control.kind == "stop" or index + 1 == last:  # no later step runs: the run ends
+        raise completed(SequentialCursor(next_index=last))
+    await run.commit(SequentialCursor(next_index=index + 1), take=1)
     return index + 1
 
 
@@ -237,7 +243,9 @@ async def _loop(run: Run) -> Ended:
         if not _is(value, _CONTINUE):
             raise failed("invalid_loop_predicate_result")
         iteration += 1
-        await run.commit(LoopCursor(iteration=iteration))
+        if iteration >= data.max_iterations:  # exhausted: the loop completes
+            return completed(LoopCursor(iteration=iteration))
+        await run.commit(LoopCursor(iteration=iteration), take=1)  # with the next body's step
     return completed()
 
 
@@ -304,9 +312,10 @@ async def _transfer(run: Run) -> Ended:
         run.merge(control.delta)
         run.transfers -= 1
         used += 1
-        # one commit: the member's delta, the spent transfer and the target together, so
-        # a resume never runs the member that handed over again
-        await run.commit(TransferCursor(member=target, input=control.value, transfers_used=used))
+        # one commit: the member's delta, the spent transfer, the target and its step
+        # together, so a resume never runs the member that handed over again
+        cursor = TransferCursor(member=target, input=control.value, transfers_used=used)
+        await run.commit(cursor, take=1)
         run.emit(_transfer_event(run, member_id, target, used))
         member_id, input_value = target, control.value
 

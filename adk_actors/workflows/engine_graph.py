@@ -1,12 +1,20 @@
 """The graph interpreter: action-like nodes, edges and routes, branch/dynamic routers,
 loop nodes, fork/join, pauses and their resumes.
 
-Routing is two-phase: a node's delta (and output) is committed with a ``routing``
-cursor *before* its edge's route runs, so a route that blocks, crashes or is cut off
-resumes by routing again, never by running the node again. The chosen successor is
-committed as ``ready`` with the node's output as its input. A fork commits each
-branch's result as it comes (``results``), so a resume skips finished branches; a
-branch without a committed result runs again. A pause commits the node's delta, then
+Routing from a node whose edge has a route callback is two-phase: the node's delta
+(and output) is committed with a ``routing`` cursor *before* the route runs, so a
+route that blocks, crashes or is cut off resumes by routing again, never by running
+the node again. A successor known without running anything (a plain edge, a `Goto`
+target, a router's choice) needs no routing boundary: the node's delta is committed
+with the successor's entry. A successor is committed as it starts (`_enter`):
+``ready`` with the node's output as its input and the step it takes, or a fork's
+``fork`` cursor with the steps of its first branches; the graph's end is the run's
+completion (the last delta committed only if the output schema refuses it). A fork
+commits each branch's result as it comes (``results``, with the step of the branch
+that starts next), so a resume skips finished branches; a branch without a committed
+result runs again. The last branch's result is committed with the merge, at the
+join's entry (if a built-in merge fails, it is committed alone first; a custom merge
+runs only once every result is committed). A pause commits the node's delta, then
 an ``awaiting_resume`` cursor; its resume input goes to the node's router (a fork
 branch: it becomes the branch's output; a nested workflow: the child resumes with it).
 Routes and routers may only name nodes the compiled graph holds (a router only its
@@ -133,13 +141,48 @@ async def _action_node(run: Run, node: ActionNode) -> str | None:
 async def _after_node(
     run: Run, node_id: str, target: str | None, node_output: Any, delta: Any
 ) -> str | None:
-    """Commit a node's delta and its routing, then route (two-phase)."""
+    """Commit a node's delta and go on. A successor known now (`target`, else a plain
+    edge) is entered at once, the delta in the same commit; the end completes the run
+    (the delta committed only if the output schema refuses it, at the ``routing``
+    cursor). A route callback's successor is two-phase: the delta and a ``routing``
+    cursor committed first, then the route runs."""
     run.merge(delta)
     fields: dict[str, Any] = {"node_output": node_output}
     if target is not None:
         fields["route_target"] = END if target in END_NAMES else target
-    await run.commit(_cursor_at(run, node_id, "routing", **fields))
+    routing = _cursor_at(run, node_id, "routing", **fields)
+    successor = target if target is not None else _plain_edge(run, node_id)
+    if successor in END_NAMES:
+        raise Ended("completed", end_cursor=routing)
+    if successor is not None and successor in _data(run).nodes:
+        return await _enter(run, successor, node_output)
+    await run.commit(routing)
     return await _route_committed(run)
+
+
+def _plain_edge(run: Run, node_id: str) -> str | None:
+    """The target of `node_id`'s edge when it has no route callback (else None)."""
+    edge = _data(run).edges.get(node_id)
+    return None if edge is None or edge.route is not None else edge.target
+
+
+async def _enter(
+    run: Run, node_id: str, input_value: Any, visits: dict[str, int] | None = None
+) -> str:
+    """Commit `node_id` as the node that runs next, with `input_value` as its input,
+    together with the steps it takes as it starts: ``ready`` and one step; a fork, its
+    ``fork`` cursor (no branch result yet) and its first branches' steps. Returns
+    `node_id`."""
+    node = _data(run).nodes[node_id]
+    seen = dict(_cursor(run).visits) if visits is None else visits
+    if isinstance(node, ForkNode):
+        cursor = GraphCursor(node=node_id, phase="fork", visits=seen, input=input_value, results={})
+        await run.commit(cursor, take=_first_wave(run, node, {}))
+    else:
+        await run.commit(
+            GraphCursor(node=node_id, phase="ready", visits=seen, input=input_value), take=1
+        )
+    return node_id
 
 
 async def _route_committed(run: Run) -> str | None:
@@ -165,8 +208,7 @@ async def _route(run: Run, node_id: str, target: str | None, node_output: Any) -
         return None
     if target not in data.nodes:
         raise failed(tagged("route_failed", node_id, "invalid_route"))
-    await run.commit(_cursor_at(run, target, "ready", input=node_output))
-    return target
+    return await _enter(run, target, node_output)
 
 
 # -- routers and loop nodes --------------------------------------------------------------------
@@ -217,9 +259,7 @@ async def _loop_node(run: Run, node: LoopNode) -> str | None:
         raise failed(tagged("graph_loop_failed", node.id, "invalid_predicate_result"))
     if target in END_NAMES:
         return None
-    cursor = GraphCursor(node=target, phase="ready", visits=visits, input=input_value)
-    await run.commit(cursor)
-    return target
+    return await _enter(run, target, input_value, visits)
 
 
 # -- pauses --------------------------------------------------------------------------------------
@@ -298,37 +338,51 @@ async def _resume(run: Run) -> str | None:
         if control.kind != "output":
             raise failed(tagged("fork_branch_failed", branch, refused(control)))
         results[branch] = ForkResult(output=control.value, delta=dict(control.delta))
-    await run.commit(_cursor_at(run, node_id, "fork", input=_cursor(run).input, results=results))
+    cursor = _cursor_at(run, node_id, "fork", input=_cursor(run).input, results=results)
+    await run.commit(cursor, take=_first_wave(run, node, results))
     return node_id
 
 
 # -- fork / join ---------------------------------------------------------------------------------
 
 
+def _fork_limit(run: Run, node: ForkNode) -> int:
+    return max(1, concurrency_limit(node.max_concurrency, run.runtime.max_concurrency))
+
+
+def _first_wave(run: Run, node: ForkNode, results: Any) -> int:
+    """How many branches of `node` start at once when it runs with `results` committed."""
+    return min(_fork_limit(run, node), sum(1 for b in node.branches if b not in results))
+
+
 async def _fork(run: Run, node: ForkNode) -> str | None:
     """Run the branches not yet committed, at most `max_concurrency` at once, each
-    result committed as it comes; then merge in declared order and go to the join."""
+    result committed as it comes (with the step of the branch that starts next); then
+    merge in declared order and go to the join. The branches that start together take
+    their steps in one commit (all of them, or none start: ``budget_exhausted``)."""
     cursor = _cursor(run)
     input_value = _input(run)
     if cursor.phase == "fork" and cursor.node == node.id and cursor.results is not UNSET:
         results = dict(cursor.results)
     else:
         results = {}
-        await run.commit(_cursor_at(run, node.id, "fork", input=cursor.input, results={}))
+        entry = _cursor_at(run, node.id, "fork", input=cursor.input, results={})
+        await run.commit(entry, take=_first_wave(run, node, results))
     pending = [(i, branch) for i, branch in enumerate(node.branches) if branch not in results]
-    limit = concurrency_limit(node.max_concurrency, run.runtime.max_concurrency)
     nodes = _data(run).nodes
-    async with Branches(limit) as pool:
+    committed = True  # is every result in `results` committed?
+    async with Branches(_fork_limit(run, node)) as pool:
         while pending or pool.active:
-            while pending and not pool.full():
-                index, branch = pending.pop(0)
-                await run.consume_step()
-                branch_node = nodes[branch]
-                assert isinstance(branch_node, ActionNode) and branch_node.action is not None
-                pool.start(
-                    (index, branch),
-                    run.act(branch, branch_node.action, branch_node.policy, input_value),
-                )
+            if pending and not pool.full():
+                wave, pending = pending[: pool.free], pending[pool.free :]
+                await run.consume_step(len(wave))  # taken by the last commit, if it could
+                for index, branch in wave:
+                    branch_node = nodes[branch]
+                    assert isinstance(branch_node, ActionNode) and branch_node.action is not None
+                    pool.start(
+                        (index, branch),
+                        run.act(branch, branch_node.action, branch_node.policy, input_value),
+                    )
             (_index, branch), result = await pool.next()
             result = settled(result, "fork_branch_failed", branch)
             if isinstance(result, NestedPause):
@@ -342,23 +396,36 @@ async def _fork(run: Run, node: ForkNode) -> str | None:
                 raise failed(tagged("fork_branch_failed", branch, refused(control)))
             output = control.value if control.kind != "ok" else None
             results[branch] = ForkResult(output=output, delta=dict(control.delta))
-            await run.commit(
-                _cursor_at(run, node.id, "fork", input=_cursor(run).input, results=dict(results))
-            )
-    return await _join(run, node, results)
+            if not pending and not pool.active and node.merge.fn is None:
+                committed = False  # the last result: committed with the merge, at the join
+                continue
+            take = min(pool.free, len(pending))  # the branches that start next
+            await run.commit(_fork_cursor(run, node, results), take=take)
+    return await _join(run, node, results, committed)
 
 
-async def _join(run: Run, node: ForkNode, results: dict[str, ForkResult]) -> str:
+def _fork_cursor(run: Run, node: ForkNode, results: dict[str, ForkResult]) -> GraphCursor:
+    return _cursor_at(run, node.id, "fork", input=_cursor(run).input, results=dict(results))
+
+
+async def _join(run: Run, node: ForkNode, results: dict[str, ForkResult], committed: bool) -> str:
+    """Merge the branches' deltas in declared order and enter the join with their
+    outputs. A result not `committed` yet (the last branch's, when the merge is a
+    built-in one: nothing runs before the join's entry commits it) is committed alone
+    first if the merge fails, so the failed run keeps every finished branch."""
     ordered = [(branch, results[branch].delta) for branch in node.branches]
     try:
         delta = await merge_branches(run, node.merge, ordered)
-    except MergeFailed as conflict:
-        raise failed(tagged("fork_merge_failed", node.id, conflict.reason)) from None
-    run.merge(delta)
+        run.merge(delta)
+    except (MergeFailed, Ended) as error:
+        if not committed:
+            await run.commit(_fork_cursor(run, node, results))
+        if isinstance(error, MergeFailed):
+            raise failed(tagged("fork_merge_failed", node.id, error.reason)) from None
+        raise
     outputs = {branch: results[branch].output for branch in node.branches}
     run.set_output(outputs)
-    await run.commit(_cursor_at(run, node.join, "ready", input=outputs))
-    return node.join
+    return await _enter(run, node.join, outputs)
 
 
 async def _pause_fork_branch(

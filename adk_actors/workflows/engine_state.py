@@ -2,17 +2,29 @@
 commits, action contexts, bounded branch pools and branch-delta merges.
 
 `Run` is the mutable state of one engine task. Only the engine's own coroutine
-changes it; a commit sends the coordinator the checkpoint of this instant and waits
-for its ack (the coordinator persists it first), so an action starts only after every
-boundary before it is committed. The state dict is replaced, never changed in place,
-so a checkpoint handed over stays as it was. `Run.committed` is the last acked
-checkpoint: a run that does not complete ends with it, never with state merged since
-(a delta that was not committed is not in any checkpoint, so a resume applies it once).
+changes it; a commit hands the coordinator the checkpoint of this instant and goes on
+only once the coordinator holds it, so an action starts only after every boundary
+before it is committed. A durable run's commit is a call the coordinator answers
+after the ledger's write; a run without persistence commits into its coordinator's
+`CommitCell` (the coordinator does nothing else with a commit: no round trip is
+needed). The state dict is replaced, never changed in place, so a checkpoint handed
+over stays as it was. `Run.committed` is the last committed checkpoint: a run that
+does not complete ends with it, never with state merged since (a delta that was not
+committed is not in any checkpoint, so a resume applies it once).
+
+Budgets: every action takes its steps in a commit before it starts (`consume_step`).
+A boundary right before the next action commits them with it (`commit(cursor,
+take=n)`: the previous step's result and the next step's budget, one checkpoint), so
+the action's own `consume_step` finds them taken and commits nothing. Such a
+checkpoint means what a budget commit always meant: its cursor's action may have
+started, its steps are spent (a resume takes them again for the action it runs
+again, never gives them back).
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -33,14 +45,58 @@ from adk_actors.workflows.spec import MAX_STATE_BYTES, CompiledWorkflow, Merge
 from supervision import Pid, aio, cast, self_pid
 
 
+class CommitCell:
+    """A run's last committed checkpoint, owned by its coordinator.
+
+    The coordinator reads it (status, `checkpoint`, every outcome but a completion) and
+    closes it at the run's terminal (`close`), under one lock with the engine's
+    `commit`: a commit either lands before the close, and so is in the outcome, or is
+    refused, and the engine starts nothing more. A run without persistence commits
+    here directly, from its engine task; a durable one's coordinator stores each
+    checkpoint (`store`) once the ledger has it."""
+
+    __slots__ = ("_checkpoint", "_lock", "_open")
+
+    def __init__(self, checkpoint: Checkpoint) -> None:
+        self._lock = threading.Lock()
+        self._checkpoint = checkpoint
+        self._open = True
+
+    @property
+    def checkpoint(self) -> Checkpoint:
+        """The last committed checkpoint (the terminal's, once the run ended)."""
+        return self._checkpoint
+
+    def commit(self, checkpoint: Checkpoint) -> bool:
+        """Commit `checkpoint` unless the run has ended (False: nothing changed)."""
+        with self._lock:
+            if not self._open:
+                return False
+            self._checkpoint = checkpoint
+            return True
+
+    def close(self) -> Checkpoint:
+        """Refuse every later commit; the last committed checkpoint."""
+        with self._lock:
+            self._open = False
+            return self._checkpoint
+
+    def store(self, checkpoint: Checkpoint) -> None:
+        """The coordinator's own write (a durable commit, the terminal's checkpoint)."""
+        with self._lock:
+            self._checkpoint = checkpoint
+
+
 class EngineSetup(NamedTuple):
-    """What the coordinator hands its engine task."""
+    """What the coordinator hands its engine task: `cell` when the engine commits
+    into it directly (a run without persistence), else None (commits are calls)."""
 
     workflow: CompiledWorkflow
     checkpoint: Checkpoint
     runtime: Runtime
     coordinator: Pid
     invocation_id: str | None = None
+    cell: CommitCell | None = None
 
 
 class EngineEnd(NamedTuple):
@@ -109,6 +165,7 @@ class Run:
         self.workflow = setup.workflow
         self.runtime = setup.runtime
         self.coordinator = setup.coordinator
+        self.cell = setup.cell
         self.engine = self_pid()
         self.invocation_id = setup.invocation_id
         self.session_id = setup.invocation_id or setup.runtime.execution_id
@@ -118,7 +175,8 @@ class Run:
         self.transfers = cp.remaining.transfers
         self.output: Any = cp.output
         self.deadline = setup.runtime.deadline
-        self.committed: Checkpoint = cp  # the last checkpoint the coordinator acked
+        self.committed: Checkpoint = cp  # the last checkpoint the coordinator holds
+        self.taken = 0  # steps committed for actions not started yet (`commit(take=)`)
 
     # -- checkpoints -------------------------------------------------------------------------
 
@@ -135,18 +193,38 @@ class Run:
             output=self.output,
         )
 
-    async def commit(self, cursor: Cursor | None = None) -> None:
-        """Move to `cursor` (if given) and wait until the coordinator committed it."""
+    async def commit(self, cursor: Cursor | None = None, take: int = 0) -> None:
+        """Move to `cursor` (if given) and wait until the coordinator committed it.
+
+        `take`: the steps of the actions that start right after this commit, taken in
+        it (their `consume_step` then commits nothing). The caller starts nothing else
+        in between. When fewer are left, the cursor is committed without them, and
+        that `consume_step` fails ``budget_exhausted`` as it would have."""
         if cursor is not None:
             self.cursor = cursor
+        taking = 0 < take <= self.steps
+        if taking:
+            self.steps -= take
         checkpoint = self.checkpoint()
-        answer = await aio.call(self.coordinator, Commit(self.engine, checkpoint), None)
-        if answer != "ok":  # the run ended meanwhile: nothing more may happen
+        if self.cell is not None:
+            ok = self.cell.commit(checkpoint)
+        else:
+            ok = await aio.call(self.coordinator, Commit(self.engine, checkpoint), None) == "ok"
+        if not ok:  # the run ended meanwhile: nothing more may happen
             raise failed("not_running")
         self.committed = checkpoint
+        if taking:
+            self.taken += take
 
     async def consume_step(self, count: int = 1) -> None:
-        """Take `count` steps from the budget (committed), or fail ``budget_exhausted``."""
+        """Take `count` steps from the budget, committed before the caller's actions
+        start (in the last commit's `take`, else in a commit of their own), or fail
+        ``budget_exhausted``."""
+        if self.taken >= count:
+            self.taken -= count
+            return
+        count -= self.taken
+        self.taken = 0
         if self.steps < count:
             raise failed(("budget_exhausted", "steps"))
         self.steps -= count
@@ -252,6 +330,11 @@ class Branches:
 
     def full(self) -> bool:
         return len(self.active) >= self.limit
+
+    @property
+    def free(self) -> int:
+        """How many more branches may start now."""
+        return max(0, self.limit - len(self.active))
 
     def start(self, key: Any, work: Coroutine[Any, Any, Any]) -> None:
         self.active[asyncio.ensure_future(work)] = key

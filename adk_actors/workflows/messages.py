@@ -1,6 +1,8 @@
 """The workflow coordinator's protocol: one small typed class per message.
 
-The engine sends `Commit` (a call: the answer is the ack) and `Emit`; callers (`api`,
+A durable run's engine sends `Commit` (a call: the answer is the ack; a run without
+persistence commits into its coordinator's `CommitCell` instead) and every engine
+`Emit`; callers (`api`,
 a nested workflow's parent) send `Wait`, `Unwait`, `Status`, `GetCheckpoint` and
 `Cancel`; a run's event receiver gets `WorkflowEvent`s.
 """

@@ -10,9 +10,10 @@ completed (with the workflow its record names) and starts `NEW` fresh ones
 work however far the others got), at most `_IN_FLIGHT` at a time. Each step, as it
 starts, appends ``(invocation id, step, generation)`` to the effects LMDB (one key per
 start), works a few milliseconds and returns the delta ``{step: generation}``. Before that it
-reads the ledger: the value of its effect lists the steps it follows (`BEFORE`) that
-the ledger did not hold committed yet (none, if every checkpoint is committed before
-the next action may start). Prints
+reads the ledger: the value of its effect (JSON) lists the steps it follows (`BEFORE`)
+that the ledger did not hold committed yet (``missing``: none, if every checkpoint is
+committed before the next action may start) and the step budget left as it started
+(``budget``: its own step taken). Prints
 ``{"ready": true}`` once the application runs, then ``{"done": true, "failures":
 [...]}`` when every invocation has completed. The parent SIGKILLs it at random moments
 in between.
@@ -85,8 +86,9 @@ def build_specs(
         def run(state: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
             iid = context["invocation_id"]
             missing = BEFORE.get(name, set()) - committed_steps(ledger.get(iid).checkpoint)
+            value = {"missing": sorted(missing), "budget": context["budgets"]["steps_remaining"]}
             with effects.begin(write=True) as txn:  # the start is on disk before any work
-                txn.put(effect_key(iid, name, generation), ",".join(sorted(missing)).encode())
+                txn.put(effect_key(iid, name, generation), json.dumps(value).encode())
             with lock:
                 pause = rng.uniform(0.002, 0.012)
             time.sleep(pause)

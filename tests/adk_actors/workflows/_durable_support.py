@@ -1,5 +1,5 @@
 """Shared by the durable workflow tests: `Blocked` (a 2-step workflow whose second
-step blocks), the `ledger` fixture (an LMDB ledger), waits and coordinator kills."""
+step blocks; with `tail`, a third step follows), the `ledger` fixture (an LMDB ledger), waits and coordinator kills."""
 
 from __future__ import annotations
 
@@ -48,11 +48,14 @@ class Blocked:
     """A 2-step sequential workflow whose second step blocks until `allow`; counts the
     calls of each step and keeps the contexts and task pids it saw. A killed sync
     worker's thread is abandoned, not stopped: it is fenced, and its late return is
-    discarded, so only unfenced completions count."""
+    discarded, so only unfenced completions count. With `tail`, a third step
+    (``third``, counted in `third_calls`) follows the blocking one, so the second
+    step's result is a commit of its own rather than the run's completion."""
 
-    def __init__(self, workflow_id: str = "durable-workflow") -> None:
+    def __init__(self, workflow_id: str = "durable-workflow", *, tail: bool = False) -> None:
         self.first_calls = 0
         self.second_calls = 0
+        self.third_calls = 0
         self.second_started = threading.Event()
         self.allow = threading.Event()
         self.contexts: list[dict] = []
@@ -66,6 +69,7 @@ class Blocked:
                 "steps": [
                     {"id": "first", "run": self.first},
                     {"id": "second", "run": self.second},
+                    *([{"id": "third", "run": self.third}] if tail else []),
                 ],
             }
         )
@@ -84,6 +88,10 @@ class Blocked:
         if not is_fenced_thread():
             self.second_calls += 1
         return {"second_committed": True}
+
+    def third(self, state):
+        self.third_calls += 1
+        return {"third_committed": True}
 
     def start(self, ledger, invocation_id: str, **options) -> str:
         iid, ref = workflows.start_durable(

@@ -338,6 +338,75 @@ def test_a_failing_fork_merge_keeps_the_branch_results_unmerged(mode: str) -> No
     assert (calls["l"], calls["r"]) == (1, 1)
 
 
+def fork_of_two(workflow_id: str, left: Any, right: Any, max_concurrency: int) -> CompiledWorkflow:
+    return adk.compile_workflow(
+        {
+            "id": workflow_id,
+            "kind": "graph",
+            "entry": "fork",
+            "nodes": [
+                {
+                    "id": "fork",
+                    "type": "fork",
+                    "branches": ["l", "r"],
+                    "join": "join",
+                    "max_concurrency": max_concurrency,
+                },
+                {"id": "l", "run": left},
+                {"id": "r", "run": right},
+                {"id": "join", "type": "join"},
+            ],
+            "edges": {"l": "join", "r": "join", "join": "end"},
+        }
+    )
+
+
+@pytest.mark.parametrize("max_concurrency", [1, 2])
+@pytest.mark.parametrize("mode", MODES)
+def test_a_refused_builtin_merge_commits_the_last_branch_first(
+    mode: str, max_concurrency: int
+) -> None:
+    """The last branch's result is committed with the merge, at the join's entry; when
+    the (built-in) merge refuses (``reject_conflicts``), it is committed alone first:
+    the failed checkpoint holds every finished branch, and the resume runs none again."""
+    calls: Counter[str] = Counter()
+    wf = fork_of_two(
+        f"committed-conflict-{mode}-{max_concurrency}",
+        counting(calls, "l", lambda state: {"k": 1}),
+        counting(calls, "r", lambda state: {"k": 2}),
+        max_concurrency,
+    )
+    first, again = first_and_resumed(wf, {}, mode)
+    for outcome in (first, again):
+        assert isinstance(outcome, Failed)
+        assert outcome.reason[:2] == ("fork_merge_failed", "fork")
+        assert outcome.checkpoint.state == {}
+        cursor = outcome.checkpoint.cursor
+        assert isinstance(cursor, GraphCursor) and cursor.phase == "fork"
+        assert {b: r.delta for b, r in cursor.results.items()} == {"l": {"k": 1}, "r": {"k": 2}}  # type: ignore[union-attr]
+    assert (calls["l"], calls["r"]) == (1, 1)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_join_merge_too_large_commits_the_last_branch_first(mode: str) -> None:
+    """``state_too_large`` at the join: the last branch's result, not committed yet,
+    is committed alone before the run fails; the resume runs no branch again."""
+    calls: Counter[str] = Counter()
+    big = "x" * (9 << 20)
+    wf = fork_of_two(
+        f"committed-fork-too-large-{mode}",
+        counting(calls, "l", lambda state: {"l": 1}),
+        counting(calls, "r", lambda state: {"r": big}),
+        1,
+    )
+    first, again = first_and_resumed(wf, {"a": big}, mode)
+    for outcome in (first, again):
+        assert outcome == Failed("state_too_large", outcome.checkpoint)
+        assert set(outcome.checkpoint.state) == {"a"}
+        assert set(outcome.checkpoint.cursor.results) == {"l", "r"}  # type: ignore[union-attr]
+    assert (calls["l"], calls["r"]) == (1, 1)
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_a_failing_parallel_merge_keeps_no_branch_delta(mode: str) -> None:
     """A parallel workflow commits at once or not at all: a custom merge that fails

@@ -357,8 +357,9 @@ def steal(ledger, iid: str, lease: float) -> str:
 
 
 def test_a_stolen_record_fails_the_next_commit(ledger):
-    """durable_checkpoint_failed: the commit is refused (stale_owner); no finish."""
-    run = Blocked()
+    """durable_checkpoint_failed: the commit is refused (stale_owner); no finish, and
+    the step after it never starts."""
+    run = Blocked(tail=True)
     ref = run.start(ledger, "inv-commit-fails", lease=60.0)
     steal(ledger, "inv-commit-fails", 600.0)
     run.release()
@@ -368,7 +369,26 @@ def test_a_stolen_record_fails_the_next_commit(ledger):
     assert outcome.checkpoint.cursor == SequentialCursor(next_index=1)
     record = workflows.durable_status("inv-commit-fails", ledger=ledger)
     assert record.phase == "running" and record.owned  # the new owner's, untouched
-    assert run.second_calls == 1
+    assert (run.second_calls, run.third_calls) == (1, 0)
+
+
+def test_a_stolen_record_fails_the_completion_with_the_last_committed_checkpoint(ledger):
+    """durable_terminal_failed: the last step's result is recorded by the finish, which
+    is refused (stale_owner): the run fails with its last committed checkpoint, never
+    the final one nothing recorded."""
+    run = Blocked()
+    ref = run.start(ledger, "inv-finish-refused", lease=60.0)
+    steal(ledger, "inv-finish-refused", 600.0)
+    run.release()
+    outcome = workflows.wait(ref, WAIT)
+    assert isinstance(outcome, Failed)
+    assert outcome.reason == ("durable_terminal_failed", "stale_owner")
+    assert not outcome.checkpoint.completed
+    assert outcome.checkpoint.cursor == SequentialCursor(next_index=1)
+    assert outcome.checkpoint.state == {"first_committed": True}
+    record = workflows.durable_status("inv-finish-refused", ledger=ledger)
+    assert record.phase == "running" and record.owned  # the new owner's, untouched
+    assert record.checkpoint == outcome.checkpoint
 
 
 def test_a_lost_lease_stops_the_run(ledger):
@@ -395,21 +415,24 @@ def test_a_refused_finish_fails_the_outcome(ledger):
     run.release()
 
 
-def test_a_full_ledger_fails_the_commit(tmp_path):
+@pytest.mark.parametrize("last", [False, True], ids=["commit", "finish"])
+def test_a_full_ledger_fails_the_commit(tmp_path, last):
+    """storage_full: a step's result followed by another step is refused at its commit
+    (``durable_checkpoint_failed``); the last step's, at the finish
+    (``durable_terminal_failed``). Either way the run keeps its last committed
+    checkpoint."""
     ledger = LmdbLedger(tmp_path / "small", map_size=1 << 16, max_map_size=1 << 17)
-    wf = adk.compile_workflow(
-        {
-            "version": 1,
-            "id": "too-big",
-            "kind": "sequential",
-            "steps": [{"id": "big", "run": lambda state: {"blob": "x" * 300_000}}],
-        }
-    )
+    steps = [{"id": "big", "run": lambda state: {"blob": "x" * 300_000}}]
+    if not last:
+        steps.append({"id": "after", "run": lambda state: {"after": True}})
+    wf = adk.compile_workflow({"version": 1, "id": "too-big", "kind": "sequential", "steps": steps})
     iid, ref = workflows.start_durable(wf, {}, ledger=ledger)
     outcome = workflows.wait(ref, WAIT)
     assert isinstance(outcome, Failed)
-    assert outcome.reason == ("durable_checkpoint_failed", "storage_full")
-    assert workflows.durable_status(iid, ledger=ledger).checkpoint.state == {}
+    failed = "durable_terminal_failed" if last else "durable_checkpoint_failed"
+    assert outcome.reason == (failed, "storage_full")
+    assert outcome.checkpoint.state == {} and not outcome.checkpoint.completed
+    assert workflows.durable_status(iid, ledger=ledger).checkpoint == outcome.checkpoint
     ledger.close()
 
 

@@ -23,7 +23,13 @@ a committed fork branch's result. Invariants:
 * exactly once per committed step: the delta a completed invocation holds for ``s``
   names the generation of the last recorded start of ``s``, the one run that counted;
 * every invocation completes, with every step's delta in its state;
-* every ledger record decodes, and at the end none is owned.
+* every ledger record decodes, and at the end none is owned;
+* budgets are never given back, nor charged twice: each step takes its budget in a
+  commit before it starts (with the previous step's result), so a start in a later
+  generation, or after a step it follows, saw strictly less left than the earlier
+  one; a completed record keeps what its last start saw (nothing taken after it);
+  and an invocation that one generation ran from start to completion spent exactly
+  one step per step.
 
 Every failure carries the seed in a note (``ADK_KILL_SEED=<seed>`` replays its kill
 times and step durations).
@@ -46,7 +52,14 @@ import pytest
 
 from adk_actors.workflows.ledger_lmdb import LmdbLedger
 
-from ._durable_child import STEPS, committed_steps, generation_ids, parse_effect, workflow_of
+from ._durable_child import (
+    BEFORE,
+    STEPS,
+    committed_steps,
+    generation_ids,
+    parse_effect,
+    workflow_of,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 NEW = 16
@@ -97,6 +110,7 @@ def _kill_and_resume(tmp_path: Path, seed: int) -> None:
     effects_path.mkdir()
     ledger = LmdbLedger(ledger_path, map_size=1 << 26)
     committed_after: dict[tuple[str, str], int] = {}  # (iid, step) -> generation
+    completed_after: dict[str, int] = {}  # iid -> the generation after which it was done
     kills, generation, interrupted = 0, 0, 0
 
     def observe(after: int) -> dict[str, set[str]]:
@@ -104,6 +118,8 @@ def _kill_and_resume(tmp_path: Path, seed: int) -> None:
         for iid, steps in committed.items():
             for step in steps:
                 committed_after.setdefault((iid, step), after)
+        for iid in ledger.invocation_ids(["completed"], limit=10_000):
+            completed_after.setdefault(iid, after)
         return committed
 
     while kills < MIN_KILLS:
@@ -161,10 +177,12 @@ def _kill_and_resume(tmp_path: Path, seed: int) -> None:
     # no committed step started again; at most one start per step per generation
     env = lmdb.open(str(effects_path), subdir=True, readonly=True, lock=False)
     with env.begin() as txn:
-        effects = [(parse_effect(bytes(key)), bytes(value)) for key, value in txn.cursor()]
+        effects = [
+            (parse_effect(bytes(key)), json.loads(bytes(value))) for key, value in txn.cursor()
+        ]
     env.close()
     starts = [start for start, _ in effects]
-    early = [(start, missing) for start, missing in effects if missing]
+    early = [(start, value["missing"]) for start, value in effects if value["missing"]]
     assert early == [], "steps started before the steps they follow were committed"
     per_generation = Counter(starts)
     assert max(per_generation.values()) == 1
@@ -180,5 +198,34 @@ def _kill_and_resume(tmp_path: Path, seed: int) -> None:
     counted = {(iid, step): gen for iid, state in states.items() for step, gen in state.items()}
     assert counted == last_start
     assert len(starts) > len(last_start)  # some uncommitted steps did run again
+    _check_budgets(ledger, ids, effects, completed_after)
     ledger.close()
     assert kills >= MIN_KILLS and interrupted > 0, (kills, interrupted)
+
+
+def _check_budgets(
+    ledger: LmdbLedger,
+    ids: list[str],
+    effects: list[tuple[tuple[str, str, int], dict]],
+    completed_after: dict[str, int],
+) -> None:
+    """The budget invariants of the module docstring, from each start's ``budget``."""
+    seen: dict[str, list[tuple[int, str, int]]] = {}  # iid -> (generation, step, budget)
+    for (iid, step, gen), value in effects:
+        seen.setdefault(iid, []).append((gen, step, value["budget"]))
+    uninterrupted = 0
+    for iid in ids:
+        record = ledger.get(iid)
+        starts = seen[iid]
+        for gen_a, step_a, left_a in starts:
+            for gen_b, step_b, left_b in starts:
+                later = gen_b > gen_a or (gen_b == gen_a and step_a in BEFORE.get(step_b, ()))
+                if later:  # never given back: B was charged after A's charge
+                    assert left_b < left_a, (iid, (gen_a, step_a, left_a), (gen_b, step_b, left_b))
+        assert record.checkpoint.remaining.steps == min(left for _, _, left in starts), iid
+        created = int(iid.split("-")[1])
+        if completed_after.get(iid) == created and {gen for gen, _, _ in starts} == {created}:
+            uninterrupted += 1
+            spent = 1000 - record.checkpoint.remaining.steps
+            assert spent == len(STEPS[workflow_of(iid)]), (iid, spent)
+    assert uninterrupted > 0

@@ -69,6 +69,7 @@ def test_a_record_past_its_bound_fails_the_commit_with_a_typed_reason(tmp_path):
             "steps": [
                 {"id": "small", "run": lambda state: {"small": 1}},
                 {"id": "big", "run": lambda state: {"blob": "x" * (20 << 10)}},
+                {"id": "after", "run": lambda state: {"after": True}},  # so "big" commits
             ],
         }
     )

@@ -207,3 +207,96 @@ def test_run_workflow_finds_its_run_however_short_the_retention(
     with pytest.raises(AdkError) as invalid:
         adk.run_workflow(wf, {}, retention=-1)
     assert invalid.value.reason == ("invalid_workflow_options", "retention")
+
+
+@pytest.mark.parametrize("ending", ["cancel", "deadline"])
+def test_a_commit_racing_the_terminal_lands_in_the_outcome_or_is_refused(ending: str) -> None:
+    """A run without persistence commits straight into its coordinator's commit cell,
+    which the terminal closes first: a commit either lands before the terminal, and is
+    in its outcome, or is refused, and nothing after it starts. So a step that started
+    always has its predecessor's result in the cancelled (or timed-out) checkpoint, and
+    the resume runs every other step once, no committed one again."""
+    steps = [f"s{n}" for n in range(8)]
+    started: list[str] = []
+    lock = threading.Lock()
+
+    def step(name: str):  # type: ignore[no-untyped-def]
+        def run(state: dict) -> dict:
+            with lock:
+                started.append(name)
+            return {"log": [*state["log"], name]}
+
+        return run
+
+    wf = adk.compile_workflow(sequential([{"id": name, "run": step(name)} for name in steps]))
+    ended = set()
+    for attempt in range(60):
+        with lock:
+            started.clear()
+        options = {"timeout": 0.0005 * (attempt % 8)} if ending == "deadline" else {}
+        ref = adk.workflows.start(wf, {"log": []}, **options)
+        if ending == "cancel":
+            time.sleep(0.0002 * (attempt % 8))
+            try:
+                adk.workflows.cancel(ref, "raced")
+            except AdkError as error:
+                assert error.reason == "already_terminal"
+        outcome = adk.workflows.wait(ref, timeout=5)
+        ended.add(type(outcome))
+        if isinstance(outcome, Completed):
+            assert outcome.state["log"] == steps
+            continue
+        checkpoint = outcome.checkpoint
+        with lock:
+            ran = list(started)
+        committed = checkpoint.state["log"]
+        assert committed == steps[: checkpoint.cursor.next_index]  # type: ignore[union-attr]
+        # a step starts only once the step before it is committed: in the outcome
+        if ran:
+            assert steps.index(ran[-1]) <= checkpoint.cursor.next_index  # type: ignore[union-attr]
+        resumed = adk.workflows.wait(adk.workflows.resume(wf, checkpoint), timeout=5)
+        assert isinstance(resumed, Completed)
+        assert resumed.state["log"] == steps  # no committed step ran again
+    assert ended - {Completed}  # the terminal won some races
+
+
+def test_the_commit_cell_refuses_every_commit_after_it_closed() -> None:
+    """`CommitCell`: the last commit that was accepted is what `close` returns; none is
+    accepted after it, however the two threads interleave (the coordinator's
+    terminal against the engine's commits)."""
+    from adk_actors.workflows.checkpoint import Checkpoint, Remaining, SequentialCursor
+    from adk_actors.workflows.engine_state import CommitCell
+
+    def checkpoint(n: int) -> Checkpoint:
+        return Checkpoint(
+            workflow_id="cell",
+            workflow_version=1,
+            kind="sequential",
+            cursor=SequentialCursor(next_index=0),
+            state={"n": n},
+            remaining=Remaining(steps=n, transfers=0),
+        )
+
+    for round_ in range(50):
+        cell = CommitCell(checkpoint(0))
+        accepted: list[int] = []
+        go = threading.Event()
+
+        def engine(
+            cell: CommitCell = cell, accepted: list[int] = accepted, go: threading.Event = go
+        ) -> None:
+            go.wait()
+            for n in range(1, 2000):
+                if not cell.commit(checkpoint(n)):
+                    return
+                accepted.append(n)
+
+        thread = threading.Thread(target=engine)
+        thread.start()
+        go.set()
+        time.sleep(0.0001 * (round_ % 5))
+        closed = cell.close()
+        thread.join(5)
+        assert closed.state["n"] == (accepted[-1] if accepted else 0)
+        assert not cell.commit(checkpoint(9999))
+        assert cell.checkpoint == closed
