@@ -72,6 +72,7 @@ bench: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python benchmarks/inflight.py
 	$(BENCH_VENV)/bin/python benchmarks/workflows.py
 	$(BENCH_VENV)/bin/python benchmarks/daemon.py
+	$(BENCH_VENV)/bin/python benchmarks/tracing.py
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -25,11 +25,16 @@ AGENT_SUPERVISOR_PERIOD = 1.0
 has its own (``restart_intensity`` in its config, by default 3 in 5 s), past which
 that agent alone is failed; the supervisor giving up would restart every agent and
 every run after it in the tree."""
+PLUGIN_INSTANCE_SUPERVISOR = "adk.plugin_instances"
+MAX_PLUGIN_INSTANCES = 10_000
+"""Stateful plugin instances alive at once (each a temporary child of the plugin
+instance supervisor); past it a start is refused with ``too_many_plugin_instances``."""
 TASK_SUPERVISOR = "adk.tasks"
 RUN_SUPERVISOR = "adk.runs"
 MAX_RUNS = 100_000
 """Invocation servers alive at once (running, and retained runs); past it a start is
 refused with ``too_many_runs``."""
+AMBIENT_SUPERVISOR = "adk.ambient"
 WORKFLOW_SUPERVISOR = "adk.workflows"
 MAX_WORKFLOWS = 100_000
 """Workflow coordinators alive at once (running, and retained ones); past it a start is

@@ -18,7 +18,8 @@ from typing import Any
 
 import msgspec
 
-from adk_actors import admission
+from adk_actors import admission, app
+from adk_actors.ambient import supervisor as ambient_supervisor
 from adk_actors.app import (
     AGENT_SUPERVISOR,
     AGENT_SUPERVISOR_INTENSITY,
@@ -54,6 +55,16 @@ def _children(admission_config: admission.AdmissionConfig) -> list[ChildSpec]:
     return [
         # first: agents and runs record into sessions, so they start after it
         ChildSpec("session_owner", _start_session_owner),
+        # Stateful plugin instances, before the agents (the design's order): runs use
+        # them, so none outlives a restart of this supervisor. Children are temporary:
+        # a crashed instance is never replaced behind its pid.
+        ChildSpec(
+            "plugin_instance_supervisor",
+            lambda: DynamicSupervisor.start_link(
+                app.MAX_PLUGIN_INSTANCES, name=app.PLUGIN_INSTANCE_SUPERVISOR
+            ),
+            type="supervisor",
+        ),
         # Each agent has its own restart intensity (its `AgentLifeline`): a crash loop
         # fails that agent alone. Giving up here would restart every agent and, through
         # rest_for_one, every run after it, and a restarted agent supervisor starts empty,
@@ -83,6 +94,9 @@ def _children(admission_config: admission.AdmissionConfig) -> list[ChildSpec]:
         # it restarting with them: a restarted controller starts empty, and releasing a
         # permit of the old one is a harmless no-op.
         admission.child_spec(admission_config),
+        # Ambient triggers, after admission control (the design's order): their jobs
+        # start runs, so a restart of anything before it stops every trigger too.
+        ambient_supervisor.child_spec(),
         # Workflows, after admission control (the design's order; ambient, auth and MCP
         # supervisors will come between them). Each workflow is a temporary coordinator
         # child: a crash fails that workflow alone, nothing is restarted. Workflows use

@@ -18,6 +18,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Sequence
 from typing import Any
 
+from supervision.carried_context import capture
 from supervision.errors import CallTimeout, ProcessExit
 from supervision.gen_server import _server
 from supervision.pid import Pid
@@ -118,7 +119,7 @@ async def iterate(iterator: Iterator[Any]) -> AsyncIterator[Any]:
     step: concurrent.futures.Future[Any] | None = None
     try:
         while True:
-            step = _steps().submit(_next, iterator)
+            step = _steps().submit(capture().run, _next, iterator)  # in the caller's context
             item = await asyncio.wrap_future(step)
             step = None
             if item is _END:
@@ -134,8 +135,11 @@ async def iterate(iterator: Iterator[Any]) -> AsyncIterator[Any]:
 async def run_blocking(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Await a blocking call made on a thread pool of its own (256 threads by default,
     `SUPERVISION_AIO_BLOCKING_THREADS`), never on the loop, and never in the way of
-    `iterate`'s steps. Cancelling the awaiting coroutine does not stop the call."""
-    return await asyncio.wrap_future(_blocking().submit(functools.partial(fn, *args, **kwargs)))
+    `iterate`'s steps. Cancelling the awaiting coroutine does not stop the call. The
+    call runs in a copy of the awaiting coroutine's context (as `asyncio.to_thread`),
+    and so does each step of `iterate`."""
+    call = functools.partial(fn, *args, **kwargs)
+    return await asyncio.wrap_future(_blocking().submit(capture().run, call))
 
 
 class _TaskWatch:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Hashable
 from typing import Literal, NamedTuple, cast
 
 from supervision import crash_report
+from supervision.carried_context import Context
 from supervision.errors import KernelError, SupervisorError
 from supervision.pid import Pid
 from supervision.primitives import exit, link, unlink
@@ -174,9 +175,11 @@ class CountChildren(NamedTuple):
 
 
 class StartChild(NamedTuple):
-    """Add and start a child; the answer is its pid (None if `start` ignored it)."""
+    """Add and start a child; the answer is its pid (None if `start` ignored it).
+    `start` runs in `context`, the caller's (see `carried_context`), when given."""
 
     spec: ChildSpec
+    context: Context | None = None
 
 
 class TerminateChild(NamedTuple):

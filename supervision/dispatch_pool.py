@@ -184,7 +184,7 @@ class PooledServerProcess(ServerProcess):
         """Run `init` on the calling thread (bound to this process), then let the pool
         run the server. A ``continue_`` from init goes to the front of the mailbox, so
         `handle_continue` runs before any message that came in meanwhile."""
-        after = self._init(args, name, started)
+        after = self.context.run(self._init, args, name, started)
         if after is not None and self.alive:
             if after.continue_ is not None and after.timeout is None:
                 with self._mailbox_lock:

@@ -13,6 +13,7 @@ from collections.abc import Hashable
 from typing import Any, NamedTuple
 
 from supervision import crash_report
+from supervision.carried_context import Context, capture, run_in
 from supervision.child_spec import (
     ChildInfo,
     ChildSpec,
@@ -92,8 +93,8 @@ class _DynamicSupervisorServer(GenServer):
 
     def handle_call(self, request: object, from_: From, state: _State) -> Reply:
         match request:
-            case StartChild(spec):
-                return Reply(self._start(state, spec), state)
+            case StartChild(spec, None | Context() as context):
+                return Reply(run_in(context, self._start, state, spec), state)
             case TerminateChild(Pid() as pid):
                 return Reply(self._terminate(state, pid), state)
             case WhichChildren():
@@ -269,7 +270,8 @@ class DynamicSupervisor:
         """Start a child; raises `MaxChildrenReached` when `max_children` children (running
         or restarting) exist, ``("invalid_child_spec", what)`` for a malformed or a
         significant spec."""
-        return unwrap(call(sup, StartChild(spec), timeout))  # type: ignore[no-any-return]
+        request = StartChild(spec, capture())  # the child starts in the caller's context
+        return unwrap(call(sup, request, timeout))  # type: ignore[no-any-return]
 
     @staticmethod
     def terminate_child(sup: Pid | Hashable, pid: Pid, timeout: float | None = None) -> None:

@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, NamedTuple
 
+from supervision.carried_context import Context
 from supervision.errors import KernelError
 from supervision.gen_server import From, GenServer, Reply, Stop
 from supervision.primitives import send, trap_exit
@@ -155,7 +156,7 @@ class Submitter:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self._pending: deque[
-            tuple[Coroutine[Any, Any, Any], Callable[[asyncio.Task[Any]], None]]
+            tuple[Coroutine[Any, Any, Any], Callable[[asyncio.Task[Any]], None], Context | None]
         ] = deque()
         self._tracked: dict[Any, tuple[Coroutine[Any, Any, Any], Callable[[], object]]] = {}
         self._lock = threading.Lock()
@@ -167,12 +168,14 @@ class Submitter:
         coroutine: Coroutine[Any, Any, Any],
         on_created: Callable[[asyncio.Task[Any]], None],
         on_abandoned: Callable[[], object],
+        context: Context | None = None,
     ) -> None:
         """Start `coroutine` on the loop soon; `on_created(task)` runs on the loop, and
-        `on_abandoned()` runs if the reactor stops before `finish(key)`."""
+        `on_abandoned()` runs if the reactor stops before `finish(key)`. The asyncio
+        task runs in `context` (a copy of the loop's current one if None)."""
         with self._lock:
             self._tracked[key] = (coroutine, on_abandoned)
-            self._pending.append((coroutine, on_created))
+            self._pending.append((coroutine, on_created, context))
             if self._scheduled:
                 return
             self._scheduled = True
@@ -194,8 +197,8 @@ class Submitter:
         with self._lock:
             batch, self._pending = self._pending, deque()
             self._scheduled = False
-        for coroutine, on_created in batch:
-            on_created(self.loop.create_task(coroutine))
+        for coroutine, on_created, context in batch:
+            on_created(self.loop.create_task(coroutine, context=context))
 
 
 _submitters: dict[asyncio.AbstractEventLoop, Submitter] = {}

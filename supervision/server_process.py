@@ -16,6 +16,7 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from supervision import crash_report
+from supervision.carried_context import Context, capture
 from supervision.errors import KernelError, NameTaken, ProcessExit
 from supervision.names import lookup, register_process
 from supervision.pid import Pid
@@ -278,7 +279,7 @@ class ServerProcess(Process):
     queued but not yet handled is remembered, and dropped when its turn comes.
     """
 
-    __slots__ = ("_idle", "_queued_downs", "server", "state")
+    __slots__ = ("_idle", "_queued_downs", "context", "server", "state")
 
     accepts_calls = True
 
@@ -292,6 +293,8 @@ class ServerProcess(Process):
         self._queued_downs: dict[Hashable, bool] | None = None
         # The armed idle timeout (a callback returned `timeout=`); None almost always.
         self._idle: _IdleTimer | None = None
+        # A copy of the spawner's contextvars: init and every callback run in it.
+        self.context: Context = capture()
 
     def tell(self, envelope: tuple[Any, ...]) -> None:
         raise NotImplementedError
@@ -316,7 +319,11 @@ class ServerProcess(Process):
     # -- the receive loop body ---------------------------------------------------------
 
     def handle(self, message: tuple[Any, ...]) -> None:
-        """Run one mailbox envelope through the server's callbacks."""
+        """Run one mailbox envelope through the server's callbacks, in the process's
+        context (see `carried_context`)."""
+        self.context.run(self._handle, message)
+
+    def _handle(self, message: tuple[Any, ...]) -> None:
         if not self.alive:
             return  # dead: the rest of the mailbox is dropped
         tag = message[0]

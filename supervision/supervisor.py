@@ -16,6 +16,7 @@ from collections.abc import Hashable, Sequence
 from typing import Any, Literal
 
 from supervision import crash_report
+from supervision.carried_context import Context, capture, run_in
 from supervision.child_spec import (
     ChildInfo,
     ChildSpec,
@@ -103,8 +104,8 @@ class _SupervisorServer(GenServer):
                 return Reply(Ok([child.info() for child in state.children]), state)
             case CountChildren():
                 return Reply(Ok(_count(state.children)), state)
-            case StartChild(spec):
-                return Reply(self._start_new(state, spec), state)
+            case StartChild(spec, None | Context() as context):
+                return Reply(run_in(context, self._start_new, state, spec), state)
             case (
                 TerminateChild(child_id)
                 | RestartChild(child_id)
@@ -345,7 +346,8 @@ class Supervisor:
         """Add and start a child; `SupervisorError` with ``already_present`` or
         ``("already_started", pid)`` if the id is in use, ``("invalid_child_spec",
         what)`` for a malformed spec, or the start failure's reason."""
-        return unwrap(call(sup, StartChild(spec), timeout))  # type: ignore[no-any-return]
+        request = StartChild(spec, capture())  # the child starts in the caller's context
+        return unwrap(call(sup, request, timeout))  # type: ignore[no-any-return]
 
     @staticmethod
     def terminate_child(

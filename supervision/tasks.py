@@ -2,7 +2,8 @@
 
 `Task.start(fn, *args, deadline=None)` runs `fn(*args)`: a plain callable on the
 bounded sync pool (a full pool raises `TaskBusy`, it never queues without bound), a
-coroutine function on the reactor's event loop. The task has a pid; it can be
+coroutine function on the reactor's event loop; either runs in a copy of the
+starter's `contextvars` (`carried_context`). The task has a pid; it can be
 linked, monitored and killed. It watches the process that started it (its owner):
 when the owner dies, the task is stopped.
 
@@ -26,6 +27,7 @@ import time
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, NamedTuple
 
+from supervision.carried_context import capture
 from supervision.errors import KernelError, ProcessExit
 from supervision.pid import Pid
 from supervision.process import Process, bind_context, current_process, resolve
@@ -218,6 +220,7 @@ class Task:
         if not owner.alive and not owner.is_pseudo:
             raise ProcessExit(owner.exit_reason, "a killed process cannot start tasks")
         task_supervisor = _task_supervisor(supervisor)
+        context = capture()  # the task runs in a copy of its starter's contextvars
         process = TaskProcess(owner, notify, share)
         task_supervisor.adopt(process)
         process.watch_owner()
@@ -238,6 +241,7 @@ class Task:
                     _run_coroutine(process, coroutine, reactor),
                     process.started_on_loop,
                     lambda: process.exit(("shutdown", "reactor_stopped")),
+                    context,
                 )
             except BaseException:
                 if coroutine is not None and process.loop is None:
@@ -246,7 +250,7 @@ class Task:
                 raise
         else:
             try:
-                (pool or default_sync_pool()).submit(process, fn, args)
+                (pool or default_sync_pool()).submit(process, context.run, (fn, *args))
             except BaseException:
                 process.exit(("shutdown", "not_started"))
                 raise

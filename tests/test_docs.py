@@ -20,6 +20,9 @@ PAGES = [
     "docs/security.md",
     "docs/cli.md",
     "docs/workflows.md",
+    "docs/ambient.md",
+    "docs/plugins.md",
+    "docs/observability.md",
     "README.md",
 ]
 
@@ -47,6 +50,9 @@ _SELF_CONTAINED = [
     "adk_actors/workflows/README.md",
     "adk_actors/planning/README.md",
     "adk_actors/graph/README.md",
+    "adk_actors/ambient/README.md",
+    "adk_actors/plugins/README.md",
+    "adk_actors/observability/README.md",
     "supervision/README.md",
     "providers/README.md",
     "adk_actors/README.md",

@@ -67,5 +67,6 @@ class AgentTool(Tool):
             ancestry=ctx.ancestry,
             global_instruction=ctx.global_instruction,
             state=ctx.state,
+            plugins=getattr(ctx, "plugins", None),  # a Runner's plugins carry over
         )
         return {"result": answer.text_value() if isinstance(answer, Content) else answer}

@@ -16,6 +16,7 @@ from typing import Any
 from adk_actors.agents.messages import Info, Invoke
 from adk_actors.agents.names import registered_name
 from adk_actors.agents.scope import Scope, TurnOptions, as_content, check_ancestry
+from adk_actors.plugins import Pipeline
 from providers.content import Content
 from providers.errors import AdkError
 from supervision import CallTimeout, ProcessExit, call, self_pid
@@ -54,12 +55,15 @@ def invoke(
     ancestry: tuple[str, ...] = (),
     global_instruction: str | None = None,
     state: Mapping[str, Any] | None = None,
+    plugins: Pipeline | None = None,
 ) -> str | Content:
     """A fresh invocation of agent `name` in the lane of `scope` (see `adk.invoke`).
     A delegation chain that is too deep, or that already holds `name`, is refused
     here (`check_ancestry`): the target is never asked, so its provider never runs."""
     chain = check_ancestry(name, ancestry)
-    options = TurnOptions(chain, global_instruction, MappingProxyType(dict(state or {})))
+    options = TurnOptions(
+        chain, global_instruction, MappingProxyType(dict(state or {})), plugins=plugins
+    )
     answer: str | Content = ask(
         name, Invoke(as_content(message), scope, self_pid(), options), timeout
     )

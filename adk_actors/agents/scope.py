@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from adk_actors.plugins import Pipeline
 from providers import content as content_model
 from providers.content import Content, FunctionCallPart
 from providers.errors import AdkError
@@ -58,6 +59,13 @@ class TurnOptions:
     pausable: bool = False
     """Under a Runner: approvals and long-running tools pause the turn (`TurnPaused`)
     instead of failing ``tool_confirmation_requires_runner``."""
+    plugins: Pipeline | None = None
+    """A Runner's global plugins (they run before the agent's own callbacks); carried
+    to the sub-agents this turn calls."""
+    plugin_run: bool = False
+    """This turn is a Runner's invocation: the run-level plugin hooks ``on_user_message``
+    and ``before_run`` apply to it, not to sub-agents (the Runner itself runs
+    ``after_run`` and ``on_run_error``, once the run's end is stored)."""
 
 
 def as_content(message: str | Content) -> Content:

@@ -9,7 +9,10 @@ Runner (`Suspend`) and, anywhere else, answers the model with the structural err
 its execution, ``after_tool``, the Runner's result policy (`result_gate`) and
 ``on_tool_end``. Every result is JSON as it stands by then (`checked_result`): a tool's
 own result is checked by the catalog, a payload a callback, a policy or a resume put in
-its place here; one that is not becomes ``invalid_tool_result``, never stored.
+its place here; one that is not becomes ``invalid_tool_result``, never stored. A
+Runner's global plugins run before each local hook (``before_tool``, then
+``on_tool_error`` for a failed result and ``after_tool``; see `_begin` and
+`_global_after_tool`).
 
 Serial mode (the default) runs the calls one after another. In parallel mode the
 ``parallel_safe`` calls run side by side, at most ``max_concurrency`` at a time: the
@@ -30,7 +33,10 @@ from typing import Any
 
 from opentelemetry import trace
 
+from adk_actors.agents import plugin_checks
 from adk_actors.agents.turn_context import TurnContext, off_loop
+from adk_actors.observability import default_metrics, semconv
+from adk_actors.plugins import PhaseKind
 from adk_actors.tools import Tool, ToolContext
 from adk_actors.tools.catalog import (
     checked_result,
@@ -145,7 +151,7 @@ class ToolRound(TurnContext):
         if refusal is not None:
             return FunctionResponsePart(call.name, refusal, call.id)
         ctx = self._context(call)
-        outcome = await self._begin(call, ctx)
+        call, outcome = await self._begin(call, ctx)
         ran = outcome is None
         if outcome is None:
             result = await self._run(call, ctx)
@@ -166,26 +172,29 @@ class ToolRound(TurnContext):
             chunk = admitted[first : first + width]
             contexts = {position: self._context(entries[position][0]) for position in chunk}
             outcomes: dict[int, Outcome | None] = {}
+            calls: dict[int, FunctionCallPart] = {}  # as global plugins may amend them
             for position in chunk:  # start and before, in call order
-                outcomes[position] = await self._begin(entries[position][0], contexts[position])
+                calls[position], outcomes[position] = await self._begin(
+                    entries[position][0], contexts[position]
+                )
             running = [position for position in chunk if outcomes[position] is None]
             ran = set(running)
             deadline = time.monotonic() + self.spec.tool_timeout
             tasks = [
                 Task.start(
-                    self._run_together, entries[position][0], contexts[position], deadline=deadline
+                    self._run_together, calls[position], contexts[position], deadline=deadline
                 )
                 for position in running
             ]
             # each task has the deadline itself; the grace lets its own ending arrive first
             results = await wait_tasks(tasks, deadline, grace=1.0)
             for position, result in zip(running, results, strict=True):
-                outcomes[position] = _task_outcome(entries[position][0], result)
+                outcomes[position] = _task_outcome(calls[position], result)
             for position in chunk:  # after and end, in call order
                 outcome = outcomes[position]
                 assert outcome is not None
                 finished[position] = await self._finish(
-                    entries[position][0], outcome, checked=position in ran
+                    calls[position], outcome, checked=position in ran
                 )
         return [
             finished[position]
@@ -200,11 +209,23 @@ class ToolRound(TurnContext):
             return structural_error("suspension_requires_serial_tool", operation=call.name)
         return result
 
-    async def _begin(self, call: FunctionCallPart, ctx: ToolContext) -> Outcome | None:
-        """``on_tool_start`` then ``before_tool``: its replacement, or None to run."""
+    async def _begin(
+        self, call: FunctionCallPart, ctx: ToolContext
+    ) -> tuple[FunctionCallPart, Outcome | None]:
+        """``on_tool_start``, the global ``before_tool`` plugins (an amendment's
+        arguments are checked again; a return skips the rest and the tool), then
+        ``before_tool``: the call to run, and its replacement result or None to run."""
         await self._callback("on_tool_start", ctx, call)
+        check = plugin_checks.tool_call(call, self.spec.catalog, self.options.tool_gate)
+        phase = await self._global(
+            "before_tool", plugin_checks.call_value(call), check, tool=call.name
+        )
+        if phase is not None and phase.returned:
+            return call, _as_payload(phase.value)
+        if phase is not None and phase.kind is PhaseKind.AMEND:
+            call = FunctionCallPart(call.name, phase.value["args"], call.id, call.thought_signature)
         replaced = await self._callback("before_tool", ctx, call)
-        return None if replaced is None else _as_payload(replaced)
+        return call, None if replaced is None else _as_payload(replaced)
 
     async def _run(self, call: FunctionCallPart, ctx: ToolContext) -> Outcome | Suspension:
         """Execute an admitted call. An async tool runs here, on the reactor; a sync one
@@ -212,24 +233,33 @@ class ToolRound(TurnContext):
         spec = self.spec
         catalog = spec.catalog
         started = time.monotonic()
-        with _tracer.start_as_current_span(
-            "adk.tool.call", attributes={"adk.agent": spec.name, "adk.tool": call.name}
-        ) as span:
-            # approval was settled by `_admit`: the catalog need not ask again
-            if catalog.is_async(call.name):
-                response = await catalog.aexecute(call, ctx, approved=True)
-            else:
-                try:
-                    response = await off_loop(catalog.execute, call, ctx, approved=True)
-                except AdkError as refused:  # no thread for it: the model hears why
-                    if refused.reason not in ("capacity_exhausted", "busy"):
-                        raise
-                    return structural_error(str(refused.reason), operation=call.name)
-            span.set_attribute("adk.duration_ms", round((time.monotonic() - started) * 1000, 3))
-            if isinstance(response, FunctionResponsePart):
+        outcome = "error"
+        try:
+            with _tracer.start_as_current_span(
+                semconv.span_name(semconv.EXECUTE_TOOL, call.name),
+                attributes=semconv.tool_call(spec.name, call.name, call.id),
+            ) as span:
+                # approval was settled by `_admit`: the catalog need not ask again
+                if catalog.is_async(call.name):
+                    response = await catalog.aexecute(call, ctx, approved=True)
+                else:
+                    try:
+                        response = await off_loop(catalog.execute, call, ctx, approved=True)
+                    except AdkError as refused:  # no thread for it: the model hears why
+                        if refused.reason not in ("capacity_exhausted", "busy"):
+                            raise
+                        return structural_error(str(refused.reason), operation=call.name)
                 span.set_attribute(
-                    "adk.tool.success", response.response.get("success", True) is not False
+                    semconv.ADK_DURATION_MS, round((time.monotonic() - started) * 1000, 3)
                 )
+                if isinstance(response, FunctionResponsePart):
+                    success = response.response.get("success", True) is not False
+                    span.set_attribute(semconv.ADK_TOOL_SUCCESS, success)
+                    outcome = "ok" if success else "error"
+                else:
+                    outcome = "suspended"
+        finally:  # a refused, failed or cancelled call is counted too
+            default_metrics().tool_call(spec.name, call.name, outcome, time.monotonic() - started)
         _log.debug(
             "adk.tool.called",
             agent=spec.name,
@@ -247,8 +277,10 @@ class ToolRound(TurnContext):
         `checked`: `outcome` is what the catalog returned (already JSON as it stands);
         anything else, and whatever replaces it here, is checked (`checked_result`)."""
         ctx = self._context(call)
-        after = await self._callback("after_tool", ctx, outcome)
-        final = _as_payload(after) if after is not None else outcome
+        final, returned = await self._global_after_tool(call, outcome)
+        if not returned:  # a global plugin's early return skips the local callback
+            after = await self._callback("after_tool", ctx, final)
+            final = _as_payload(after) if after is not None else final
         if not checked or final is not outcome:
             final = checked_result(call.name, final)
         if self.options.result_gate is not None:
@@ -257,6 +289,26 @@ class ToolRound(TurnContext):
         response = FunctionResponsePart(call.name, final, call.id)
         await self._callback("on_tool_end", ctx, response)
         return response
+
+    async def _global_after_tool(
+        self, call: FunctionCallPart, outcome: Outcome
+    ) -> tuple[Outcome, bool]:
+        """The ``on_tool_error`` plugins for a failed result (their amend or return is
+        the result instead; ``retry_attempt`` counts this tool's failures in the turn),
+        then the global ``after_tool`` plugins: the result, and whether one returned
+        early."""
+        if outcome.get("success") is False:
+            attempt = self.tool_failures.get(call.name, 0)
+            self.tool_failures[call.name] = attempt + 1
+            phase = await self._global(
+                "on_tool_error", outcome, None, tool=call.name, retry_attempt=attempt
+            )
+            if phase is not None and phase.kind is not PhaseKind.CONTINUE:
+                outcome = _as_payload(phase.value)
+        phase = await self._global("after_tool", outcome, None, tool=call.name)
+        if phase is None:
+            return outcome, False
+        return _as_payload(phase.value), phase.returned
 
     def _suspension(self, call: FunctionCallPart, suspension: Suspension) -> Exception:
         """A tool asked to pause (long-running, human in the loop): a `Suspend` under a

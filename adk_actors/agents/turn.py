@@ -4,7 +4,8 @@ The turn never raises: it returns one typed outcome (`TurnCompleted`, `TurnFaile
 or, under a Runner, `TurnPaused`; see `turn_outcome`), so a provider's `AdkError`
 reason reaches the caller as is (a crash would only carry its class name). Around the
 whole turn it runs ``before_agent``/``after_agent``, around each model call
-``before_model``/``after_model`` (tool calls: `tool_round`), writes structlog events
+``before_model``/``after_model`` (tool calls: `tool_round`), each after the Runner's
+global plugins for the same phase (`TurnContext._global`), writes structlog events
 and opentelemetry spans (metadata and durations only, never content), and checks the
 agent's input and output contracts.
 
@@ -23,6 +24,7 @@ import fastjsonschema
 import msgspec
 from opentelemetry import trace
 
+from adk_actors.agents import plugin_checks
 from adk_actors.agents.instructions import render_instructions
 from adk_actors.agents.scope import Scope, TurnOptions
 from adk_actors.agents.spec import AgentSpec
@@ -41,6 +43,8 @@ from adk_actors.agents.turn_outcome import (
     encode_call,
     encode_response,
 )
+from adk_actors.observability import default_metrics, semconv
+from adk_actors.plugins import PhaseKind
 from adk_actors.tools.catalog import checked_result
 from providers import content as content_model
 from providers import protocol
@@ -65,13 +69,14 @@ async def run_turn(
 ) -> TurnOutcome:
     """A coroutine: `Task.start(run_turn, ...)` runs it on the kernel's reactor, so a
     turn waiting for its model or an async tool holds no thread."""
-    with _tracer.start_as_current_span("adk.agent.turn", attributes={"adk.agent": spec.name}):
-        return await _guarded(
-            spec,
-            lambda: _Turn(spec, scope, invocation_id, options or TurnOptions()).run(
-                history, message
-            ),
-        )
+    with _tracer.start_as_current_span(
+        semconv.span_name(semconv.INVOKE_AGENT, spec.name),
+        attributes=semconv.invocation(
+            spec.name, invocation_id=invocation_id, session_id=scope.session_id
+        ),
+    ):
+        turn = _Turn(spec, scope, invocation_id, options or TurnOptions())
+        return await turn.notify_plugins(await _guarded(spec, lambda: turn.run(history, message)))
 
 
 async def resume_turn(
@@ -87,12 +92,15 @@ async def resume_turn(
     """Go on from a pause: `contents` is the invocation so far (up to the model's
     calls and the responses stored at the pause); `answer` says how the human or the
     operation answered."""
-    with _tracer.start_as_current_span("adk.agent.turn", attributes={"adk.agent": spec.name}):
-        return await _guarded(
-            spec,
-            lambda: _Turn(spec, scope, invocation_id, options or TurnOptions()).resume(
-                history, contents, continuation, answer
-            ),
+    with _tracer.start_as_current_span(
+        semconv.span_name(semconv.INVOKE_AGENT, spec.name),
+        attributes=semconv.invocation(
+            spec.name, invocation_id=invocation_id, session_id=scope.session_id
+        ),
+    ):
+        turn = _Turn(spec, scope, invocation_id, options or TurnOptions())
+        return await turn.notify_plugins(
+            await _guarded(spec, lambda: turn.resume(history, contents, continuation, answer))
         )
 
 
@@ -119,10 +127,25 @@ class _Turn(ToolRound):
 
     async def run(self, history: Sequence[Content], message: Content) -> TurnOutcome:
         await self._render()
+        started = time.monotonic()
+        if self.options.plugin_run:  # a Runner's run: its run-level plugin hooks
+            # an early return here only skips the later plugins: it is the message too
+            phase = await self._global("on_user_message", message, plugin_checks.user_message)
+            message = phase.value if phase is not None else message
+            phase = await self._global("before_run", message, plugin_checks.message)
+            if phase is not None and phase.returned:  # answered without the agent
+                return await self._complete(
+                    phase.value, None, [*history, message], len(history), 0, started
+                )
+            message = phase.value if phase is not None else message
         if self.spec.input_validator is not None:
             _check_json(self.spec.input_validator, message.text_value(), "invalid_input")
         contents = [*history, message]
-        started = time.monotonic()
+        phase = await self._global("before_agent", message, plugin_checks.message)
+        if phase is not None and phase.returned:  # global plugins answered: skip the turn
+            return await self._complete(phase.value, None, contents, len(history), 0, started)
+        if phase is not None:
+            message = contents[-1] = phase.value
         replaced = await self._callback("before_agent", self._callback_context(), message)
         if replaced is not None:  # the turn is skipped: this is its answer
             return await self._complete(
@@ -225,9 +248,13 @@ class _Turn(ToolRound):
         """Settle the final answer (``after_agent``, the output contract), report it as
         the final "model" step and end the turn."""
         spec = self.spec
-        replaced = await self._callback("after_agent", self._callback_context(), output)
-        if replaced is not None:
-            output = as_answer(replaced)
+        phase = await self._global("after_agent", output, plugin_checks.answer)
+        if phase is not None:
+            output = phase.value
+        if phase is None or not phase.returned:
+            replaced = await self._callback("after_agent", self._callback_context(), output)
+            if replaced is not None:
+                output = as_answer(replaced)
         if spec.output_validator is not None:
             text = output.text_value() if isinstance(output, Content) else output
             _check_json(spec.output_validator, text, "invalid_output")
@@ -274,17 +301,40 @@ class _Turn(ToolRound):
         the provider, then ``after_model`` on whichever answered. Tool calls are
         reported as a "model" step here; a final answer is reported by `_complete`."""
         contents = _joined_tool_turns(contents)
-        replaced = await self._callback("before_model", self._callback_context(), contents)
-        if replaced is not None:
-            output, metadata = replaced, None
+        phase = await self._global("before_model", contents, plugin_checks.model_request)
+        output: Any
+        if phase is not None and phase.returned:  # skips the local hook and the provider
+            output, metadata = phase.value, None
         else:
-            output, metadata = await self._provider(contents)
-        after = await self._callback("after_model", self._callback_context(), output)
-        output = after if after is not None else output
+            contents = phase.value if phase is not None else contents
+            replaced = await self._callback("before_model", self._callback_context(), contents)
+            if replaced is not None:
+                output, metadata = replaced, None
+            else:
+                output, metadata = await self._provider_or_recovered(contents)
+        seen = output.content if isinstance(output, ToolCalls) else output
+        phase = await self._global("after_model", seen, plugin_checks.answer)
+        if phase is not None and phase.kind is not PhaseKind.CONTINUE:
+            output = phase.value
+        if phase is None or not phase.returned:
+            after = await self._callback("after_model", self._callback_context(), output)
+            output = after if after is not None else output
         if isinstance(output, ToolCalls):
             self._observe("model", output.content, metadata)
             return output, metadata
         return as_answer(output), metadata
+
+    async def _provider_or_recovered(self, contents: list[Content]) -> tuple[Any, Any]:
+        """The provider's answer; a provider error goes to the ``on_model_error``
+        plugins first, whose amend or return is the answer instead."""
+        try:
+            return await self._provider(contents)
+        except AdkError as error:
+            value = plugin_checks.reason_value(error.reason)
+            phase = await self._global("on_model_error", value, plugin_checks.answer)
+            if phase is None or phase.kind is PhaseKind.CONTINUE:
+                raise
+            return phase.value, None
 
     async def _provider(self, contents: list[Content]) -> tuple[Any, Any]:
         spec = self.spec
@@ -293,28 +343,40 @@ class _Turn(ToolRound):
             self.options.before_request(self.provider_config, contents, spec.catalog.declarations())
         started = time.monotonic()
         self.llm_calls += 1
-        with _tracer.start_as_current_span(
-            "adk.model.call", attributes={"adk.agent": spec.name}
-        ) as span:
-            if self.options.streaming == "content":
-                result = await protocol.astream_content(
-                    self.provider_config,
-                    contents,
-                    spec.catalog.declarations(),
-                    lambda frame: self._observe("delta", frame, None),
+        attributes = semconv.model_call_from_config(spec.name, self.provider_config)
+        provider = str(attributes[semconv.PROVIDER_NAME])
+        model = attributes.get(semconv.REQUEST_MODEL)
+        outcome = "error"
+        try:
+            with _tracer.start_as_current_span(
+                semconv.span_name(semconv.CHAT, str(model or provider)), attributes=attributes
+            ) as span:
+                if self.options.streaming == "content":
+                    result = await protocol.astream_content(
+                        self.provider_config,
+                        contents,
+                        spec.catalog.declarations(),
+                        lambda frame: self._observe("delta", frame, None),
+                    )
+                elif self.options.streaming == "text":
+                    result = await protocol.astream(
+                        self.provider_config,
+                        contents,
+                        spec.catalog.declarations(),
+                        lambda delta: self._observe("delta", delta, None),
+                    )
+                else:
+                    result = await protocol.agenerate(
+                        self.provider_config, contents, spec.catalog.declarations()
+                    )
+                outcome = "ok"
+                span.set_attribute(
+                    semconv.ADK_DURATION_MS, round((time.monotonic() - started) * 1000, 3)
                 )
-            elif self.options.streaming == "text":
-                result = await protocol.astream(
-                    self.provider_config,
-                    contents,
-                    spec.catalog.declarations(),
-                    lambda delta: self._observe("delta", delta, None),
-                )
-            else:
-                result = await protocol.agenerate(
-                    self.provider_config, contents, spec.catalog.declarations()
-                )
-            span.set_attribute("adk.duration_ms", round((time.monotonic() - started) * 1000, 3))
+        finally:  # a failed or cancelled call is counted too
+            default_metrics().model_call(
+                provider, str(model or "none"), outcome, time.monotonic() - started
+            )
         output, metadata = protocol.unwrap(result)
         _log.debug(
             "adk.model.called",

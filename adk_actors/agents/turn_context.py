@@ -21,13 +21,18 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from adk_actors.agents import plugin_checks
 from adk_actors.agents.callbacks import run_callback
 from adk_actors.agents.scope import Scope, TurnOptions
 from adk_actors.agents.spec import AgentSpec
 from adk_actors.agents.thread_limits import check_max_tool_threads
+from adk_actors.agents.turn_outcome import TurnFailed, TurnOutcome
+from adk_actors.plugins import PhaseOutcome, Pipeline
+from adk_actors.plugins.pipeline import Check
 from adk_actors.tools import ToolContext
 from providers.content import FunctionCallPart
 from providers.errors import AdkError
@@ -119,6 +124,8 @@ class TurnContext:
         self.provider_config: Mapping[str, Any] = spec.provider_config
         self.options = options
         self.llm_calls = 0
+        self.tool_failures: dict[str, int] = {}
+        """Failed results per tool in this turn (``retry_attempt`` of ``on_tool_error``)."""
         self.shares = agent_shares(spec.name, spec.max_tool_threads)
         # this runs inside the turn's task: `off_loop` in it or in its parallel tool
         # tasks (tools, approval checks, instructions) finds the agent's tools share
@@ -138,6 +145,33 @@ class TurnContext:
             return None
         return await off_loop_in(self.shares.callbacks, run_callback, self.spec, hook, ctx, value)
 
+    async def _global(
+        self, hook: str, value: Any, check: Check | None = None, **context: Any
+    ) -> PhaseOutcome | None:
+        """The Runner's global plugins for `hook` (before the agent's own callback):
+        None when no plugin implements it, else the phase's outcome; a halt or a
+        closed failure raises `AdkError` (the turn fails with it)."""
+        pipeline = self.options.plugins
+        if pipeline is None or not pipeline.implements(hook):
+            return None
+        ctx = {**self._callback_context(), **context}
+        outcome = await pipeline.arun(hook, ctx, value, check)
+        outcome.settle()
+        return outcome
+
+    async def notify_plugins(self, outcome: TurnOutcome) -> TurnOutcome:
+        """The turn has ended: a failed one goes to the global ``on_agent_error``
+        plugins (a notification: whatever they do, `outcome` stands). The run-level
+        ``after_run`` and ``on_run_error`` are the Runner's, once the end is stored."""
+        if self.options.plugins is None or is_fenced_thread():
+            return outcome
+        if isinstance(outcome, TurnFailed):
+            try:
+                await self._global("on_agent_error", plugin_checks.reason_value(outcome.reason))
+            except AdkError:  # a notification never changes the outcome
+                pass
+        return outcome
+
     def _callback_context(self) -> dict[str, Any]:
         return {
             "agent_name": self.spec.name,
@@ -148,7 +182,7 @@ class TurnContext:
         }
 
     def _context(self, call: FunctionCallPart) -> ToolContext:
-        return ToolContext(
+        return PluginToolContext(
             app_name=self.scope.app_name,
             user_id=self.scope.user_id,
             session_id=self.scope.session_id,
@@ -158,7 +192,16 @@ class TurnContext:
             state=self.state,
             ancestry=(*self.ancestry, self.spec.name),
             global_instruction=self.global_instruction,
+            plugins=self.options.plugins,
         )
+
+
+@dataclass(frozen=True)
+class PluginToolContext(ToolContext):
+    """A tool's context inside a turn, carrying the Runner's plugins so a sub-agent
+    (`AgentTool`) runs under them too; tools see an ordinary `ToolContext`."""
+
+    plugins: Pipeline | None = None
 
 
 async def off_loop(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

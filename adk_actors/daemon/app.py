@@ -22,6 +22,11 @@ middleware that applies to every request, in this order:
    500 ``internal_error`` (logged by type, never with a traceback or a message) for
    anything a route did not expect.
 
+Inside the guards, `TraceContextMiddleware` makes a valid ``traceparent`` (and
+``tracestate``) the parent of the spans the request's work opens (a run's invocation,
+turns, model and tool calls); an invalid one is ignored. A refused request costs
+nothing.
+
 A ``websocket`` scope passes the same checks (no route takes one yet): the Host, then
 the drain, the token on ``/dev/v1`` and the Origin, a refusal closing the handshake
 with 1008 (policy violation; 1013 while draining) before the app sees it. ``lifespan``
@@ -56,7 +61,9 @@ from adk_actors.daemon import (
     auth,
     legacy,
     routes_agents,
+    routes_ambient,
     routes_console,
+    routes_observability,
     routes_runs,
     routes_sessions,
 )
@@ -64,6 +71,7 @@ from adk_actors.daemon.bodies import DEADLINE_KEY
 from adk_actors.daemon.errors import ApiError, error_response
 from adk_actors.daemon.state import DevState
 from adk_actors.daemon.views import DotSegmentRoute
+from adk_actors.observability.asgi import TraceContextMiddleware
 from supervision import get_logger
 
 API_PREFIX = "/dev/v1"
@@ -90,6 +98,7 @@ def build_app(state: DevState, extra_routes: Sequence[BaseRoute] = ()) -> Starle
     routes: list[BaseRoute] = [
         *routes_runs.ROUTES,  # each area refuses an encoded slash with its own code first
         *routes_sessions.ROUTES,
+        *routes_ambient.ROUTES,
         DotSegmentRoute(  # then any other /dev/v1 path (agents, extra routes) does
             API_PREFIX,
             "invalid_path_parameter",
@@ -97,13 +106,15 @@ def build_app(state: DevState, extra_routes: Sequence[BaseRoute] = ()) -> Starle
             dot_segments=False,
         ),
         *routes_agents.ROUTES,
+        *routes_observability.ROUTES,
         *routes_console.ROUTES,
         *(legacy.routes(state.settings) if state.settings.legacy_a2a else ()),
         *extra_routes,
     ]
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(Guards, state=state)],
+        # inside the guards: a refused request never becomes a trace's child
+        middleware=[Middleware(Guards, state=state), Middleware(TraceContextMiddleware)],
         exception_handlers={
             ApiError: _api_error,
             HTTPException: _http_error,

@@ -12,6 +12,10 @@ listener as the tree's last child and prints one JSON line on `out`:
 until SIGINT or SIGTERM, then drains (`drain.drain`: new requests get 503, running
 runs get ``drain_grace``), stops the tree in order (the listener first) and returns 0.
 If the tree stops on its own meanwhile (it gave up restarting a child), it returns 1.
+With ``OTEL_EXPORTER_OTLP_ENDPOINT`` set it first installs the OpenTelemetry SDK with
+OTLP/HTTP export (`observability.sdk.configure_from_env`, the ``otlp`` extra; refused
+with ``otlp_unavailable`` when that is not installed) and shuts it down last, flushing
+the spans still batched.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType
-from typing import Any, NamedTuple, TextIO
+from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 import adk_actors as adk
 from adk_actors.config_file import AgentFile, check_credentials, load_agent_file, spawn_from_file
@@ -37,9 +41,13 @@ from adk_actors.daemon.legacy import check_legacy_host
 from adk_actors.daemon.listener import check_dev_host, listener_config, start_listener
 from adk_actors.daemon.settings import DevSettings, settings_from_env
 from adk_actors.daemon.state import DevState
+from adk_actors.observability import export_requested
 from adk_actors.sessions import LmdbSessionService
 from providers.errors import AdkError
 from supervision import configure_console, get_logger
+
+if TYPE_CHECKING:
+    from adk_actors.observability.sdk import Telemetry
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -86,8 +94,10 @@ def main(
     """
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
+    env = os.environ if environ is None else environ
     try:
-        plan = _check(config_path, host, port, data_dir, os.environ if environ is None else environ)
+        plan = _check(config_path, host, port, data_dir, env)
+        telemetry = _telemetry(env)
     except AdkError as error:
         _print_error(err, error)
         return EXIT_REFUSED
@@ -101,6 +111,24 @@ def main(
         return _run(plan, stopping, out, err)
     finally:
         restore()
+        if telemetry is not None:
+            telemetry.shutdown()  # flushes the batch processor's last spans
+
+
+def _telemetry(environ: Mapping[str, str]) -> Telemetry | None:
+    """The OpenTelemetry SDK exporting over OTLP/HTTP when ``OTEL_EXPORTER_OTLP_ENDPOINT``
+    (or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) is set, else None (the API's no-op)."""
+    if not export_requested(environ):
+        return None
+    try:
+        from adk_actors.observability.sdk import configure_from_env  # adk-actors[otlp]
+    except ImportError:
+        raise AdkError(
+            "otlp_unavailable",
+            "OTEL_EXPORTER_OTLP_ENDPOINT is set but the OpenTelemetry SDK or OTLP exporter "
+            "is not installed (install adk-actors[otlp])",
+        ) from None
+    return configure_from_env(environ)
 
 
 def _check(

@@ -15,7 +15,7 @@ and `Runner.cancel(stream, reason)` cancels the invocation behind such a stream.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from adk_actors.agents.api import AgentLike, _name
@@ -23,6 +23,7 @@ from adk_actors.agents.scope import as_content
 from adk_actors.agents.turn_outcome import Continuation
 from adk_actors.events import Event, EventError
 from adk_actors.outcomes import OUTCOME_TYPES, Cancelled, Completed, Failed, Outcome, Paused
+from adk_actors.plugins import Pipeline
 from adk_actors.policy import RuntimePolicy
 from adk_actors.runner import continuations
 from adk_actors.runner.context import ContextPolicy
@@ -74,6 +75,7 @@ class Runner:
         context_policy: Mapping[str, Any] | ContextPolicy | None = None,
         runtime_policy: Mapping[str, Any] | RuntimePolicy | None = None,
         admission_control: Mapping[str, Any] | None = None,
+        plugins: Sequence[Any] | Pipeline | None = None,
     ) -> None:
         options = runner_options(
             run_timeout=run_timeout,
@@ -99,6 +101,9 @@ class Runner:
             None if runtime_policy is None else RuntimePolicy.compile(runtime_policy)
         )
         self.admission_control = runner_admission(admission_control)
+        self.plugins = Pipeline.compile(() if plugins is None else plugins)
+        """Global plugins, checked here (`adk_actors.plugins`): they run in every
+        invocation and its sub-agents, before the agent's own callbacks."""
 
     def run(self, user_id: str, session_id: str, message: str | Content) -> str | Content | Paused:
         """Run one invocation to its end: the final output, a `Paused` outcome to

@@ -44,8 +44,9 @@ from adk_actors.agents.scope import Scope, TurnOptions
 from adk_actors.agents.turn import resume_turn, run_turn
 from adk_actors.agents.turn_outcome import TurnCompleted, TurnFailed, TurnPaused
 from adk_actors.events import Event
+from adk_actors.observability import default_metrics
 from adk_actors.outcomes import Cancelled, Completed, Failed, Outcome, Paused
-from adk_actors.runner import continuations, steps
+from adk_actors.runner import continuations, plugin_events, steps
 from adk_actors.runner.guard import Guard
 from adk_actors.runner.history import read_history, visible_state
 from adk_actors.runner.messages import (
@@ -255,6 +256,7 @@ class InvocationServer(GenServer):
                 "invocation_server_exit",
                 (kind if isinstance(kind, str) else type(kind).__name__)[:200],
             )
+        self._stopping = True  # no plugin notification while the server stops
         try:
             self._kill_turn(state)
             if state.phase is Phase.OPEN:
@@ -422,6 +424,8 @@ class InvocationServer(GenServer):
             before_request=runner.context_policy.check_request,
             tool_gate=guard.tool_call,
             result_gate=guard.tool_result,
+            plugins=runner.plugins or None,
+            plugin_run=True,
         )
         scope = Scope(runner.app_name, request.user_id, request.session_id)
         turn: Callable[..., Any]
@@ -469,6 +473,12 @@ class InvocationServer(GenServer):
     def _store(self, state: InvocationState, event: Event) -> None:
         """Store and publish one step of the open invocation (nothing after its end)."""
         if state.phase is not Phase.OPEN:
+            return
+        try:
+            event = self._plugin_event(state, event)
+        except AdkError as error:  # a plugin halted, or failed closed
+            self._kill_turn(state)
+            self._end_failed(state, error.reason)
             return
         try:
             stored = self._write(state, event)
@@ -521,6 +531,11 @@ class InvocationServer(GenServer):
             return
         content, metadata = state.final
         event = steps.final_event(state.spec, state.invocation_id, output, content, metadata)
+        try:
+            event = self._plugin_event(state, event)
+        except AdkError as error:
+            self._end_failed(state, error.reason)
+            return
         try:
             delta = continuations.closed_delta(state.invocation_id)
             stored = self._write(state, event, delta, clear_temp=True)
@@ -591,12 +606,20 @@ class InvocationServer(GenServer):
         """The one terminal: publish it, give back permit and lane, answer waiters. A
         run's registry hears of it first, so no subscriber or waiter can know the end
         before `adk.runs.status` does (even should this server die right after)."""
+        if state.phase is Phase.OPEN:
+            self._notify_plugins(state, outcome)
         state.phase = advance(state.phase, phase)
         state.outcome = outcome
         state.ended_at = time.time()
+        default_metrics().invocation(
+            state.runner.agent_name,
+            type(outcome).__name__.lower(),
+            state.ended_at - state.started_at,
+        )
         run = state.request.run
         if run is not None:
             cast(run.registry, Terminal(run.run_id, self_pid(), run.retention, outcome))
+            default_metrics().run(state.runner.agent_name, type(outcome).__name__.lower())
         if event is not None:
             self._publish(state, event)
         _release(state)  # before anyone hears of the end: a caller may reuse both at once
@@ -675,6 +698,39 @@ class InvocationServer(GenServer):
             except AdkError as error:
                 _log.warning("adk.invocation.temp_not_cleared", reason=str(error.reason)[:200])
         return True
+
+    def _notify_plugins(self, state: InvocationState, outcome: Outcome) -> None:
+        """Before the end is published: ``after_run`` for a completed run,
+        ``on_run_error`` for a failed or cancelled one (notifications: whatever they
+        do, the outcome stands)."""
+        if getattr(self, "_stopping", False):
+            return
+        value: Any
+        match outcome:
+            case Completed(output=output):
+                hook, value = "after_run", output
+            case Failed(reason=reason) | Cancelled(reason=reason):
+                hook, value = "on_run_error", {"reason": plugin_events.reason_tag(reason)}
+            case _:
+                return
+        pipeline = state.request.runner.plugins
+        if pipeline.implements(hook):
+            pipeline.run(hook, self._plugin_context(state), value)
+
+    def _plugin_context(self, state: InvocationState) -> dict[str, Any]:
+        request = state.request
+        return {
+            "app_name": request.runner.app_name,
+            "user_id": request.user_id,
+            "session_id": request.session_id,
+            "invocation_id": state.invocation_id,
+            "agent_name": state.spec.name,
+            "run_id": request.run.run_id if request.run is not None else None,
+        }
+
+    def _plugin_event(self, state: InvocationState, event: Event) -> Event:
+        """`event` through the Runner's ``on_event`` plugins, before it is stored."""
+        return plugin_events.on_event(state.runner.plugins, event, self._plugin_context(state))
 
     def _write_end(self, state: InvocationState, event: Event) -> bool:
         """Store an error end (closing the invocation, clearing ``temp:``), if it was open."""

@@ -165,13 +165,9 @@ def test_spans_carry_metadata_never_content():
         for span in _exporter.get_finished_spans()
         if span.attributes.get("adk.agent") == "Traced"
     ]
-    names = [span.name for span in spans]
-    assert (
-        names.count("adk.model.call") == 2
-        and names.count("adk.tool.call") == 1
-        and "adk.agent.turn" in names
-    )
-    tool_span = next(span for span in spans if span.name == "adk.tool.call")
+    kinds = [span.attributes.get("gen_ai.operation.name") for span in spans]
+    assert kinds.count("chat") == 2 and kinds.count("execute_tool") == 1 and "invoke_agent" in kinds
+    tool_span = next(span for span in spans if span.name == "execute_tool echo_tool")
     assert (
         tool_span.attributes["adk.tool"] == "echo_tool"
         and tool_span.attributes["adk.duration_ms"] >= 0
@@ -235,3 +231,40 @@ def test_parallel_tools_bounded_ordered_with_barriers_and_timeouts():
     unsafe_start = order.index(("start", "unsafe", 3))
     assert all(order.index(("end", "safe", i)) < unsafe_start for i in range(3))  # a barrier
     assert order.index(("end", "unsafe", 3)) < order.index(("start", "safe", 4))
+
+
+def test_model_and_tool_calls_are_counted_failed_ones_too(monkeypatch):
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from adk_actors.agents import tool_round, turn
+    from adk_actors.observability import Metrics
+
+    reader = InMemoryMetricReader()
+    metrics = Metrics(MeterProvider(metric_readers=[reader]))
+    monkeypatch.setattr(turn, "default_metrics", lambda: metrics)
+    monkeypatch.setattr(tool_round, "default_metrics", lambda: metrics)
+
+    @adk.tool
+    def failing_tool(text: str) -> str:
+        raise ValueError("no")
+
+    model = adk.ScriptedProvider(
+        [{"tool_calls": [{"name": "failing_tool", "args": {"text": "x"}}]}, {"error": "boom"}]
+    )
+    agent = adk.spawn_agent("Counted", {"provider": model}, tools=[failing_tool])
+    with pytest.raises(adk.AdkError):
+        adk.prompt(agent, "go")
+
+    points = {
+        metric.name: [(dict(point.attributes), point.value) for point in metric.data.data_points]
+        for resource in reader.get_metrics_data().resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name in ("adk.model.calls", "adk.tool.calls")
+    }
+    model_calls = {labels["outcome"]: value for labels, value in points["adk.model.calls"]}
+    assert model_calls == {"ok": 1, "error": 1}  # the failed call is counted as well
+    assert points["adk.tool.calls"] == [
+        ({"agent": "Counted", "tool": "failing_tool", "outcome": "error"}, 1)
+    ]

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +184,107 @@ def test_the_daemon_prints_one_listening_line(tmp_path: Path, daemons: list[Daem
     assert daemon.stop() == 0
     assert daemon.process.stdout is not None
     assert daemon.process.stdout.read() == ""  # one line, nothing else on stdout
+
+
+class _Collector(BaseHTTPRequestHandler):
+    """An OTLP/HTTP receiver: keeps each export's path and body, answers 200 (an empty
+    body is an empty protobuf response)."""
+
+    received: list[tuple[str, bytes]]
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("content-length", "0")))
+        self.received.append((self.path, body))
+        self.send_response(200)
+        self.send_header("content-type", "application/x-protobuf")
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def collector() -> Iterator[tuple[str, list[tuple[str, bytes]]]]:
+    """A local OTLP/HTTP endpoint's URL and the exports it received."""
+    received: list[tuple[str, bytes]] = []
+    handler = type("Collector", (_Collector,), {"received": received})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", received
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+def test_with_an_otlp_endpoint_spans_are_exported_and_flushed_at_stop(
+    tmp_path: Path, daemons: list[Daemon], collector: tuple[str, list[tuple[str, bytes]]]
+) -> None:
+    """``OTEL_EXPORTER_OTLP_ENDPOINT`` set: the daemon starts as usual, a run's spans
+    join the request's ``traceparent``, and a SIGTERM still exits 0 after the batch
+    still held is flushed to the endpoint (nothing exported before: the batch waits)."""
+    endpoint, received = collector
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    daemon = _start(
+        daemons,
+        _config(tmp_path, [{"text": "SECRET-ANSWER"}]),
+        tmp_path / "data",
+        OTEL_EXPORTER_OTLP_ENDPOINT=endpoint,
+        OTEL_EXPORTER_OTLP_COMPRESSION="none",
+        OTEL_SERVICE_NAME="serve-test",
+    )
+    assert daemon.line["status"] == "listening"
+    body = {
+        "agent_name": "CliAgent",
+        "app_name": "serve_app",
+        "user_id": "user-1",
+        "session_id": "otlp-1",
+        "message": "SECRET-PROMPT",
+    }
+    with daemon.client() as client:
+        started = client.post(
+            "/dev/v1/runs",
+            json=body,
+            headers={"traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"},
+        )
+        assert started.status_code == 202, started.text
+        run_id = started.json()["run_id"]
+        deadline = time.monotonic() + 30
+        while client.get(f"/dev/v1/runs/{run_id}").json()["state"] != "completed":
+            assert time.monotonic() < deadline, "the run never completed"
+            time.sleep(0.02)
+        observed = client.get("/dev/v1/observability").json()
+    assert observed["content_captured"] is False
+    assert daemon.stop() == 0
+
+    traces = b"".join(body for path, body in received if path == "/v1/traces")
+    assert bytes.fromhex(trace_id) in traces  # the run's spans are the caller's trace's
+    assert b"invoke_agent CliAgent" in traces and b"serve-test" in traces
+    assert b"SECRET" not in traces  # metadata only
+    assert any(path == "/v1/metrics" for path, _ in received)  # the last collection
+
+
+def test_otlp_export_without_the_sdk_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "adk_actors.observability.sdk", None)  # not installed
+    out, err = io.StringIO(), io.StringIO()
+    environ = {"ADK_DEV_TOKEN": TOKEN, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
+    code = main(
+        _config(tmp_path, [{"text": "hi"}]),
+        "127.0.0.1",
+        0,
+        tmp_path / "data",
+        environ,
+        out,
+        err=err,
+    )
+    assert code == EXIT_REFUSED
+    assert out.getvalue() == ""
+    assert json.loads(err.getvalue())["reason"] == "otlp_unavailable"
 
 
 def test_a_refusal_in_a_subprocess_is_one_json_line_and_exit_2(tmp_path: Path) -> None:

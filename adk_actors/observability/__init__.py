@@ -1,0 +1,38 @@
+"""Observability on OpenTelemetry: W3C trace context, span attributes, metrics.
+
+The library uses the OpenTelemetry API only; `adk_actors.observability.sdk` (not
+imported here) configures the SDK for an application.
+"""
+
+from adk_actors.observability import semconv
+from adk_actors.observability.metrics import CATALOG, OVERFLOW, Metrics, default_metrics
+from adk_actors.observability.trace_context import (
+    TraceContext,
+    TraceContextError,
+    TraceState,
+)
+from adk_actors.observability.tracing import (
+    current,
+    export_requested,
+    from_headers,
+    inject_headers,
+    remote_parent,
+    tracer,
+)
+
+__all__ = [
+    "CATALOG",
+    "OVERFLOW",
+    "Metrics",
+    "TraceContext",
+    "TraceContextError",
+    "TraceState",
+    "current",
+    "default_metrics",
+    "export_requested",
+    "from_headers",
+    "inject_headers",
+    "remote_parent",
+    "semconv",
+    "tracer",
+]
