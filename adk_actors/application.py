@@ -13,6 +13,7 @@ installs `start_tree` as `app.start`.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Mapping
 from typing import Any
 
@@ -142,7 +143,11 @@ def start_tree(admission_control: Mapping[str, Any] | None = None) -> Pid:
                     "the application runs with another admission_control; stop() it first",
                 )
             return pid
-        return Supervisor.start(
+        # In an empty context: a server keeps a copy of its starter's contextvars for
+        # life, and the tree is often started lazily inside a request (its trace span,
+        # a request id); no process of the tree should carry that request's context.
+        return contextvars.Context().run(
+            Supervisor.start,
             _children(admission_config),
             strategy="rest_for_one",
             intensity=10,

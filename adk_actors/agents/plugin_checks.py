@@ -9,6 +9,7 @@ arguments pass the tool's schema and the runtime policy again.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -79,7 +80,7 @@ def tool_call(
 
 def call_value(call: FunctionCallPart) -> dict[str, Any]:
     """What a tool hook sees of a call."""
-    return {"name": call.name, "id": call.id, "args": dict(call.args)}
+    return {"name": call.name, "id": call.id, "args": copy.deepcopy(dict(call.args))}
 
 
 def reason_value(reason: Any) -> dict[str, Any]:

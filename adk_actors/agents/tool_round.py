@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from opentelemetry import trace
 
 from adk_actors.agents import plugin_checks
 from adk_actors.agents.turn_context import TurnContext, off_loop
-from adk_actors.observability import default_metrics, semconv
+from adk_actors.observability import default_metrics, failed, runtime_span, semconv
 from adk_actors.plugins import PhaseKind
 from adk_actors.tools import Tool, ToolContext
 from adk_actors.tools.catalog import (
@@ -53,6 +54,7 @@ from supervision.logs import get_logger
 
 _log = get_logger("adk.agents")
 _tracer = trace.get_tracer("adk_actors")
+_ERROR_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 Outcome = dict[str, Any]
 """A call's result payload before its after-callbacks (what the tool returned)."""
@@ -235,7 +237,8 @@ class ToolRound(TurnContext):
         started = time.monotonic()
         outcome = "error"
         try:
-            with _tracer.start_as_current_span(
+            with runtime_span(
+                _tracer,
                 semconv.span_name(semconv.EXECUTE_TOOL, call.name),
                 attributes=semconv.tool_call(spec.name, call.name, call.id),
             ) as span:
@@ -248,6 +251,7 @@ class ToolRound(TurnContext):
                     except AdkError as refused:  # no thread for it: the model hears why
                         if refused.reason not in ("capacity_exhausted", "busy"):
                             raise
+                        failed(span, refused)
                         return structural_error(str(refused.reason), operation=call.name)
                 span.set_attribute(
                     semconv.ADK_DURATION_MS, round((time.monotonic() - started) * 1000, 3)
@@ -255,6 +259,8 @@ class ToolRound(TurnContext):
                 if isinstance(response, FunctionResponsePart):
                     success = response.response.get("success", True) is not False
                     span.set_attribute(semconv.ADK_TOOL_SUCCESS, success)
+                    if not success:
+                        failed(span, _error_type(response.response))
                     outcome = "ok" if success else "error"
                 else:
                     outcome = "suspended"
@@ -352,3 +358,21 @@ def _task_outcome(call: FunctionCallPart, result: Any) -> Outcome:
 
 def _as_payload(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"result": value}
+
+
+def _error_type(payload: Any) -> str:
+    """`error.type` for a failed tool result: the exception's class (or its stable
+    reason) when the catalog caught one, the ``kind`` of a structural refusal, else
+    ``tool_error``. Nothing but a bounded identifier is taken from the payload (a tool's
+    own failure payload is content)."""
+    error = payload.get("error") if isinstance(payload, dict) else None
+    if not isinstance(error, dict):
+        return "tool_error"
+    if error.get("component") == "tool":  # the catalog's `_failure`
+        reason, name = error.get("reason"), error.get("class")
+        found = name if reason == "tool_failed" else reason
+    else:
+        found = error.get("kind")
+    if isinstance(found, str) and _ERROR_TYPE.fullmatch(found):
+        return found
+    return "tool_error"

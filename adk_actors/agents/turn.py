@@ -43,7 +43,7 @@ from adk_actors.agents.turn_outcome import (
     encode_call,
     encode_response,
 )
-from adk_actors.observability import default_metrics, semconv
+from adk_actors.observability import default_metrics, runtime_span, semconv
 from adk_actors.plugins import PhaseKind
 from adk_actors.tools.catalog import checked_result
 from providers import content as content_model
@@ -69,7 +69,8 @@ async def run_turn(
 ) -> TurnOutcome:
     """A coroutine: `Task.start(run_turn, ...)` runs it on the kernel's reactor, so a
     turn waiting for its model or an async tool holds no thread."""
-    with _tracer.start_as_current_span(
+    with runtime_span(
+        _tracer,
         semconv.span_name(semconv.INVOKE_AGENT, spec.name),
         attributes=semconv.invocation(
             spec.name, invocation_id=invocation_id, session_id=scope.session_id
@@ -92,7 +93,8 @@ async def resume_turn(
     """Go on from a pause: `contents` is the invocation so far (up to the model's
     calls and the responses stored at the pause); `answer` says how the human or the
     operation answered."""
-    with _tracer.start_as_current_span(
+    with runtime_span(
+        _tracer,
         semconv.span_name(semconv.INVOKE_AGENT, spec.name),
         attributes=semconv.invocation(
             spec.name, invocation_id=invocation_id, session_id=scope.session_id
@@ -348,8 +350,10 @@ class _Turn(ToolRound):
         model = attributes.get(semconv.REQUEST_MODEL)
         outcome = "error"
         try:
-            with _tracer.start_as_current_span(
-                semconv.span_name(semconv.CHAT, str(model or provider)), attributes=attributes
+            with runtime_span(
+                _tracer,
+                semconv.span_name(semconv.CHAT, str(model or provider)),
+                attributes=attributes,
             ) as span:
                 if self.options.streaming == "content":
                     result = await protocol.astream_content(

@@ -14,9 +14,11 @@ from adk_actors.observability.trace_context import (
 from adk_actors.observability.tracing import (
     current,
     export_requested,
+    failed,
     from_headers,
     inject_headers,
     remote_parent,
+    runtime_span,
     tracer,
 )
 
@@ -30,9 +32,11 @@ __all__ = [
     "current",
     "default_metrics",
     "export_requested",
+    "failed",
     "from_headers",
     "inject_headers",
     "remote_parent",
+    "runtime_span",
     "semconv",
     "tracer",
 ]

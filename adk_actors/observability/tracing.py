@@ -5,6 +5,12 @@ The kernel carries the caller's context into the processes and tasks a call star
 (see `supervision`'s docs), so a span opened by the runtime on any of its threads is
 a child of the span current where the work was started: an application's request
 span, or a remote parent made current with `remote_parent`.
+
+Every runtime span is opened with `runtime_span`: OpenTelemetry's default would record an
+exception passing through it (its message and stack trace as an ``exception`` event,
+its message as the status description), and a message can hold a credential or
+prompt text. `runtime_span` records only `error.type` (the exception's class name, or an
+`AdkError`'s reason code) and an ERROR status without a description.
 """
 
 from __future__ import annotations
@@ -15,8 +21,12 @@ from typing import Final
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode
+from opentelemetry.util.types import AttributeValue
 
+from adk_actors.observability import semconv
 from adk_actors.observability.trace_context import TraceContext
+from providers.errors import AdkError
 
 TRACER_NAME: Final = "adk_actors"
 
@@ -36,6 +46,36 @@ def export_requested(environ: Mapping[str, str]) -> bool:
 def tracer() -> trace.Tracer:
     """The runtime's tracer (on the global provider; a proxy until one is set)."""
     return trace.get_tracer(TRACER_NAME)
+
+
+@contextmanager
+def runtime_span(
+    tracer_: trace.Tracer, name: str, attributes: Mapping[str, AttributeValue] | None = None
+) -> Iterator[trace.Span]:
+    """`tracer_.start_as_current_span(name, attributes=...)` that never records an
+    exception's message or stack trace: a failure passing through sets `error.type`
+    (`failed`) and re-raises."""
+    with tracer_.start_as_current_span(
+        name, attributes=attributes, record_exception=False, set_status_on_exception=False
+    ) as current_span:
+        try:
+            yield current_span
+        except BaseException as exc:
+            failed(current_span, exc)
+            raise
+
+
+def failed(span_: trace.Span, cause: object) -> None:
+    """Mark `span_` failed: `error.type` is an `AdkError`'s reason code, another
+    exception's class name, or `cause` itself as a reason code (bounded); the status is
+    ERROR with no description. An exception's message is never read."""
+    if isinstance(cause, AdkError):
+        span_.set_attributes(semconv.error(cause.reason))
+    elif isinstance(cause, BaseException):
+        span_.set_attributes(semconv.checked({semconv.ERROR_TYPE: type(cause).__name__}))
+    else:
+        span_.set_attributes(semconv.error(cause))
+    span_.set_status(Status(StatusCode.ERROR))
 
 
 @contextmanager

@@ -9,7 +9,10 @@
   tool turn answering it stay or go together.
 * `ReflectRetry` (``on_tool_error``, intervene): turns a failed tool result into
   bounded, model-visible retry guidance, at most ``max_attempts`` times per tool in a
-  turn (the context's ``retry_attempt``); the failure's text never passes through.
+  turn (the context's ``retry_attempt``); the failure's text never passes through:
+  only its ``component``, ``operation`` and ``reason`` tags, redacted, cut to an
+  identifier charset and together at most ``max_error_chars`` (default
+  `DEFAULT_ERROR_CHARS`, at most `MAX_ERROR_CHARS`).
 * `MetadataLogger` (every hook, observe): records the hook, the value's type and size
   and the run's identifiers, never a prompt, response, argument, result, media or
   credential; to a `sink` callable if given, else the ``adk.plugin.metadata`` log.
@@ -20,6 +23,7 @@ Each has a constructor helper returning a descriptor: `global_instruction`,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -28,6 +32,7 @@ from adk_actors.plugins.plugin import HOOKS, Plugin
 from providers import content as content_model
 from providers.content import Content
 from providers.errors import AdkError
+from supervision import redact_text
 from supervision.logs import get_logger
 
 _log = get_logger("adk.plugins")
@@ -35,6 +40,10 @@ _log = get_logger("adk.plugins")
 MAX_INSTRUCTION_CHARS = 16_384
 MAX_GUIDANCE_CHARS = 4096
 MAX_RETRY_ATTEMPTS = 16
+DEFAULT_ERROR_CHARS = 1024
+MAX_ERROR_CHARS = 4096
+_SUMMARY_KEYS = ("component", "operation", "reason")
+_NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_.:/-]")
 DEFAULT_GUIDANCE = (
     "Reflect on the tool error, correct the arguments, and retry only when the "
     "operation is safe and idempotent."
@@ -120,6 +129,7 @@ class ReflectRetry(Plugin):
         enabled = config.get("enabled", True)
         attempts = config.get("max_attempts", 1)
         guidance = config.get("guidance", DEFAULT_GUIDANCE)
+        error_chars = config.get("max_error_chars", DEFAULT_ERROR_CHARS)
         if (
             not isinstance(enabled, bool)
             or isinstance(attempts, bool)
@@ -127,8 +137,14 @@ class ReflectRetry(Plugin):
             or not 0 < attempts <= MAX_RETRY_ATTEMPTS
             or not isinstance(guidance, str)
             or not 0 < len(guidance) <= MAX_GUIDANCE_CHARS
+            or isinstance(error_chars, bool)
+            or not isinstance(error_chars, int)
+            or not len(_SUMMARY_KEYS) <= error_chars <= MAX_ERROR_CHARS
         ):
-            raise AdkError("invalid_reflect_retry_plugin_config", "enabled, max_attempts, guidance")
+            raise AdkError(
+                "invalid_reflect_retry_plugin_config",
+                "enabled, max_attempts, guidance, max_error_chars",
+            )
         attempt = ctx.get("retry_attempt", 0)
         if not enabled or not isinstance(attempt, int) or attempt >= attempts:
             return None
@@ -140,7 +156,7 @@ class ReflectRetry(Plugin):
                     "attempt": attempt + 1,
                     "max_attempts": attempts,
                     "guidance": guidance,
-                    "error": _failure_summary(value),
+                    "error": _failure_summary(value, error_chars),
                 },
             }
         )
@@ -221,15 +237,24 @@ def _last_messages(groups: list[list[int]], limit: int) -> list[list[int]]:
     return chosen
 
 
-def _failure_summary(value: Any) -> dict[str, Any]:
+def _failure_summary(value: Any, max_chars: int = DEFAULT_ERROR_CHARS) -> dict[str, Any]:
+    """The failure's structural tags, each a redacted identifier of at most its share
+    of `max_chars`."""
     error = value.get("error") if isinstance(value, Mapping) else None
     if not isinstance(error, Mapping):
         return {"reason": "external_failure"}
-    return {
-        key: error[key] if isinstance(error.get(key), str | int) else "external_failure"
-        for key in ("component", "operation", "reason")
-        if key in error
-    } or {"reason": "external_failure"}
+    share = max_chars // len(_SUMMARY_KEYS)
+    return {key: _tag(error[key], share) for key in _SUMMARY_KEYS if key in error} or {
+        "reason": "external_failure"
+    }
+
+
+def _tag(item: Any, limit: int) -> Any:
+    if isinstance(item, int) and not isinstance(item, bool) and abs(item) < 10**15:
+        return item
+    if not isinstance(item, str) or not item:
+        return "external_failure"
+    return _NOT_IDENTIFIER.sub("_", redact_text(item[: limit * 4]))[:limit]
 
 
 def _descriptor(plugin: Plugin, config: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
@@ -264,10 +289,16 @@ def context_filter(
 
 
 def reflect_retry(
-    *, max_attempts: int = 1, guidance: str = DEFAULT_GUIDANCE, **options: Any
+    *,
+    max_attempts: int = 1,
+    guidance: str = DEFAULT_GUIDANCE,
+    max_error_chars: int = DEFAULT_ERROR_CHARS,
+    **options: Any,
 ) -> dict[str, Any]:
     return _descriptor(
-        ReflectRetry(), {"max_attempts": max_attempts, "guidance": guidance}, options
+        ReflectRetry(),
+        {"max_attempts": max_attempts, "guidance": guidance, "max_error_chars": max_error_chars},
+        options,
     )
 
 

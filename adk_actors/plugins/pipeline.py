@@ -20,12 +20,19 @@ through every plugin implementing `hook`, in registration order:
   is recorded and an intervention ignored (``notification_result_ignored``), whatever
   the failure policy.
 
+Every hook gets its own deep copy of the value and the context (`isolated`): a hook
+that changes what it was given in place, an observer or one that timed out and runs
+on fenced, changes nothing; only an `Amend` or `Return`, through the phase's check,
+changes the phase's value. A value that cannot be copied fails the phase's hooks
+(``uncopyable_value``) rather than being shared.
+
 Every plugin leaves one structural `TraceEntry`; no value, argument or exception
 text reaches a trace or a log.
 """
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -97,8 +104,8 @@ class Pipeline:
                 run.skipped(plugin)
                 continue
             task = run.start(plugin, fn)
-            if task is None:
-                result: Any = TaskFailed("busy", "no pool thread")
+            if isinstance(task, TaskFailed):
+                result: Any = task
             else:
                 try:
                     result = ("ok", task.wait(plugin.options.timeout + 1.0))
@@ -120,8 +127,8 @@ class Pipeline:
                 run.skipped(plugin)
                 continue
             task = run.start(plugin, fn)
-            if task is None:
-                result: Any = TaskFailed("busy", "no pool thread")
+            if isinstance(task, TaskFailed):
+                result: Any = task
             else:
                 try:
                     result = ("ok", await wait_task(task, plugin.options.timeout + 1.0))
@@ -155,12 +162,17 @@ class _Run:
         self.trace: list[TraceEntry] = []
         self.notification = hook in NOTIFICATION_HOOKS
 
-    def start(self, plugin: CompiledPlugin, fn: Any) -> Task | None:
+    def start(self, plugin: CompiledPlugin, fn: Any) -> Task | TaskFailed:
+        """The hook's task, else why it could not start."""
         deadline = time.monotonic() + plugin.options.timeout
         try:
-            return Task.start(fn, self.ctx, self.value, plugin.config, deadline=deadline)
+            ctx, value = isolated(self.ctx), isolated(self.value)
+        except _Uncopyable:
+            return TaskFailed("uncopyable_value", "the value cannot be copied for a hook")
+        try:
+            return Task.start(fn, ctx, value, plugin.config, deadline=deadline)
         except TaskBusy:
-            return None
+            return TaskFailed("busy", "no pool thread")
 
     def skipped(self, plugin: CompiledPlugin) -> None:
         self.trace.append(TraceEntry(plugin.id, self.hook, "skipped"))
@@ -221,13 +233,29 @@ class _Run:
         return PhaseOutcome(self.kind, self.value, tuple(self.trace))
 
 
+class _Uncopyable(Exception):
+    pass
+
+
+def isolated(value: Any) -> Any:
+    """A deep copy of `value` for one hook (a read-only mapping stays read-only)."""
+    if value is None or isinstance(value, str | int | float | bool | bytes):
+        return value
+    try:
+        if isinstance(value, MappingProxyType):
+            return MappingProxyType(copy.deepcopy(dict(value)))
+        return copy.deepcopy(value)
+    except Exception:
+        raise _Uncopyable from None
+
+
 def _failure_tag(error: TaskFailed) -> str:
     reason = error.reason
     kind = getattr(reason, "kind", None)
     if kind is not None:  # a Crash: the hook raised
         return "exception"
-    if reason == "busy":
-        return "busy"
+    if reason in ("busy", "uncopyable_value"):
+        return str(reason)
     return "worker_down"
 
 

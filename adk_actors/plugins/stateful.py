@@ -12,8 +12,15 @@ with the caller's deadline, the others waiting in a bounded queue
 (``plugin_queue_full``). A new state is committed only when the callback finished
 within its deadline while its caller (the owner) is still alive, and the state
 encodes as JSON within ``max_state_bytes``; a callback whose owner died is killed and
-its state discarded, a late one never commits. `InstancePlugin(pid)` is the
-descriptor's plugin that forwards every hook to the instance.
+its state discarded, a late one never commits. The committed state is kept as its
+JSON encoding and every callback gets a freshly decoded copy of it, so a change made
+in place by a callback that then times out, fails or loses its owner changes nothing.
+A killed sync callback cannot be pre-empted: it runs on, fenced, on its thread, and
+the instance starts no other callback until it has returned (calls stay serialized);
+a queued caller whose deadline passes meanwhile gets ``plugin_instance_busy``, as
+does a call whose task the full pool refuses (the instance lives on).
+`InstancePlugin(pid)` is the descriptor's plugin that forwards every hook to the
+instance.
 
 Bounds: ``init_timeout`` at most `MAX_INIT_TIMEOUT`, ``max_queue`` at most
 `MAX_QUEUE`, ``max_state_bytes`` at most `MAX_STATE_BYTES`, config at most 1 MiB; a
@@ -22,6 +29,7 @@ call's timeout at most 120 s (``invalid_plugin_instance_invocation``).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from collections.abc import Mapping
@@ -50,6 +58,7 @@ from supervision import (
     ProcessExit,
     Reply,
     Task,
+    TaskBusy,
     TaskFailed,
     TaskResult,
     TaskTimeout,
@@ -58,6 +67,7 @@ from supervision import (
     monitor,
     reply,
     self_pid,
+    send_after,
 )
 
 MAX_INIT_TIMEOUT = 30.0
@@ -66,6 +76,7 @@ MAX_QUEUE = 4096
 DEFAULT_MAX_QUEUE = 256
 MAX_STATE_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_STATE_BYTES = 1024 * 1024
+FENCED_POLL_INTERVAL = 0.01
 
 
 class StatefulPlugin:
@@ -108,6 +119,43 @@ class Hooks(NamedTuple):
     pass
 
 
+class _Poll(NamedTuple):
+    """Timer message: look again whether a fenced callback's thread has returned."""
+
+
+class _Body:
+    """Where one callback's body is: ``pending`` (not begun), ``running``, ``done``,
+    or ``abandoned`` (stopped before it began: it never runs)."""
+
+    __slots__ = ("_lock", "phase")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.phase = "pending"
+
+    def begin(self) -> bool:
+        with self._lock:
+            if self.phase == "abandoned":
+                return False
+            self.phase = "running"
+            return True
+
+    def end(self) -> None:
+        with self._lock:
+            self.phase = "done"
+
+    def abandon(self) -> bool:
+        """The callback was stopped: True while its body still runs (fenced)."""
+        with self._lock:
+            if self.phase == "pending":
+                self.phase = "abandoned"
+            return self.phase == "running"
+
+    def running(self) -> bool:
+        with self._lock:
+            return self.phase == "running"
+
+
 @dataclass
 class _Pending:
     request: Invoke
@@ -117,24 +165,28 @@ class _Pending:
 
 @dataclass
 class _State:
-    """Invariant: `running` is the one callback in flight (its task's state snapshot
-    is `value`); `queue` holds at most ``options.max_queue`` callers in arrival
-    order; `generation` counts committed states."""
+    """Invariant: `running` is the one callback in flight (it got a decoded copy of
+    `encoded`, the committed state's JSON); `fenced` is the body of a stopped sync
+    callback whose thread may still run (no callback starts until it returned);
+    `queue` holds at most ``options.max_queue`` callers in arrival order;
+    `generation` counts committed states."""
 
     plugin: StatefulPlugin
     options: InstanceOptions
     config: Mapping[str, Any]
-    value: Any
+    encoded: bytes
     generation: int = 0
     queue: deque[_Pending] = field(default_factory=deque)
-    running: tuple[Task, _Pending] | None = None
+    running: tuple[Task, _Pending, _Body] | None = None
+    fenced: _Body | None = None
+    polling: bool = False
 
 
 class PluginInstance(GenServer):
-    def init(self, args: tuple[StatefulPlugin, InstanceOptions, Any]) -> _State:
-        plugin, options, initial = args
+    def init(self, args: tuple[StatefulPlugin, InstanceOptions, bytes]) -> _State:
+        plugin, options, encoded = args
         config = MappingProxyType(dict(options.config))
-        return _State(plugin, options, config, initial)
+        return _State(plugin, options, config, encoded)
 
     def handle_call(self, request: Any, from_: From, state: _State) -> Any:
         match request:
@@ -154,34 +206,70 @@ class PluginInstance(GenServer):
         match msg:
             case TaskResult(pid=pid, ok=ok, value=value):
                 if state.running is not None and state.running[0].pid == pid:
-                    _task, pending = state.running
+                    _task, pending, body = state.running
                     state.running = None
+                    if not ok:
+                        self._abandon(state, body)
                     self._settle(state, pending, ok, value)
                     self._next(state)
             case Down(ref=ref):
                 self._owner_down(state, ref)
+            case _Poll():
+                state.polling = False
+                self._next(state)
         return state
 
+    def _abandon(self, state: _State, body: _Body) -> None:
+        if body.abandon():
+            state.fenced = body
+
     def _next(self, state: _State) -> None:
+        if state.fenced is not None and not state.fenced.running():
+            state.fenced = None
         while state.running is None and state.queue:
+            if state.fenced is not None:  # a stopped callback's thread still runs
+                self._expire_queued(state)
+                if state.queue and not state.polling:
+                    state.polling = True
+                    send_after(self_pid(), _Poll(), FENCED_POLL_INTERVAL)
+                return
             pending = state.queue.popleft()
             request = pending.request
             if time.monotonic() >= request.deadline:
                 demonitor(pending.ref)
                 reply(pending.from_, ("error", "stateful_plugin_timeout"))
                 continue
-            task = Task.start(
-                _callback,
-                state.plugin,
-                request.hook,
-                request.ctx,
-                request.value,
-                state.config,
-                state.value,
-                deadline=request.deadline,
-                notify=True,
-            )
-            state.running = (task, pending)
+            body = _Body()
+            try:
+                task = Task.start(
+                    _callback,
+                    body,
+                    state.plugin,
+                    request.hook,
+                    request.ctx,
+                    request.value,
+                    state.config,
+                    state.encoded,
+                    deadline=request.deadline,
+                    notify=True,
+                )
+            except (TaskBusy, MaxChildrenReached):  # this call fails, the instance lives
+                body.abandon()
+                demonitor(pending.ref)
+                reply(pending.from_, ("error", "plugin_instance_busy"))
+                continue
+            state.running = (task, pending, body)
+
+    def _expire_queued(self, state: _State) -> None:
+        now = time.monotonic()
+        waiting: deque[_Pending] = deque()
+        for pending in state.queue:
+            if now >= pending.request.deadline:
+                demonitor(pending.ref)
+                reply(pending.from_, ("error", "plugin_instance_busy"))
+            else:
+                waiting.append(pending)
+        state.queue = waiting
 
     def _settle(self, state: _State, pending: _Pending, ok: bool, value: Any) -> None:
         demonitor(pending.ref)
@@ -196,35 +284,44 @@ class PluginInstance(GenServer):
             reply(pending.from_, ("error", "stateful_plugin_timeout"))
             return
         try:
-            size = len(msgspec.json.encode(new_state))
+            encoded = msgspec.json.encode(new_state)
         except (TypeError, msgspec.EncodeError, OverflowError, RecursionError, ValueError):
             reply(pending.from_, ("error", "invalid_plugin_state"))
             return
-        if size > state.options.max_state_bytes:
+        if len(encoded) > state.options.max_state_bytes:
             reply(pending.from_, ("error", "plugin_state_too_large"))
             return
-        state.value = new_state
+        state.encoded = encoded
         state.generation += 1
         reply(pending.from_, ("ok", outcome))
 
     def _owner_down(self, state: _State, ref: Any) -> None:
         if state.running is not None and state.running[1].ref == ref:
-            state.running[0].kill()  # its state is discarded with it
+            task, _pending, body = state.running
+            task.kill()  # its state is discarded with it
             state.running = None
+            self._abandon(state, body)
             self._next(state)
             return
         state.queue = deque(pending for pending in state.queue if pending.ref != ref)
 
 
 def _callback(
+    body: _Body,
     plugin: StatefulPlugin,
     hook: str,
     ctx: Mapping[str, Any],
     value: Any,
     config: Mapping[str, Any],
-    state: Any,
+    encoded: bytes,
 ) -> tuple[Any, Any]:
-    result = getattr(plugin, hook)(ctx, value, config, state)
+    if not body.begin():  # stopped before it began
+        raise RuntimeError("the callback was stopped before it began")
+    try:
+        state = msgspec.json.decode(encoded)  # this callback's own copy
+        result = getattr(plugin, hook)(ctx, value, config, state)
+    finally:
+        body.end()
     if not (isinstance(result, tuple) and len(result) == 2):
         raise TypeError("a stateful hook returns (outcome, new_state)")
     return result
@@ -235,7 +332,7 @@ def _status(state: _State) -> dict[str, Any]:
         "id": state.options.id,
         "identity": "pid",
         "restart_policy": "temporary",
-        "busy": state.running is not None,
+        "busy": state.running is not None or (state.fenced is not None and state.fenced.running()),
         "queued": len(state.queue),
         "generation": state.generation,
     }
@@ -273,14 +370,14 @@ def start_instance(
     except TaskFailed:
         raise AdkError("stateful_plugin_init_failed", "init raised") from None
     try:
-        size = len(msgspec.json.encode(initial))
+        encoded = msgspec.json.encode(initial)
     except (TypeError, msgspec.EncodeError, OverflowError, RecursionError, ValueError):
         raise AdkError("invalid_plugin_state", "a plugin's state is JSON") from None
-    if size > options.max_state_bytes:
+    if len(encoded) > options.max_state_bytes:
         raise AdkError("plugin_state_too_large", "the initial state is over max_state_bytes")
     spec = ChildSpec(
         ("plugin_instance", options.id),
-        lambda: PluginInstance.start_link((plugin, options, initial)),
+        lambda: PluginInstance.start_link((plugin, options, encoded)),
         restart="temporary",
     )
     try:

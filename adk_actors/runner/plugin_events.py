@@ -10,7 +10,8 @@ policy. A halt, or a closed failure, fails the invocation with its reason.
 
 The hooks run from the invocation server, each in its own task with its deadline:
 the server waits for them (at most the sum of those deadlines) only when some plugin
-implements ``on_event``.
+implements ``on_event``. Meanwhile it answers no status, cancel or wait (a known
+limit, documented in docs/plugins.md): keep these hooks' timeouts short.
 """
 
 from __future__ import annotations

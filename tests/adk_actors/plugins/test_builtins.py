@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import adk_actors as adk
 from adk_actors import plugins as pl
@@ -102,6 +103,32 @@ def test_reflect_retry_returns_bounded_guidance():
     assert retry["guidance"] == "fix arguments"
     assert "secret body" not in json.dumps(result.value)
     assert pipeline.run("on_tool_error", {"retry_attempt": 2}, failure).kind is PhaseKind.CONTINUE
+
+
+def test_reflect_retry_bounds_and_sanitises_the_error_tags():
+    """Review L4: the failure's tags reaching the model are bounded identifiers."""
+    failure = {
+        "success": False,
+        "error": {
+            "component": "tool",
+            "operation": "x" * 100_000,
+            "reason": "boom: the prompt said 'my medical history'\n" + "y" * 5000,
+        },
+    }
+    pipeline = pl.Pipeline.compile([pl.reflect_retry(failure_policy="closed")])
+    error = pipeline.run("on_tool_error", {}, failure).value["adk_retry"]["error"]
+    assert len(json.dumps(error)) <= pl.builtins.DEFAULT_ERROR_CHARS + 100
+    assert error["component"] == "tool"
+    assert all(re.fullmatch(r"[A-Za-z0-9_.:/-]+", item) for item in error.values())
+    small = pl.Pipeline.compile([pl.reflect_retry(max_error_chars=30, failure_policy="closed")])
+    error = small.run("on_tool_error", {}, failure).value["adk_retry"]["error"]
+    assert max(len(item) for item in error.values()) <= 10
+    ceiling = pl.builtins.MAX_ERROR_CHARS + 1
+    too_big = pl.Pipeline.compile(
+        [pl.reflect_retry(max_error_chars=ceiling, failure_policy="closed")]
+    )
+    outcome = too_big.run("on_tool_error", {}, failure)
+    assert outcome.kind is PhaseKind.ERROR
 
 
 def test_reflect_retry_in_a_runner_tells_the_model_once_per_tool():

@@ -415,3 +415,46 @@ def test_plugin_collection_identity_and_resource_bounds():
         "max_result_bytes": pl.DEFAULT_MAX_RESULT_BYTES,
         "hooks": ["before_run"],
     }
+
+
+class Mutator(pl.Plugin):
+    """Changes the value and the context it was given in place, then continues."""
+
+    def before_run(self, ctx, value, config):
+        value["items"].append("injected")
+        value["nested"]["args"]["path"] = "/etc/passwd"
+        ctx["nested"]["k"] = "changed"
+        return None
+
+
+class Reader(pl.Plugin):
+    seen: list = []
+
+    def before_run(self, ctx, value, config):
+        Reader.seen.append((value, dict(ctx["nested"])))
+        return None
+
+
+def test_a_hook_changing_its_value_in_place_changes_nothing():
+    """Review M5: each hook gets its own copy; only Amend/Return changes the value."""
+    Reader.seen = []
+    value = {"items": ["a"], "nested": {"args": {"path": "/tmp/x"}}}
+    pipeline = pl.Pipeline.compile(
+        [
+            {"plugin": Mutator(), "id": "m", "mode": "observe"},
+            {"plugin": Reader(), "id": "r", "mode": "observe"},
+        ]
+    )
+    result = pipeline.run("before_run", {"nested": {"k": "v"}}, value)
+    assert result.kind is PhaseKind.CONTINUE
+    assert value == {"items": ["a"], "nested": {"args": {"path": "/tmp/x"}}}
+    assert result.value == value
+    assert Reader.seen == [(value, {"k": "v"})]  # the next hook saw the original
+
+
+def test_a_value_that_cannot_be_copied_fails_the_hook():
+    lock = threading.Lock()  # not copyable
+    pipeline = pl.Pipeline.compile([{"plugin": Reader(), "id": "r", "failure_policy": "closed"}])
+    result = pipeline.run("before_run", {"nested": {}}, {"lock": lock})
+    assert result.kind is PhaseKind.ERROR
+    assert result.value == ("plugin_failed", "r", "before_run", "uncopyable_value")

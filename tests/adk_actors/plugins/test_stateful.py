@@ -27,10 +27,7 @@ class Counter(pl.StatefulPlugin):
 
     def before_run(self, ctx, value, config, state):
         count = state["count"] + 1
-        if value == "delay":
-            self.started.set()
-            time.sleep(5)
-        elif value == "kill_owner":  # finish only after the caller is dead
+        if value in ("delay", "kill_owner"):  # outlive the caller, until released
             self.started.set()
             self.release.wait(5)
         elif value == "big":
@@ -144,6 +141,7 @@ def test_owner_death_discards_late_state():
     owner = sv.Task.start(pl.invoke, pid, "before_run", {}, "delay", 10.0)
     assert plugin.started.wait(2.0)
     owner.kill()
+    plugin.release.set()  # the fenced body returns; the next callback may start
     deadline = time.monotonic() + 2.0
     while time.monotonic() < deadline and pl.instance_status(pid)["busy"]:
         time.sleep(0.01)
@@ -174,6 +172,7 @@ def test_a_timed_out_callback_never_commits():
     with pytest.raises(adk.AdkError) as info:
         pl.invoke(pid, "before_run", {}, "delay", 0.1)
     assert info.value.reason == "stateful_plugin_timeout"
+    plugin.release.set()
     assert pl.invoke(pid, "before_run", {}, "normal", 1.0) == pl.Amend(1)
     pl.stop_instance(pid)
 
@@ -194,6 +193,7 @@ def test_queue_and_state_are_bounded():
         pl.invoke(pid, "before_run", {}, "normal", 1.0)
     assert info.value.reason == "plugin_queue_full"
     busy.kill()
+    plugin.release.set()
     assert waiting.wait(2.0) == pl.Amend(1)  # the oversized state never committed
     pl.stop_instance(pid)
 
@@ -243,4 +243,106 @@ def test_adapter_forwards_every_hook_the_plugin_implements():
     for hook in pl.HOOKS:
         assert pipeline.run(hook, {}, None).trace[0].outcome == "observed"
     assert pl.instance_status(pid)["generation"] == len(pl.HOOKS)
+    pl.stop_instance(pid)
+
+
+class InPlace(pl.StatefulPlugin):
+    """Changes its state in place, then runs past its caller's deadline."""
+
+    def __init__(self) -> None:
+        self.active = 0
+        self.overlapped = False
+        self.lock = threading.Lock()
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def init(self, config):
+        return {"n": 0}
+
+    def before_run(self, ctx, value, config, state):
+        with self.lock:
+            self.active += 1
+            self.overlapped |= self.active > 1
+        try:
+            if value == "read":
+                return pl.Amend(dict(state)), state
+            state["n"] += 1  # in place, as ordinary Python does
+            self.started.set()
+            if value == "slow":
+                self.release.wait(float(config.get("hold", 0.3)))
+            return None, state
+        finally:
+            with self.lock:
+                self.active -= 1
+
+
+def test_an_in_place_change_of_a_timed_out_callback_never_commits():
+    """Review H2: every callback gets its own copy of the state."""
+    plugin = InPlace()
+    pid = pl.start_instance(plugin, id="in_place")
+    for _ in range(3):
+        with pytest.raises(adk.AdkError) as info:
+            pl.invoke(pid, "before_run", {}, "slow", 0.1)
+        assert info.value.reason in ("stateful_plugin_timeout", "plugin_instance_busy")
+    time.sleep(0.5)
+    assert pl.invoke(pid, "before_run", {}, "read", 2.0) == pl.Amend({"n": 0})
+    assert pl.instance_status(pid)["generation"] == 1  # only the read committed
+    assert plugin.overlapped is False  # calls stayed serialized
+    pl.stop_instance(pid)
+
+
+def test_an_in_place_change_of_a_callback_whose_owner_died_never_commits():
+    plugin = InPlace()
+    pid = pl.start_instance(plugin, id="in_place", config={"hold": 5})
+    owner = sv.Task.start(pl.invoke, pid, "before_run", {}, "slow", 10.0)
+    assert plugin.started.wait(2.0)
+    owner.kill()
+    plugin.release.set()
+    assert pl.invoke(pid, "before_run", {}, "read", 2.0) == pl.Amend({"n": 0})
+    assert plugin.overlapped is False
+    pl.stop_instance(pid)
+
+
+def test_no_callback_starts_while_a_fenced_one_still_runs():
+    """Review H2: a timed-out sync callback keeps its thread; the next call waits for
+    it (and fails ``plugin_instance_busy`` if its own deadline passes first)."""
+    plugin = InPlace()
+    pid = pl.start_instance(plugin, id="in_place", config={"hold": 5})
+    with pytest.raises(adk.AdkError) as info:
+        pl.invoke(pid, "before_run", {}, "slow", 0.1)
+    assert info.value.reason == "stateful_plugin_timeout"
+    assert pl.instance_status(pid)["busy"] is True  # its thread still runs
+    with pytest.raises(adk.AdkError) as info:
+        pl.invoke(pid, "before_run", {}, "read", 0.2)
+    assert info.value.reason == "plugin_instance_busy"
+    waiting = sv.Task.start(pl.invoke, pid, "before_run", {}, "read", 5.0)
+    time.sleep(0.1)
+    plugin.release.set()
+    assert waiting.wait(3.0) == pl.Amend({"n": 0})
+    assert plugin.overlapped is False
+    pl.stop_instance(pid)
+
+
+def test_a_full_pool_fails_the_call_not_the_instance(monkeypatch):
+    """Review L5: a refused task start is that call's ``plugin_instance_busy``."""
+    from adk_actors.plugins import stateful
+
+    plugin = InPlace()
+    pid = pl.start_instance(plugin, id="in_place")
+    real_start = sv.Task.start
+    refuse = threading.Event()
+    refuse.set()
+
+    def start(fn, *args, **kwargs):
+        if refuse.is_set() and fn is stateful._callback:
+            raise sv.TaskBusy(1, 1)
+        return real_start(fn, *args, **kwargs)
+
+    monkeypatch.setattr(stateful.Task, "start", start)
+    with pytest.raises(adk.AdkError) as info:
+        pl.invoke(pid, "before_run", {}, "read", 1.0)
+    assert info.value.reason == "plugin_instance_busy"
+    assert pid.is_alive()
+    refuse.clear()
+    assert pl.invoke(pid, "before_run", {}, "read", 1.0) == pl.Amend({"n": 0})
     pl.stop_instance(pid)
