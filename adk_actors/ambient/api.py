@@ -7,6 +7,7 @@ retained (or its trigger was unregistered) every call about it says ``not_found`
 
 from __future__ import annotations
 
+import contextvars
 from typing import Any
 
 from adk_actors.ambient.options import check_name, trigger_options
@@ -65,9 +66,15 @@ def submit(name: str, event: dict[str, Any]) -> Submitted:
     """Admit one event; returns at once with its reference. A retained event with the
     same ``idempotency_key`` answers ``Submitted(its_ref, duplicate=True)`` and runs
     nothing. Raises ``invalid_ambient_event``, ``ambient_queue_full`` or
-    ``trigger_not_found``."""
+    ``trigger_not_found``. The event's job runs in a copy of the caller's
+    `contextvars` (its trace, for one), taken here."""
+    return submit_in(name, event, contextvars.copy_context())
+
+
+def submit_in(name: str, event: dict[str, Any], context: contextvars.Context) -> Submitted:
+    """`submit`, the job running in `context` (a schedule passes a fresh one)."""
     answer: Submitted = _answer(
-        (TRIGGER_NAME, check_name(name)), Submit(event), missing="trigger_not_found"
+        (TRIGGER_NAME, check_name(name)), Submit(event, context), missing="trigger_not_found"
     )
     return answer
 

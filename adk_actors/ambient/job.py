@@ -1,48 +1,54 @@
 """One event's job: its attempts, each a fresh stable run, with backoff between them.
 
-The job is a kernel `Task` on the ambient pool (it waits on runs, so it takes its own
-pool), under the ambient job supervisor, started and monitored by its trigger
-server. It tells the trigger each attempt's run id *before* starting that run, so a
-job stopped at any point leaves the trigger able to cancel the run. A stopped job's
-thread is fenced: it cancels a run it started after being stopped, and starts no
-other. Its return value is its ambient outcome.
+The job is a kernel `Task` whose function is a coroutine: it runs on the kernel's
+reactor, under the ambient job supervisor, started and monitored by its trigger
+server, and holds no thread while it waits (`runs.wait_async`, `asyncio.sleep` for
+backoff; starting or cancelling a run is a short call made with `run_blocking`). It
+tells the trigger each attempt's run id *before* starting that run, in the same step
+that starts it (a kill cancels a coroutine only at an ``await``), so the trigger
+knows every run the job may have started: a job that is stopped at any point leaves
+the trigger to cancel its runs and to wait for them to end (`settle`, itself a
+coroutine task started by the trigger, never by the stopped job). Its return value
+is its ambient outcome.
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
+import threading
 import time
-import uuid
 from typing import Any
 
 from adk_actors import runs
 from adk_actors.ambient.values import AmbientOutcome, Attempt, JobSpec, TimedOut
 from adk_actors.outcomes import Cancelled, Completed, Failed, Paused
 from providers.errors import AdkError
-from supervision import KernelError, cast, is_fenced_thread, self_pid, shared_pool
+from supervision import KernelError, cast, self_pid
+from supervision.aio import run_blocking
 
 CANCEL_GRACE = 0.5
 """Seconds a cancelled run gets to end before the job (or its settling) moves on."""
 
 
-def pool() -> Any:
-    """The ambient jobs' own pool (``ADK_AMBIENT_THREADS``, 64 threads by default): a
-    job waits on its run, whose work runs elsewhere."""
-    return shared_pool("ambient", "ADK_AMBIENT_THREADS", 64)
+def attempt_run_id(base: str, attempt: int) -> str:
+    """The run id of an event's `attempt` (its trigger chose `base`)."""
+    return f"{base}.{attempt}"
 
 
-def run_job(spec: JobSpec) -> AmbientOutcome:
+async def run_job(spec: JobSpec) -> AmbientOutcome:
     retry = spec.retry
     me = self_pid()
     reason: Any = None
     for attempt in range(1, retry.max_attempts + 1):
         remaining = spec.deadline - time.monotonic()
-        if remaining <= 0 or is_fenced_thread():
+        if remaining <= 0:
             return TimedOut()
-        run_id = f"run-{uuid.uuid4()}"
+        run_id = attempt_run_id(spec.run_base, attempt)
         cast(spec.trigger, Attempt(spec.ref, me, attempt, run_id, False))
         try:
-            runs.start(
+            await run_blocking(
+                spec.gate.start,
                 spec.runner,
                 spec.event.user_id,
                 spec.event.session_id,
@@ -53,14 +59,12 @@ def run_job(spec: JobSpec) -> AmbientOutcome:
         except AdkError as error:
             reason = ("run_start_failed", error.reason)
         else:
-            if is_fenced_thread():  # stopped while starting: the trigger may have missed it
-                _cancel(run_id, "ambient_job_stopped")
-                return Cancelled("ambient_job_stopped")
             cast(spec.trigger, Attempt(spec.ref, me, attempt, run_id, True))
             try:
-                outcome = runs.wait(run_id, timeout=min(retry.attempt_timeout, remaining))
+                timeout = min(retry.attempt_timeout, remaining)
+                outcome = await runs.wait_async(run_id, timeout=timeout)
             except runs.RunTimeout:
-                _cancel(run_id, "attempt_timeout")
+                await _cancel(run_id, "attempt_timeout")
                 if time.monotonic() >= spec.deadline:
                     return TimedOut()
                 reason = "attempt_timeout"
@@ -76,19 +80,19 @@ def run_job(spec: JobSpec) -> AmbientOutcome:
             pause = retry.delay(attempt, random.random())
             if time.monotonic() + pause >= spec.deadline:
                 return TimedOut()
-            time.sleep(pause)
+            await asyncio.sleep(pause)
     return Failed(reason)
 
 
-def _cancel(run_id: str, reason: str) -> None:
+async def _cancel(run_id: str, reason: str) -> None:
     """Cancel a run and give it `CANCEL_GRACE` to end (its permit and session with it)."""
     try:
-        runs.cancel(run_id, reason)
-    except AdkError:
+        await run_blocking(runs.cancel, run_id, reason)
+    except (AdkError, KernelError):
         return  # ended already, or gone
     try:
-        runs.wait(run_id, timeout=CANCEL_GRACE)
-    except AdkError:
+        await runs.wait_async(run_id, timeout=CANCEL_GRACE)
+    except (AdkError, KernelError):
         pass
 
 
@@ -100,24 +104,47 @@ def cancel_run(run_id: str, reason: str) -> None:
         pass
 
 
-def settle(run_id: str | None, started: bool, reason: Any) -> None:
-    """Cancel the current run of a job that was stopped, and wait for it to end: the
-    event's terminal is published only after its run is cleaned up. A run still being
-    started (``not_found`` yet) is retried for `CANCEL_GRACE`."""
-    if run_id is None:
+class RunGate:
+    """Every run an event's job starts goes through its gate. Once the gate is closed
+    (by the trigger's settling, after the job was stopped) no run starts through it,
+    and it knows every run that was started: a start in flight when the job was
+    stopped (its thread is not stopped with it) finishes before `close` returns."""
+
+    __slots__ = ("_lock", "closed", "started")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.closed = False
+        self.started: list[str] = []
+
+    def start(self, runner: Any, *args: Any, run_id: str, **options: Any) -> str:
+        with self._lock:
+            if self.closed:
+                raise AdkError("ambient_job_stopped", "the event's job was stopped")
+            started = runs.start(runner, *args, run_id=run_id, **options)
+            self.started.append(started)
+            return started
+
+    def close(self) -> list[str]:
+        """Close the gate, once no start is in flight; the runs started through it."""
+        with self._lock:
+            self.closed = True
+            return list(self.started)
+
+
+async def settle(gate: RunGate, reason: Any) -> None:
+    """Clean up after a job that was stopped: close its gate (so no run can start any
+    more), cancel its last run and wait for it to end. The event's terminal is
+    published only then."""
+    started = await run_blocking(gate.close)
+    if not started:
         return
-    until = time.monotonic() + CANCEL_GRACE
-    while True:
-        try:
-            runs.cancel(run_id, reason)
-        except AdkError as error:
-            if error.reason == "not_found" and not started and time.monotonic() < until:
-                time.sleep(0.01)
-                continue
-            if error.reason == "not_found":
-                return
-        break
+    run_id = started[-1]  # the earlier ones ended before the next attempt started
     try:
-        runs.wait(run_id, timeout=CANCEL_GRACE)
-    except AdkError:
+        await run_blocking(runs.cancel, run_id, reason)
+    except (AdkError, KernelError):
+        return  # ended already, or gone
+    try:
+        await runs.wait_async(run_id, timeout=CANCEL_GRACE)
+    except (AdkError, KernelError):
         pass

@@ -8,11 +8,12 @@ child of the trigger supervisor; `start_schedule` returns its pid.
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from adk_actors.ambient.api import submit
+from adk_actors.ambient.api import submit_in
 from adk_actors.ambient.options import MAX_KEY_BYTES, MAX_TIMEOUT, check_name
 from adk_actors.ambient.supervisor import TRIGGER_SUPERVISOR
 from adk_actors.ambient.values import AmbientError
@@ -28,6 +29,7 @@ from supervision import (
     Pid,
     ProcessExit,
     Reply,
+    Stop,
     TimerRef,
     call,
     cancel_timer,
@@ -82,10 +84,12 @@ class ScheduleSource(GenServer):
                 )
         return Reply(None, state)
 
-    def handle_info(self, msg: Any, state: _Schedule) -> _Schedule:
+    def handle_info(self, msg: Any, state: _Schedule) -> Any:
         match msg:
             case _Tick():
-                self._tick(state)
+                state.timer = None
+                if not self._tick(state):
+                    return Stop("normal", state)  # its trigger was unregistered
                 state.timer = send_after(self_pid(), _Tick(), state.interval)
         return state
 
@@ -94,19 +98,21 @@ class ScheduleSource(GenServer):
             cancel_timer(state.timer)
 
     @staticmethod
-    def _tick(state: _Schedule) -> None:
+    def _tick(state: _Schedule) -> bool:
+        """Submit this tick's event; False once the trigger is gone."""
         slot = int(time.time() // state.interval)
         metadata = dict(state.template.get("metadata", {}))
         metadata.update({"schedule_id": state.schedule_id, "slot": slot})
         event = {**state.template, "idempotency_key": f"{state.base}:{slot}", "metadata": metadata}
         try:
-            answer = submit(state.trigger, event)
+            answer = submit_in(state.trigger, event, contextvars.Context())
         except AdkError as error:
             state.counts["rejected"] += 1
             state.last_error = error.reason
-            return
+            return bool(error.reason != "trigger_not_found")
         state.counts["duplicates" if answer.duplicate else "submitted"] += 1
         state.last_ref, state.last_error = answer.ref, None
+        return True
 
 
 def start_schedule(

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from adk_actors.ambient.options import MAX_TRIGGERS, TriggerOptions
-from adk_actors.ambient.trigger import JOB_SUPERVISOR, TriggerServer
+from adk_actors.ambient.trigger import EVENT_BUDGET, JOB_SUPERVISOR, TriggerServer
 from adk_actors.ambient.values import TRIGGER_NAME, Refusal, Register, Triggers
 from adk_actors.app import AMBIENT_SUPERVISOR
 from supervision import (
@@ -94,6 +94,7 @@ def _start_jobs() -> Pid:
 
 def start_ambient_supervisor() -> Pid:
     """Start ``adk.ambient`` (the application tree does, after admission control)."""
+    EVENT_BUDGET.reset()  # the events of an earlier tree went with its triggers
     return Supervisor.start_link(
         [
             ChildSpec("job_supervisor", _start_jobs, type="supervisor", shutdown="brutal_kill"),

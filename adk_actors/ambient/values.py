@@ -3,6 +3,7 @@ messages its processes exchange (typed, dispatched with ``match``)."""
 
 from __future__ import annotations
 
+import contextvars
 import enum
 from typing import Any, NamedTuple
 
@@ -67,6 +68,7 @@ class Refusal(NamedTuple):
 
 class Submit(NamedTuple):
     event: Any
+    context: contextvars.Context | None = None  # the submitter's; the job runs in it
 
 
 class Status(NamedTuple):
@@ -134,3 +136,5 @@ class JobSpec(NamedTuple):
     deadline: float
     retry: Any
     run_retention: float
+    run_base: str  # attempt n runs ``{run_base}.{n}``
+    gate: Any  # the job's `RunGate`: every run it starts goes through it

@@ -9,9 +9,12 @@ the same guards and bearer token as every /dev/v1 route:
 - ``POST /dev/v1/triggers/{name}/events``: ``{"payload": text, "idempotency_key":
   text, "metadata"?: object, "session"?: {"user_id", "session_id"}, "timeout"?:
   seconds}`` -> 202 ``{"ref", "duplicate", "url"}`` (a duplicate key answers the
-  first event's ref); 400 ``invalid_ambient_event``, 429 ``ambient_queue_full``;
+  first event's ref); 400 ``invalid_ambient_event``, 429 ``ambient_queue_full``, 503
+  ``ambient_capacity_exhausted`` (the application-wide event bound);
 - ``GET /dev/v1/triggers/{name}/events/{ref}``: the event's status (404
-  ``event_not_found``);
+  ``event_not_found``); an outcome's output past `MAX_OUTPUT_BYTES` (64 KiB of JSON)
+  is cut (a text to its first 64 KiB, anything else dropped) and the view says
+  ``"output_truncated": true`` (`adk.ambient.wait` has it whole);
 - ``DELETE /dev/v1/triggers/{name}/events/{ref}``: cancel a queued or active event ->
   202; 409 ``event_already_terminal``.
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
@@ -34,6 +38,7 @@ from adk_actors.daemon.views import DotSegmentRoute, json_response
 from providers.errors import AdkError
 
 PREFIX = "/dev/v1/triggers"
+MAX_OUTPUT_BYTES = 65_536
 CANCEL_REASON = "developer_cancelled"
 _EVENT_KEYS = frozenset({"payload", "idempotency_key", "metadata", "session", "timeout"})
 _STATUS = {
@@ -41,6 +46,7 @@ _STATUS = {
     "invalid_trigger_name": (400, "invalid_trigger_name"),
     "trigger_not_found": (404, "trigger_not_found"),
     "ambient_queue_full": (429, "ambient_queue_full"),
+    "ambient_capacity_exhausted": (503, "ambient_capacity_exhausted"),
     "already_terminal": (409, "event_already_terminal"),
     "unavailable": (503, "ambient_unavailable"),
 }
@@ -116,7 +122,25 @@ async def _event(request: Request) -> Response:
         view = await run_in_threadpool(adk.ambient.status, ref)
     except AdkError as error:
         raise _refusal(error, "event_not_found") from None
-    return json_response(view)
+    return json_response(_bounded(view))
+
+
+def _bounded(view: dict[str, Any]) -> dict[str, Any]:
+    """The status view with its outcome's output bounded to `MAX_OUTPUT_BYTES`."""
+    outcome = view.get("outcome")
+    truncated = False
+    if isinstance(outcome, dict) and "output" in outcome:
+        output = outcome["output"]
+        if len(msgspec.json.encode(output)) > MAX_OUTPUT_BYTES:
+            if isinstance(output, str):
+                cut = output.encode()[: MAX_OUTPUT_BYTES - 2].decode(errors="ignore")
+                while (excess := len(msgspec.json.encode(cut)) - MAX_OUTPUT_BYTES) > 0:
+                    cut = cut[: len(cut) - excess]  # escapes grew it
+            else:
+                cut = None
+            view = {**view, "outcome": {**outcome, "output": cut}}
+            truncated = True
+    return {**view, "output_truncated": truncated}
 
 
 ROUTES: list[BaseRoute] = [

@@ -133,3 +133,38 @@ def test_the_trigger_routes_need_the_token(dev_server: DevServer) -> None:
     assert adk.ambient.trigger_status("inbox")["submitted"] == 0
     encoded = dev_server.client.get("/dev/v1/triggers/a%2Fb")
     assert encoded.status_code == 400
+
+
+def test_event_status_bounds_the_output_it_serves(dev_server: DevServer) -> None:
+    """A large output is cut to 64 KiB in the polled status, with a flag; a small one
+    is served whole, flagged false."""
+    big = "x" * 200_000
+
+    def answer(history: Any, tools: Any) -> dict[str, Any]:
+        return {"text": big}
+
+    agent = adk.spawn_agent("Ambient_big", {"provider": providers.ScriptedProvider(fn=answer)})
+    runner = adk.Runner(agent, "ambient_http", adk.sessions.InMemorySessionService())
+    adk.ambient.register_trigger(
+        "big", runner, session_policy={"mode": "per_event", "user_id": "worker"}
+    )
+    answer_ = dev_server.client.post(
+        "/dev/v1/triggers/big/events", json={"payload": "go", "idempotency_key": "big-1"}
+    )
+    url = answer_.json()["url"]
+    wait_for(lambda: dev_server.client.get(url).json()["state"] == "terminal")
+    response = dev_server.client.get(url)
+    view = response.json()
+    assert view["output_truncated"] is True
+    assert view["outcome"]["type"] == "completed"
+    assert 60_000 <= len(view["outcome"]["output"]) <= 65_536
+    assert len(response.content) < 70_000
+    assert adk.ambient.wait(answer_.json()["ref"], 1) == adk.Completed(big)  # whole here
+
+    register()
+    small = dev_server.client.post(
+        "/dev/v1/triggers/inbox/events", json={"payload": "go", "idempotency_key": "small-1"}
+    ).json()["url"]
+    wait_for(lambda: dev_server.client.get(small).json()["state"] == "terminal")
+    view = dev_server.client.get(small).json()
+    assert view["output_truncated"] is False and view["outcome"]["output"] == "Summarized."
