@@ -6,9 +6,9 @@ children in dependency order (a service starts after the services it uses);
 place in that order.
 
 This is the composition root: it imports the areas whose servers it starts (sessions,
-runs, admission; the workflow supervisor is a plain DynamicSupervisor). Those areas
-import the tree's names from `app.py`, never this module, and `adk_actors/__init__.py`
-installs `start_tree` as `app.start`.
+runs, admission, ambient; the plugin-instance and workflow supervisors are plain
+DynamicSupervisors). Those areas import the tree's names from `app.py`, never this
+module, and `adk_actors/__init__.py` installs `start_tree` as `app.start`.
 """
 
 from __future__ import annotations
@@ -98,8 +98,8 @@ def _children(admission_config: admission.AdmissionConfig) -> list[ChildSpec]:
         # Ambient triggers, after admission control (the design's order): their jobs
         # start runs, so a restart of anything before it stops every trigger too.
         ambient_supervisor.child_spec(),
-        # Workflows, after admission control (the design's order; ambient, auth and MCP
-        # supervisors will come between them). Each workflow is a temporary coordinator
+        # Workflows, after ambient (the design's order; the auth and MCP supervisors
+        # will come between them). Each workflow is a temporary coordinator
         # child: a crash fails that workflow alone, nothing is restarted. Workflows use
         # agents, tasks and runs, which all start before it, so a restart of any of them
         # stops every workflow too (rest_for_one): no workflow outlives what it uses.
