@@ -4,6 +4,7 @@ adk.ambient.register_trigger("inbox", runner, max_concurrency=8, max_queue=256,
                              session_policy={"mode": "per_event", "user_id": "worker"})
 receipt = adk.ambient.submit("inbox", {"payload": "Summarize 42", "idempotency_key": "m:42"})
 outcome = adk.ambient.wait(receipt, timeout=120.0)   # Completed | Paused | Failed | Cancelled | TimedOut
+outcome = await adk.ambient.wait_async(receipt, timeout=120.0)   # the same, from asyncio code
 """
 
 from adk_actors.ambient.api import (
@@ -16,6 +17,7 @@ from adk_actors.ambient.api import (
     triggers,
     unregister_trigger,
     wait,
+    wait_async,
 )
 from adk_actors.ambient.options import (
     Explicit,
@@ -60,4 +62,5 @@ __all__ = [
     "triggers",
     "unregister_trigger",
     "wait",
+    "wait_async",
 ]

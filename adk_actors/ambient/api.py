@@ -8,6 +8,8 @@ retained (or its trigger was unregistered) every call about it says ``not_found`
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from adk_actors.ambient.options import check_name, trigger_options
@@ -32,7 +34,7 @@ from adk_actors.ambient.values import (
 from adk_actors.app import ensure_started
 from adk_actors.runner.messages import check_cancel_reason
 from providers.errors import AdkError
-from supervision import CallTimeout, ProcessExit, Ref, call, cast, self_pid
+from supervision import CallTimeout, ProcessExit, Ref, aio, call, cast, self_pid
 
 CALL_TIMEOUT = 10.0
 
@@ -106,17 +108,21 @@ def wait(ref: str | Submitted, timeout: float | None = None) -> AmbientOutcome:
     `Cancelled(reason)` or `TimedOut()`; `AmbientTimeout` if not within `timeout`;
     ``waiter_limit_reached`` past the trigger's `max_waiters`."""
     key, server, token = _ref(ref), _server(ref), Ref()
-    try:
+    with _waiting(server, key, token, timeout):
         answer = call(server, Wait(key, token, self_pid()), timeout)
-    except CallTimeout:
-        cast(server, Unwait(key, token))
-        raise AmbientTimeout(f"the event did not end within {timeout} s") from None
-    except ProcessExit:
-        raise AmbientError("not_found", "the event's trigger is gone") from None
-    if isinstance(answer, Refusal):
-        raise AmbientError(answer.reason, answer.detail)
-    outcome: AmbientOutcome = answer
-    return outcome
+    return _answered(answer)
+
+
+async def wait_async(ref: str | Submitted, timeout: float | None = None) -> AmbientOutcome:
+    """`wait` for asyncio code: the same outcomes and errors, awaited on the event
+    loop (no thread waits meanwhile). Cancelling the awaiting task
+    (``asyncio.wait_for``, ``task.cancel()``) withdraws its waiter."""
+    key, server, token = _ref(ref), _server(ref), Ref()
+    with _waiting(server, key, token, timeout):
+        # No waiter pid: the loop's thread outlives the await, so a monitor on it would
+        # never fire; leaving the await any way but an answer withdraws the waiter.
+        answer = await aio.call(server, Wait(key, token, None), timeout)
+    return _answered(answer)
 
 
 def cancel(ref: str | Submitted, reason: Any = "cancelled") -> None:
@@ -138,6 +144,32 @@ def _ref(ref: str | Submitted) -> str:
 
 def _server(ref: str | Submitted) -> tuple[str, str]:
     return (TRIGGER_NAME, _ref(ref).split(":", 1)[1])
+
+
+@contextmanager
+def _waiting(
+    server: tuple[str, str], key: str, token: Ref, timeout: float | None
+) -> Iterator[None]:
+    """A `Wait` call's refusals: `AmbientTimeout` (the waiter withdrawn, the event goes
+    on), ``not_found`` (the trigger is gone). A wait left any other way (an asyncio
+    cancellation, ``KeyboardInterrupt``) withdraws its waiter too, then goes on."""
+    try:
+        yield
+    except CallTimeout:
+        cast(server, Unwait(key, token))
+        raise AmbientTimeout(f"the event did not end within {timeout} s") from None
+    except ProcessExit:
+        raise AmbientError("not_found", "the event's trigger is gone") from None
+    except BaseException:
+        cast(server, Unwait(key, token))
+        raise
+
+
+def _answered(answer: Any) -> AmbientOutcome:
+    if isinstance(answer, Refusal):
+        raise AmbientError(answer.reason, answer.detail)
+    outcome: AmbientOutcome = answer
+    return outcome
 
 
 def _answer(server: Any, request: Any, *, missing: str = "unavailable") -> Any:
