@@ -12,6 +12,8 @@ import sys
 
 import click
 
+from adk_actors.daemon.serve import main as serve_main
+
 
 @click.command("serve")
 @click.option("--config", "config_path", default=None, help="The agent config file to serve.")
@@ -34,6 +36,4 @@ import click
 )
 def serve_command(config_path: str | None, host: str, port: int, data_dir: str) -> None:
     """Run the daemon: the /dev/v1 API and the browser console at /dev."""
-    from adk_actors.daemon.serve import main as serve_main  # starlette and uvicorn: only here
-
     raise SystemExit(serve_main(config_path, host, port, data_dir, os.environ, sys.stdout))

@@ -30,7 +30,7 @@ import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
+from typing import Any, NamedTuple, TextIO
 
 import adk_actors as adk
 from adk_actors.config_file import AgentFile, check_credentials, load_agent_file, spawn_from_file
@@ -42,12 +42,10 @@ from adk_actors.daemon.listener import check_dev_host, listener_config, start_li
 from adk_actors.daemon.settings import DevSettings, settings_from_env
 from adk_actors.daemon.state import DevState
 from adk_actors.observability import export_requested
+from adk_actors.observability.sdk import Telemetry, configure_from_env
 from adk_actors.sessions import LmdbSessionService
 from providers.errors import AdkError
 from supervision import configure_console, get_logger
-
-if TYPE_CHECKING:
-    from adk_actors.observability.sdk import Telemetry
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -120,15 +118,7 @@ def _telemetry(environ: Mapping[str, str]) -> Telemetry | None:
     (or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) is set, else None (the API's no-op)."""
     if not export_requested(environ):
         return None
-    try:
-        from adk_actors.observability.sdk import configure_from_env  # adk-actors[otlp]
-    except ImportError:
-        raise AdkError(
-            "otlp_unavailable",
-            "OTEL_EXPORTER_OTLP_ENDPOINT is set but the OpenTelemetry SDK or OTLP exporter "
-            "is not installed (install adk-actors[otlp])",
-        ) from None
-    return configure_from_env(environ)
+    return configure_from_env(environ)  # otlp_unavailable without adk-actors[otlp]
 
 
 def _check(

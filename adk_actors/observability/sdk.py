@@ -20,15 +20,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from opentelemetry import metrics, trace
-from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from adk_actors.observability.tracing import export_requested
+from providers.errors import AdkError
+
+try:  # the `otlp` extra: the application's choice, never needed to import the library
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    sdk_installed = True
+except ImportError:
+    sdk_installed = False
 
 DEFAULT_SERVICE_NAME = "adk-actors"
 
@@ -73,12 +80,19 @@ def configure_from_env(
     """Install the SDK with OTLP/HTTP export when the environment names an endpoint
     (see the module doc); None when it does not. Idempotent: a second call returns
     what the first installed. With ``set_global=False`` the providers are returned
-    only (for tests and applications that install them themselves)."""
+    only (for tests and applications that install them themselves). Without the
+    `otlp` extra installed, an endpoint is refused with ``otlp_unavailable``."""
     global _installed
     env = os.environ if environ is None else environ
     traces = _endpoint(env, "traces")
     if not export_requested(env) or traces is None:
         return None
+    if not sdk_installed:
+        raise AdkError(
+            "otlp_unavailable",
+            "OTEL_EXPORTER_OTLP_ENDPOINT is set but the OpenTelemetry SDK or OTLP exporter "
+            "is not installed (install adk-actors[otlp])",
+        )
     with _lock:
         if set_global and _installed is not None:
             return _installed

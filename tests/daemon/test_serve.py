@@ -26,6 +26,7 @@ import adk_actors as adk
 from adk_actors.daemon.drain import DrainReport, drain
 from adk_actors.daemon.listener import stop_listener
 from adk_actors.daemon.serve import EXIT_FAILED, EXIT_REFUSED, error_line, main
+from adk_actors.observability import sdk
 from adk_actors.sessions import LmdbSessionService
 from providers.errors import AdkError
 from tests.daemon.conftest import TOKEN, DevServer, start_dev_server
@@ -270,7 +271,7 @@ def test_with_an_otlp_endpoint_spans_are_exported_and_flushed_at_stop(
 def test_otlp_export_without_the_sdk_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(sys.modules, "adk_actors.observability.sdk", None)  # not installed
+    monkeypatch.setattr(sdk, "sdk_installed", False)  # the otlp extra not installed
     out, err = io.StringIO(), io.StringIO()
     environ = {"ADK_DEV_TOKEN": TOKEN, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
     code = main(
