@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 
 from adk_actors.events import Event
+from adk_actors.outcomes import Cancelled, Completed, Failed, Outcome
 from adk_actors.plugins import PhaseKind, Pipeline
 from providers.errors import AdkError
 
@@ -37,6 +38,21 @@ def on_event(pipeline: Pipeline, event: Event, ctx: dict[str, Any]) -> Event:
     if outcome.kind is PhaseKind.CONTINUE:
         return event
     return msgspec.convert(value, Event)
+
+
+def notify_run_end(pipeline: Pipeline, ctx: dict[str, Any], outcome: Outcome) -> None:
+    """``after_run`` for a completed run, ``on_run_error`` for a failed or cancelled
+    one: notifications, so whatever they do, the outcome stands."""
+    value: Any
+    match outcome:
+        case Completed(output=output):
+            hook, value = "after_run", output
+        case Failed(reason=reason) | Cancelled(reason=reason):
+            hook, value = "on_run_error", {"reason": reason_tag(reason)}
+        case _:
+            return
+    if pipeline.implements(hook):
+        pipeline.run(hook, ctx, value)
 
 
 def reason_tag(reason: Any) -> str:

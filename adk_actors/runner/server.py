@@ -38,7 +38,7 @@ from typing import Any
 import msgspec
 
 from adk_actors import admission as admission_api
-from adk_actors.agents.messages import EnterLane, LeaveLane
+from adk_actors.agents.messages import EnterLane
 from adk_actors.agents.names import registered_name
 from adk_actors.agents.scope import Scope, TurnOptions
 from adk_actors.agents.turn import resume_turn, run_turn
@@ -66,6 +66,7 @@ from adk_actors.runner.messages import (
     Wait,
 )
 from adk_actors.runner.phase import Phase, advance
+from adk_actors.runner.release import admission_server, give_back, kill_tasks, release
 from adk_actors.runner.request import (
     Fresh,
     Resumed,
@@ -97,7 +98,6 @@ from supervision import (
     Task,
     TaskBusy,
     TaskResult,
-    cancel_request,
     cancel_timer,
     cast,
     is_normal_exit,
@@ -241,7 +241,7 @@ class InvocationServer(GenServer):
         if isinstance(state, InvocationState):
             if not state.phase.terminal:
                 self._end_in_terminate(state, reason)
-            _release(state)
+            release(state)
             if state.stream is not None:
                 CreditStream.close_async(state.stream)  # after the items it still has to send
 
@@ -294,7 +294,7 @@ class InvocationServer(GenServer):
                 overflow=admission.overflow,
                 deadline=min(state.deadline_at, time.monotonic() + admission.queue_timeout),
                 request_id=state.admission_request_id,
-                server=_admission_server(state),
+                server=admission_server(state),
             )
         except AdkError as error:
             self._refuse(state, ("admission_failed", error.reason))
@@ -304,17 +304,17 @@ class InvocationServer(GenServer):
             state.admission_request = None
             try:
                 permit = admission_api.permit_from_response(
-                    response, server=_admission_server(state)
+                    response, server=admission_server(state)
                 )
             except AdkError as error:
                 if state.phase is Phase.ADMITTING:
                     self._refuse(state, ("admission_failed", error.reason))
                 return
             if state.phase is not Phase.ADMITTING:  # ended meanwhile: give it back
-                _give_back(permit)
+                give_back(permit)
                 return
             if time.monotonic() >= state.deadline_at:  # granted after our deadline passed
-                _give_back(permit)
+                give_back(permit)
                 self._refuse(state, "timeout")
                 return
             state.permit = permit
@@ -622,7 +622,7 @@ class InvocationServer(GenServer):
             default_metrics().run(state.runner.agent_name, type(outcome).__name__.lower())
         if event is not None:
             self._publish(state, event)
-        _release(state)  # before anyone hears of the end: a caller may reuse both at once
+        release(state)  # before anyone hears of the end: a caller may reuse both at once
         state.published += 1
         state.terminal_sequence = state.published
         if state.stream is not None:
@@ -658,7 +658,7 @@ class InvocationServer(GenServer):
     # -- plumbing --------------------------------------------------------------------------
 
     def _kill_turn(self, state: InvocationState) -> None:
-        _kill_tasks(state)
+        kill_tasks(state)
 
     def _write(
         self,
@@ -700,22 +700,11 @@ class InvocationServer(GenServer):
         return True
 
     def _notify_plugins(self, state: InvocationState, outcome: Outcome) -> None:
-        """Before the end is published: ``after_run`` for a completed run,
-        ``on_run_error`` for a failed or cancelled one (notifications: whatever they
-        do, the outcome stands)."""
-        if getattr(self, "_stopping", False):
-            return
-        value: Any
-        match outcome:
-            case Completed(output=output):
-                hook, value = "after_run", output
-            case Failed(reason=reason) | Cancelled(reason=reason):
-                hook, value = "on_run_error", {"reason": plugin_events.reason_tag(reason)}
-            case _:
-                return
-        pipeline = state.request.runner.plugins
-        if pipeline.implements(hook):
-            pipeline.run(hook, self._plugin_context(state), value)
+        """Before the end is published (never while the server stops)."""
+        if not getattr(self, "_stopping", False):
+            plugin_events.notify_run_end(
+                state.request.runner.plugins, self._plugin_context(state), outcome
+            )
 
     def _plugin_context(self, state: InvocationState) -> dict[str, Any]:
         request = state.request
@@ -770,55 +759,8 @@ class InvocationServer(GenServer):
         return lambda event: self._store(state, event)
 
 
-def _release(state: InvocationState) -> None:
-    """Give back the permit and the lane slot, withdraw pending requests; idempotent.
-    A permit still being asked for is cancelled at the controller; should it be
-    granted anyway, its `Response` still comes here and is given back at once."""
-    if state.admission_request is not None and state.admission_request_id is not None:
-        # whatever became of it (queued, or granted on the way here): the controller
-        # drops or releases it; its answer is not awaited
-        cancel_request(state.admission_request)
-        withdraw = admission_api.Withdraw(state.admission_request_id, self_pid())
-        send_request(_admission_server(state), withdraw)
-        state.admission_request = state.admission_request_id = None
-    if state.permit is not None:
-        permit, state.permit = state.permit, None
-        _give_back(permit)
-    if state.lane_request is not None:
-        cancel_request(state.lane_request)
-        state.lane_request = None
-    if state.lane_agent is not None:
-        cast(state.lane_agent, LeaveLane(self_pid()))
-        state.lane_agent = None
-    if state.deadline_timer is not None:
-        cancel_timer(state.deadline_timer)
-        state.deadline_timer = None
-    if state.grace is not None:
-        cancel_timer(state.grace)
-        state.grace = None
-    _kill_tasks(state)
-
-
-def _kill_tasks(state: InvocationState) -> None:
-    """Stop the turn and the history task, if running (a sync one is fenced)."""
-    for task in (state.turn, state.preparing):
-        if task is not None:
-            task.kill()
-    state.turn = state.preparing = None
-
-
 def _agent(state: InvocationState) -> Pid | None:
     return whereis(registered_name(state.runner.agent_name))
-
-
-def _admission_server(state: InvocationState) -> Any:
-    return state.runner.admission_control.controller
-
-
-def _give_back(permit: admission_api.Permit) -> None:
-    """Release a permit without waiting: its `Response` comes back and is dropped (a
-    controller that is gone took its permits with it)."""
-    send_request(permit.server, admission_api.Release(permit.id))
 
 
 def invocation_pool() -> SyncPool:
