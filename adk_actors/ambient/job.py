@@ -139,12 +139,4 @@ async def settle(gate: RunGate, reason: Any) -> None:
     started = await run_blocking(gate.close)
     if not started:
         return
-    run_id = started[-1]  # the earlier ones ended before the next attempt started
-    try:
-        await run_blocking(runs.cancel, run_id, reason)
-    except (AdkError, KernelError):
-        return  # ended already, or gone
-    try:
-        await runs.wait_async(run_id, timeout=CANCEL_GRACE)
-    except (AdkError, KernelError):
-        pass
+    await _cancel(started[-1], reason)  # the earlier runs ended before the next started
