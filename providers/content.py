@@ -335,7 +335,11 @@ def decode(data: bytes | str) -> Content:
     except msgspec.ValidationError as exc:
         try:  # the untyped form names every unknown key, if it parses
             obj = _json_decoder.decode(data)
-        except (msgspec.DecodeError, RecursionError):
+        except msgspec.DecodeError as malformed:
+            # the typed decoder can refuse a field before it reaches the syntax error
+            # (``{"":``): malformed JSON is malformed, whatever it met first
+            raise AdkError("invalid_content", _structural(str(malformed))) from None
+        except RecursionError:
             obj = None
         raise _refusal(str(exc), obj) from None
     except msgspec.DecodeError as exc:
