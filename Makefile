@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 BENCH_VENV := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
-.PHONY: test lint typecheck contracts pytest browser-deps run demo bench clean
+.PHONY: test lint typecheck contracts pytest browser-deps run demo bench stress clean
 
 # The console's browser tests (tests/browser) drive Debian's chromium through playwright's
 # Python package (a dev extra); `playwright install` is never used. As root on a fresh
@@ -73,6 +73,11 @@ bench: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python benchmarks/workflows.py
 	$(BENCH_VENV)/bin/python benchmarks/daemon.py
 	$(BENCH_VENV)/bin/python benchmarks/tracing.py
+	$(BENCH_VENV)/bin/python benchmarks/evaluation.py
+
+# Two minutes of mixed load with chaos on the in-process runtime; reports in stress-report/.
+stress: $(STAMP)
+	$(BIN)/adk stress examples/stress/mixed-2min.json --report-dir stress-report
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache

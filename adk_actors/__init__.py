@@ -13,12 +13,14 @@ from adk_actors import (
     ambient,
     app,
     application,
+    evaluation,
     events,
     graph,
     planning,
     plugins,
     runs,
     sessions,
+    stress,
     workflows,
 )
 from adk_actors.agents import (
@@ -75,6 +77,7 @@ __all__ = [
     "compile_workflow",
     "content",
     "delegate",
+    "evaluation",
     "events",
     "graph",
     "invoke",
@@ -96,6 +99,7 @@ __all__ = [
     "start",
     "stop",
     "stop_agent",
+    "stress",
     "tool",
     "workflows",
 ]

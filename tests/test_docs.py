@@ -23,6 +23,8 @@ PAGES = [
     "docs/ambient.md",
     "docs/plugins.md",
     "docs/observability.md",
+    "docs/evaluation.md",
+    "docs/stress.md",
     "README.md",
 ]
 

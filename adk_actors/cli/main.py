@@ -14,10 +14,12 @@ import click
 
 from adk_actors.cli.config_commands import config_group
 from adk_actors.cli.doctor import doctor_command
+from adk_actors.cli.eval_command import eval_group
 from adk_actors.cli.local_commands import console_command, run_command
 from adk_actors.cli.output import EXIT_INTERRUPTED
 from adk_actors.cli.remote import REMOTE_COMMANDS
 from adk_actors.cli.serve import serve_command
+from adk_actors.cli.stress_command import stress_command
 from supervision import configure_console
 
 
@@ -41,6 +43,8 @@ for _command in (
     run_command,
     console_command,
     serve_command,
+    eval_group,
+    stress_command,
     *REMOTE_COMMANDS,
 ):
     cli.add_command(_command)

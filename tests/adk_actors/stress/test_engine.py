@@ -1,0 +1,342 @@
+"""The stress engine against the real runtime: counts add up, every invariant holds, the
+report round-trips; and the invariant checks fail when the state is broken.
+
+Follows behaviors §13's stable-runs suite (runs over many agents, one session each:
+each holds exactly [message, reply], supervisor counts back to baseline), smaller."""
+
+from __future__ import annotations
+
+import _thread
+import asyncio
+import json
+import random
+import threading
+
+import msgspec
+import pytest
+
+import adk_actors as adk
+from adk_actors import stress
+from adk_actors.agents import list_agents
+from adk_actors.stress import invariants
+from adk_actors.stress.engine import Tally
+from adk_actors.stress.inprocess import InProcessTarget
+from adk_actors.stress.latency import Reservoir, draw_delay
+from adk_actors.stress.records import Outcome, ProgressSnapshot, StressReport
+from adk_actors.stress.scenario import Model, load_scenario
+from providers.errors import AdkError
+
+ENGINE_INVARIANTS = {"every_run_one_terminal", "no_unexpected_lost"}
+TARGET_INVARIANTS = {
+    "no_open_invocations",
+    "no_leaked_permits",
+    "no_leaked_processes",
+    "no_leaked_threads",
+    "supervisor_counts_baseline",
+    "replies_match",
+    "sessions_consistent",
+}
+
+
+def assert_held(report: StressReport) -> None:
+    failed = [result for result in report.invariant_details if not result.held]
+    assert failed == []
+    assert report.passed
+    assert set(report.invariants) >= ENGINE_INVARIANTS | TARGET_INVARIANTS
+
+
+@pytest.mark.timeout(60)
+def test_200_runs_over_8_agents_at_32_way() -> None:
+    snapshots: list[ProgressSnapshot] = []
+    report = stress.run_scenario(
+        {
+            "name": "runs-200",
+            "count": 200,
+            "agents": 8,
+            "concurrency": 32,
+            "model": {"latency": [0.001, 0.005]},
+            "sample_interval_s": 0.05,
+        },
+        on_progress=snapshots.append,
+    )
+    assert_held(report)
+    assert report.counts == {
+        "completed": 200,
+        "failed": 0,
+        "cancelled": 0,
+        "rejected": 0,
+        "lost": 0,
+    }
+    assert report.scenario["name"] == "runs-200"
+    latency = report.latency_ms
+    assert set(latency) == {"p50", "p90", "p95", "p99", "max", "mean"}
+    assert latency["p50"] is not None and latency["max"] is not None
+    assert 1.0 <= latency["p50"] <= latency["p99"] <= latency["max"]  # model delay >= 1 ms
+    assert report.throughput_per_s > 0
+    assert report.timeline and report.timeline[-1].completed == 200
+    assert [point.t_s for point in report.timeline] == sorted(p.t_s for p in report.timeline)
+    last = snapshots[-1]
+    assert (last.started, last.completed, last.errors, last.in_flight, last.total) == (
+        200,
+        200,
+        0,
+        0,
+        200,
+    )
+    assert (
+        "sessions checked"
+        in {r.name: r for r in report.invariant_details}["sessions_consistent"].detail
+    )
+    assert set(report.environment) == {"python", "cpu_count", "platform", "adk_version"}
+    encoded = stress.encode_report(report)
+    assert stress.decode_report(json.loads(json.dumps(encoded))) == report
+
+
+@pytest.mark.timeout(60)
+def test_rate_mode_rejects_arrivals_past_the_backlog() -> None:
+    """Open loop: 300 arrivals/s against runs taking ~50 ms with at most 2 in flight,
+    so most arrivals are rejected, none queued; every arrival still has one outcome."""
+    report = stress.run_scenario(
+        {
+            "duration_s": 0.6,
+            "rate_per_s": 300,
+            "max_backlog": 2,
+            "agents": 2,
+            "model": {"latency": [0.05, 0.06]},
+            "sample_interval_s": 0.1,
+        }
+    )
+    assert_held(report)
+    counts = report.counts
+    assert counts["rejected"] > 0 and counts["completed"] > 0
+    assert counts["failed"] == counts["cancelled"] == counts["lost"] == 0
+    started = report.timeline[-1].started
+    assert sum(counts.values()) == started
+
+
+@pytest.mark.timeout(60)
+def test_runs_with_tool_rounds_and_a_lognormal_model() -> None:
+    report = stress.run_scenario(
+        {
+            "count": 60,
+            "agents": 3,
+            "concurrency": 12,
+            "tool_calls": 2,
+            "model": {"latency": {"distribution": "lognormal", "median_s": 0.002, "p99_s": 0.01}},
+        }
+    )
+    assert_held(report)
+    assert report.counts["completed"] == 60
+
+
+@pytest.mark.timeout(60)
+def test_run_scenario_from_inside_a_running_loop() -> None:
+    """The engine runs its own loop on its own thread, so an async caller can use it."""
+
+    async def main() -> StressReport:
+        return stress.run_scenario({"count": 20, "agents": 2, "concurrency": 4})
+
+    report = asyncio.run(main())
+    assert_held(report)
+    assert report.counts["completed"] == 20
+
+
+def test_one_scenario_at_a_time() -> None:
+    started, release = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def slow(snapshot: ProgressSnapshot) -> None:
+        started.set()
+        release.wait(10)
+
+    def first() -> None:
+        try:
+            stress.run_scenario(
+                {"count": 4, "agents": 1, "concurrency": 1, "sample_interval_s": 0.05},
+                on_progress=slow,
+            )
+        except BaseException as error:  # surfaced by the assert below
+            errors.append(error)
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    try:
+        assert started.wait(10)
+        with pytest.raises(AdkError) as caught:
+            stress.run_scenario({"count": 1, "concurrency": 1})
+        assert caught.value.reason == "stress_already_running"
+    finally:
+        release.set()
+        thread.join(30)
+    assert errors == []
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("load", [{"concurrency": 4}, {"rate_per_s": 0.01}])
+def test_stop_ends_the_load_early(load: dict[str, object]) -> None:
+    """A 10-minute scenario stopped at its first sample: no new run starts, the runs in
+    flight end, the target closes, and every invariant is still checked."""
+    stop = threading.Event()
+    report = stress.run_scenario(
+        {"duration_s": 600, "agents": 2, "sample_interval_s": 0.1, **load},
+        on_progress=lambda snapshot: stop.set(),
+        stop=stop,
+    )
+    assert_held(report)
+    assert report.duration_s < 60
+    assert sum(report.counts.values()) == report.timeline[-1].started
+
+
+@pytest.mark.timeout(60)
+def test_ctrl_c_stops_the_load_then_closes_the_target() -> None:
+    interrupts: list[int] = []
+
+    def interrupt(snapshot: ProgressSnapshot) -> None:
+        if not interrupts:
+            interrupts.append(1)
+            _thread.interrupt_main()  # what Ctrl-C does to the waiting caller
+
+    with pytest.raises(KeyboardInterrupt):
+        stress.run_scenario(
+            {"duration_s": 600, "agents": 2, "concurrency": 4, "sample_interval_s": 0.1},
+            on_progress=interrupt,
+        )
+    assert interrupts == [1]
+    assert [name for name in list_agents() if name.startswith("Stress_")] == []
+    assert adk.runs.stats() == {"actors": 0, "retained": 0, "pending_handoffs": 0}
+    report = stress.run_scenario({"count": 2, "agents": 1, "concurrency": 1})
+    assert report.passed  # the lock was released, and nothing was left behind
+
+
+def test_bad_scenarios_fail_before_anything_starts() -> None:
+    with pytest.raises(AdkError) as caught:
+        stress.run_scenario({"count": 1})
+    assert caught.value.reason == ("invalid_stress_scenario", "concurrency")
+
+
+# -- the checks can fail -------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_a_thread_left_behind_fails_the_report() -> None:
+    """End to end: a thread started during the load and still alive at the end is a
+    leak; the report fails and names it."""
+    release = threading.Event()
+    leaked: list[threading.Thread] = []
+
+    def leak(snapshot: ProgressSnapshot) -> None:
+        if not leaked:
+            thread = threading.Thread(target=release.wait, name="left-behind", daemon=True)
+            thread.start()
+            leaked.append(thread)
+
+    try:
+        report = stress.run_scenario(
+            {"duration_s": 0.3, "agents": 1, "concurrency": 2, "sample_interval_s": 0.05},
+            on_progress=leak,
+            target=InProcessTarget(settle_timeout=0.2),
+        )
+    finally:
+        release.set()
+    assert leaked
+    assert not report.passed
+    threads = {result.name: result for result in report.invariant_details}["no_leaked_threads"]
+    assert not threads.held and "left-behind x1" in threads.detail
+    assert report.invariants["no_leaked_threads"] is False
+    assert report.invariants["every_run_one_terminal"] is True
+
+
+def test_the_settle_timeout_is_bounded() -> None:
+    for bad in (0.0, 601.0):
+        with pytest.raises(AdkError) as caught:
+            InProcessTarget(settle_timeout=bad)
+        assert caught.value.reason == "invalid_settle_timeout"
+
+
+def test_a_second_terminal_breaks_one_terminal_per_run() -> None:
+    tally = Tally(seed=1)
+    tally.begin(0)
+    tally.begin(1)
+    tally.end(0, Outcome.COMPLETED, 0.01)
+    assert {r.name: r.held for r in tally.invariants(0)}["every_run_one_terminal"] is False
+    tally.end(1, Outcome.FAILED, 0.01)
+    assert all(r.held for r in tally.invariants(0))
+    tally.end(1, Outcome.COMPLETED, 0.01)  # the same run ends twice
+    broken = {r.name: r for r in tally.invariants(0)}["every_run_one_terminal"]
+    assert not broken.held
+    assert "duplicate terminals 1" in broken.detail
+    assert tally.counts["completed"] == 1  # the second terminal was not counted
+
+
+def test_lost_runs_need_a_daemon_kill() -> None:
+    counts = {outcome.value: 0 for outcome in Outcome} | {"lost": 3}
+    assert not invariants.no_unexpected_lost(counts, daemon_kills=0).held
+    assert invariants.no_unexpected_lost(counts, daemon_kills=1).held
+    assert not invariants.one_terminal(5, counts, 0, 0).held  # 3 ended of 5 started
+    assert invariants.one_terminal(3, counts, 0, 0).held
+
+
+def test_leaks_break_their_invariants() -> None:
+    leaked = invariants.no_leaked_permits({"active": 1, "queued": 0})
+    assert not leaked.held and "active 1" in leaked.detail
+    assert not invariants.no_leaked_permits({"active": 0, "queued": 2}).held
+    assert invariants.no_leaked_permits({"active": 0, "queued": 0}).held
+    assert not invariants.no_leaked_processes(baseline=20, now=21).held
+    assert invariants.no_leaked_processes(baseline=20, now=20).held
+    threads = invariants.no_leaked_threads(10, 11, pooled=40, new_threads={"worker": 1})
+    assert not threads.held and "new: worker x1" in threads.detail
+    assert invariants.no_leaked_threads(10, 10, pooled=40).held
+    assert not invariants.no_open_invocations({"actors": 0, "retained": 1}).held
+    off = invariants.supervisor_counts(
+        {"adk.runs": 0, "adk.agents": 8}, {"adk.runs": 2, "adk.agents": 8}
+    )
+    assert not off.held and "adk.runs 2 (baseline 0)" in off.detail
+    problems = [f"s{n}: run {n} holds 3 events, expected 2" for n in range(7)]
+    result = invariants.sessions_consistent(7, problems)
+    assert not result.held and "(+2 more)" in result.detail
+    assert not invariants.replies_match(1, ["run 0 answered something else"]).held
+
+
+def test_reservoir_percentiles_and_bounds() -> None:
+    reservoir = Reservoir(100, seed=3)
+    assert reservoir.percentiles(50.0) == [None] and reservoir.mean() is None
+    for value in range(1, 1001):
+        reservoir.add(float(value))
+    p50, p99 = reservoir.percentiles(50.0, 99.0)
+    assert p50 is not None and p99 is not None and p50 < p99
+    assert reservoir.count == 1000 and reservoir.maximum == 1000.0 and reservoir.mean() == 500.5
+    exact = Reservoir(10)
+    for value in (5.0, 1.0, 3.0, 2.0, 4.0):
+        exact.add(value)
+    assert exact.percentiles(0.0, 50.0, 100.0) == [1.0, 3.0, 5.0]
+    with pytest.raises(ValueError):
+        Reservoir(0)
+
+
+def test_model_delays_follow_the_scenario() -> None:
+    rng = random.Random(5)
+    uniform = Model(latency=(0.01, 0.02))
+    assert all(0.01 <= draw_delay(uniform, rng) <= 0.02 for _ in range(200))
+    lognormal = load_scenario(
+        {
+            "count": 1,
+            "concurrency": 1,
+            "model": {"latency": {"distribution": "lognormal", "median_s": 0.01, "p99_s": 0.1}},
+        }
+    ).model
+    draws = sorted(draw_delay(lognormal, rng) for _ in range(2000))
+    assert 0.007 < draws[1000] < 0.014  # the median
+    assert draws[-1] <= 0.4  # capped at four times the 99th percentile
+
+
+def test_decode_report_refuses_a_bad_report() -> None:
+    with pytest.raises(AdkError) as caught:
+        stress.decode_report({"schema_version": 1})
+    assert caught.value.reason == "invalid_stress_report"
+    report = stress.run_scenario({"count": 2, "agents": 1, "concurrency": 1})
+    encoded = stress.encode_report(report)
+    with pytest.raises(AdkError):
+        stress.decode_report(encoded | {"schema_version": 2})
+    with pytest.raises(AdkError):
+        stress.decode_report(encoded | {"extra": True})
+    assert msgspec.json.decode(msgspec.json.encode(encoded)) == encoded
