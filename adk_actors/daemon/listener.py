@@ -25,6 +25,7 @@ import asyncio
 import ipaddress
 import socket
 import threading
+import time
 from typing import Any, NamedTuple
 
 import msgspec
@@ -264,10 +265,35 @@ class _Binding:
     def __init__(self, sock: socket.socket) -> None:
         self.host, self.port = sock.getsockname()[:2]
         self._first: socket.socket | None = sock
+        self._serving: _State | None = None
 
     def take(self) -> socket.socket:
         sock, self._first = self._first, None
-        return sock if sock is not None else bind_socket(self.host, self.port)
+        if sock is not None:
+            return sock
+        return self._rebind()
+
+    def serving(self, state: _State) -> None:
+        """Remember the server now listening (stopped by the next `take` if its
+        process was killed without running `terminate`)."""
+        self._serving = state
+
+    def _rebind(self) -> socket.socket:
+        """Bind again; a server whose process was killed (the untrappable ``"kill"``
+        skips `terminate`) still serves on its thread and holds the port: ask it to
+        exit and bind once it has let the port go (within `_STOP_TIMEOUT`)."""
+        orphan, self._serving = self._serving, None
+        if orphan is None or not orphan.thread.is_alive():
+            return bind_socket(self.host, self.port)
+        orphan.server.should_exit = True
+        deadline = time.monotonic() + _STOP_TIMEOUT
+        while True:
+            try:
+                return bind_socket(self.host, self.port)
+            except AdkError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def discard(self) -> None:
         """Close the socket a first start did not take (it failed before)."""
@@ -315,7 +341,9 @@ class HttpListener(GenServer):
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
         _log.info("adk.daemon.listening", host=host, port=port)
-        return _State(server, thread, sock, f"http://{shown}:{port}")
+        state = _State(server, thread, sock, f"http://{shown}:{port}")
+        binding.serving(state)
+        return state
 
     def handle_call(self, request: Any, from_: Any, state: _State) -> Any:
         match request:
