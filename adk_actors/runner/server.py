@@ -26,7 +26,16 @@ retention, a linked run stream that fails) still ends the server, as without
 trapping, and its `terminate` runs too (a shutdown reason records ``shutdown``,
 anything else ``("invocation_server_exit", kind)``).
 Only ``kill`` (or the process dying) skips `terminate`: a durable store closes such
-an invocation when it is next opened (``abandoned``, `sessions.owner`).
+an invocation when it is next opened (``abandoned``, `sessions.owner`), and a run's
+registry closes it at once (`Runner.abandon`).
+
+Every session write of the server is fenced (`_alive`): its liveness is checked inside
+the write's atomic step, under the session's lock, which every read of that session
+waits for. A ``kill`` leaves the thread of a handler running (the kernel fences its
+messages, not its session writes), so without the fence a killed server's opening
+could land after the registry's abandonment had found nothing to close, leaving an
+invocation open with no terminal. With it, a write either lands before whoever closes
+for the dead server reads the session (and is closed by it), or never lands.
 """
 
 from __future__ import annotations
@@ -100,6 +109,7 @@ from supervision import (
     TaskResult,
     cancel_timer,
     cast,
+    is_fenced_thread,
     is_normal_exit,
     monitor,
     register,
@@ -352,6 +362,7 @@ class InvocationServer(GenServer):
         own so this server stays responsive; a resume chose its history when checked."""
         state.spec = spec
         request = state.request
+        _log.debug("adk.invocation.preparing", invocation_id=state.invocation_id)
         if isinstance(request.work, Resumed):
             self._open(state, request.work.history, visible_state(request.work.state))
             return
@@ -685,19 +696,28 @@ class InvocationServer(GenServer):
                 event,
                 condition,
                 runtime_delta=delta,
+                precondition=_alive,
             )
         except AdkError as error:
             if error.reason in ("conflict", "not_found"):
-                return False
+                return False  # closed meanwhile, or this server was killed (fenced)
             raise
         if clear_temp:  # after the end is stored: a failure here changes no outcome
-            try:
-                runner.sessions.clear_temp_state(
-                    runner.app_name, request.user_id, request.session_id
-                )
-            except AdkError as error:
-                _log.warning("adk.invocation.temp_not_cleared", reason=str(error.reason)[:200])
+            self._clear_temp(state)
         return True
+
+    def _clear_temp(self, state: InvocationState) -> None:
+        """Clear ``temp:`` state after the end is stored, fenced like every write (under
+        the session's lock): a killed server never clears a later invocation's."""
+        runner = state.runner
+        request = state.request
+        sessions = runner.sessions
+        try:
+            with sessions.lock(runner.app_name, request.user_id, request.session_id):
+                if _alive():
+                    sessions.clear_temp_state(runner.app_name, request.user_id, request.session_id)
+        except AdkError as error:
+            _log.warning("adk.invocation.temp_not_cleared", reason=str(error.reason)[:200])
 
     def _notify_plugins(self, state: InvocationState, outcome: Outcome) -> None:
         """Before the end is published (never while the server stops)."""
@@ -749,14 +769,24 @@ class InvocationServer(GenServer):
             runner = state.runner
             request = state.request
             sessions = runner.sessions
-            sessions.create_session(runner.app_name, request.user_id, request.session_id)
-            sessions.add_event(runner.app_name, request.user_id, request.session_id, event)
+            ids = (runner.app_name, request.user_id, request.session_id)
+            with sessions.lock(*ids):  # fenced like every write of this server
+                if not _alive():
+                    return
+                sessions.create_session(*ids)
+                sessions.add_event(*ids, event, precondition=_alive)
             self._publish(state, event)
 
         return store
 
     def _audit_step(self, state: InvocationState) -> Any:
         return lambda event: self._store(state, event)
+
+
+def _alive() -> bool:
+    """The fence of the server's session writes, run inside each write's atomic step:
+    False once this server was killed (its handler's thread still running)."""
+    return not is_fenced_thread()
 
 
 def _agent(state: InvocationState) -> Pid | None:

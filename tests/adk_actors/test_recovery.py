@@ -16,8 +16,11 @@ import textwrap
 import threading
 
 import pytest
+from structlog.testing import capture_logs
 
 import adk_actors as adk
+import supervision as sv
+from adk_actors.runner.request import run_name
 from adk_actors.sessions import owner
 from tests.helpers import wait_until
 
@@ -290,4 +293,59 @@ def test_an_open_invocation_of_this_process_or_a_live_one_is_kept(tmp_path):
         child.wait(30)
     assert store.recover_abandoned() == 5  # gone now
     check_consistent(store)
+    store.close()
+
+
+def logged(logs, event, **fields):
+    """The first captured log entry named `event` with `fields`, or None."""
+    for entry in list(logs):
+        if entry["event"] == event and all(entry.get(k) == v for k, v in fields.items()):
+            return entry
+    return None
+
+
+@pytest.mark.parametrize("backend", ["memory", "lmdb"])
+def test_a_server_killed_on_its_way_to_its_opening_never_writes_it(backend, tmp_path):
+    """The kernel's untrappable ``kill`` ends an invocation server while its handler's
+    thread still runs towards the opening write. The run registry's lost-run path
+    (`Runner.abandon`) reads the session first and finds nothing to close; the orphaned
+    write then finds the session free, but its fence (liveness checked inside the
+    write's step) refuses it: the session holds the invocation whole or not at all,
+    here not at all. The test holds the session's lock to make that interleaving
+    certain: the server blocks in its first read of the session, after its handler
+    started (`adk.invocation.preparing`), and only moves on once the kill and the
+    abandonment are done."""
+    if backend == "memory":
+        store = adk.sessions.InMemorySessionService()
+    else:
+        store = adk.sessions.LmdbSessionService(tmp_path / "s")
+    agent = adk.spawn_agent("Opener", {"provider": adk.ScriptedProvider([{"text": "ok"}])})
+    runner = adk.Runner(agent, "app", store)
+    store.create_session("app", "u", "s")
+    with capture_logs() as logs:
+        with store.lock("app", "u", "s"):
+            run_id = adk.runs.start(runner, "u", "s", "hello")
+            preparing = wait_until(lambda: logged(logs, "adk.invocation.preparing"))
+            inv = preparing["invocation_id"]
+            sv.exit(sv.whereis(run_name(run_id)), "kill")  # its handler's thread runs on
+            outcome = adk.runs.wait(run_id, timeout=10)  # the registry's: the server died
+            assert outcome == adk.Failed(("run_actor_exit", "killed"))
+            assert runner.abandon("u", "s", inv, "killed") is None  # nothing to close yet
+        # the orphaned thread now reaches its opening write: refused, it logs its end;
+        # stored, the session shows it
+        wait_until(
+            lambda: (
+                logged(logs, "adk.invocation.ended", invocation_id=inv)
+                or store.get_session("app", "u", "s").events
+            ),
+            timeout=10,
+        )
+    session = store.get_session("app", "u", "s", include_internal=True)
+    assert session.events == ()
+    assert not [key for key in session.state if key.startswith("_adk:open:")]
+    # the session and the agent's lane are free: the next invocation runs whole
+    assert runner.run("u", "s", "again") == "ok"
+    session = store.get_session("app", "u", "s", include_internal=True)
+    assert [e.author for e in session.events] == ["user", "Opener"]
+    assert not [key for key in session.state if key.startswith("_adk:open:")]
     store.close()

@@ -63,11 +63,12 @@ def test_kills_during_load_keep_every_invariant() -> None:
 
 @pytest.mark.timeout(90)
 def test_kills_on_shared_lmdb_sessions_leave_whole_invocations() -> None:
-    """Killed run workers and agents on shared LMDB sessions: every stored invocation
-    still has exactly one terminal event, and every completed run's is whole
-    (sessions_consistent). Invocation-server kills are left out here: on LMDB one
-    killed while its opening write is in flight can leave that opening without a
-    terminal (an open runtime defect the harness found; see the stress README)."""
+    """Killed run workers, invocation servers and agents on shared LMDB sessions: every
+    stored invocation still has exactly one terminal event, and every completed run's is
+    whole (sessions_consistent). An invocation server killed on its way to its opening
+    write once left that opening without a terminal (the harness found it); every write
+    of the server is now fenced (tests/adk_actors/test_recovery.py has the interleaving
+    made certain)."""
     scenario = chaos_scenario(seed=11) | {
         "kind": "sessions",
         "session_store": "lmdb",
@@ -76,6 +77,7 @@ def test_kills_on_shared_lmdb_sessions_leave_whole_invocations() -> None:
             "start_after_s": 0.05,
             "seed": 11,
             "kill_run_workers_per_s": 100,
+            "kill_invocation_servers_per_s": 40,
             "kill_agents_per_s": 40,
         },
     }
@@ -84,6 +86,8 @@ def test_kills_on_shared_lmdb_sessions_leave_whole_invocations() -> None:
     assert failed == []
     assert report.counts["failed"] > 0 and report.counts["completed"] > 0
     assert report.invariants["sessions_consistent"]
+    killed = Counter((event.action, event.outcome) for event in report.chaos)
+    assert killed[("kill_invocation_servers", "killed")] > 0
 
 
 @pytest.mark.timeout(60)
