@@ -52,7 +52,7 @@ from supervision.handoffs import (
     UnknownHandoff,
 )
 from supervision.inbox import Inbox
-from supervision.introspection import kernel_stats
+from supervision.introspection import kernel_stats, thread_pool_of, thread_pools
 from supervision.leases import (
     Clock,
     Lease,
@@ -202,6 +202,8 @@ __all__ = [
     "start_task_supervisor",
     "stop",
     "system_clock",
+    "thread_pool_of",
+    "thread_pools",
     "token_digest",
     "trap_exit",
     "unlink",

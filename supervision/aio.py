@@ -73,7 +73,10 @@ async def call(dest: Pid | Hashable, request: Any, timeout: float | None = 5.0) 
 
 
 _END = object()
+THREAD_PREFIX = "aio-"
+"""An executor thread's name: this, the executor's name, ``_`` and an index."""
 _executors: dict[str, concurrent.futures.ThreadPoolExecutor] = {}
+_bounds: dict[str, int] = {}
 _executor_lock = threading.Lock()
 
 
@@ -86,9 +89,17 @@ def _pool(
         if executor is None:
             threads = int(os.environ.get(threads_env, str(default_threads)))
             executor = _executors[name] = concurrent.futures.ThreadPoolExecutor(
-                threads, thread_name_prefix=f"aio-{name}"
+                threads, thread_name_prefix=f"{THREAD_PREFIX}{name}"
             )
+            _bounds[name] = threads
         return executor
+
+
+def executor_bounds() -> dict[str, int]:
+    """The thread bound of each executor made so far, by name (``iterate``,
+    ``blocking``): an executor keeps the threads it started, never more than this."""
+    with _executor_lock:
+        return dict(_bounds)
 
 
 def _steps() -> concurrent.futures.ThreadPoolExecutor:

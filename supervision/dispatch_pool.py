@@ -32,6 +32,9 @@ QUANTUM = 32
 
 SPARE_IDLE_SECONDS = 2.0
 
+WORKER_PREFIX = "supervision-pool-"
+"""A pool worker thread's name, before its index."""
+
 
 class _Worker:
     __slots__ = ("current", "index", "started", "warned")
@@ -66,7 +69,7 @@ class Pool:
         threading.Thread(
             target=self._run_worker,
             args=(worker, spare),
-            name=f"supervision-pool-{worker.index}",
+            name=f"{WORKER_PREFIX}{worker.index}",
             daemon=True,
         ).start()
 
@@ -155,6 +158,12 @@ def _default_threads() -> int:
     if configured:
         return max(1, int(configured))
     return max(4, os.cpu_count() or 1)
+
+
+def pool_bound() -> int:
+    """The most worker threads the process-wide pool may have (0 before it starts)."""
+    pool = _pool
+    return 0 if pool is None else pool.max_threads
 
 
 def get_pool() -> Pool:

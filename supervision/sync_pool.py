@@ -40,6 +40,9 @@ HARD_MAX_SHARE = 4096
 """Ceiling of a share's `limit`."""
 DEFAULT_SHARE_WAITING = 1024
 
+THREAD_NAME = "supervision-task"
+"""The name of every sync pool thread."""
+
 _Work = tuple["TaskProcess", Callable[..., Any], tuple[Any, ...]]
 
 
@@ -109,7 +112,7 @@ class SyncPool:
             if self._threads < self.max_threads or self._may_replace():
                 self._queue.append((process, fn, args))
                 self._threads += 1
-                threading.Thread(target=self._run, name="supervision-task", daemon=True).start()
+                threading.Thread(target=self._run, name=THREAD_NAME, daemon=True).start()
                 return
             if len(self._queue) >= self.max_queue:
                 raise TaskBusy(self.max_threads, self.max_queue)
@@ -301,3 +304,11 @@ def pool_stats() -> dict[str, int]:
         for key, value in pool.stats().items():
             total[key] += value
     return total
+
+
+def shared_pools_bound() -> int:
+    """The most threads the shared pools may have together: each its `max_threads`
+    plus its `max_abandoned` replacements for hung tasks."""
+    with _shared_lock:
+        pools = list(_shared.values())
+    return sum(pool.max_threads + pool.max_abandoned for pool in pools)

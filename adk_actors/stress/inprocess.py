@@ -50,6 +50,8 @@ from supervision import (
     default_task_supervisor,
     kernel_stats,
     self_pid,
+    thread_pool_of,
+    thread_pools,
     whereis,
 )
 from supervision import exit as exit_process
@@ -75,9 +77,6 @@ SETTLE_TIMEOUT = 15.0
 MAX_SETTLE_TIMEOUT = 600.0
 SETTLE_POLL = 0.05
 RESTART_WAIT = 1.0
-_POOLED = re.compile(r"aio-|supervision-task$|supervision-pool-\d+$")
-"""The names of pool threads: `supervision.aio`'s executors, the kernel's task pools
-and its dispatch pool's workers."""
 _NUMBERING = re.compile(r"[-_]?\d+(?:_\d+)?$")
 """A thread name's numbering, left out when threads are counted by name."""
 _AGENT_BUDGET = {"intensity": 1000, "period": 1.0}
@@ -154,8 +153,8 @@ class InProcessTarget:
             await self._warm_up()
             await self._settle("warm_up", self._runs_running)
             self._baseline_processes = kernel_stats()["processes"]
-            self._baseline_threads = _threads()[1]
-            self._baseline_thread_kinds = _thread_kinds()
+            self._baseline_thread_kinds = _threads()[0]
+            self._baseline_threads = self._baseline_thread_kinds.total()
             self._baseline_supervisors = self._supervisor_counts()
             for kind in _workload_kinds(scenario):
                 workload = WORKLOADS[kind]()
@@ -405,7 +404,9 @@ class InProcessTarget:
         return ["runs"] if self._supervised(RUN_SUPERVISOR) else []
 
     def _threads_back(self) -> bool:
-        return _threads()[1] <= self._baseline_threads
+        others, pools = _threads()
+        within = all(pool["threads"] <= pool["max_threads"] for pool in pools.values())
+        return others.total() <= self._baseline_threads and within
 
     def _supervised(self, supervisor: str) -> int:
         return DynamicSupervisor.count_children(supervisor)["active"]
@@ -418,16 +419,16 @@ class InProcessTarget:
         }
 
     def _invariants(self) -> list[InvariantResult]:
-        pooled, unpooled = _threads()
+        others, pools = _threads()
         results = [
             invariants.no_open_invocations(runs.stats()),
             invariants.no_leaked_permits(admission_status()),
             invariants.no_leaked_processes(self._baseline_processes, kernel_stats()["processes"]),
             invariants.no_leaked_threads(
                 self._baseline_threads,
-                unpooled,
-                pooled,
-                _thread_kinds() - self._baseline_thread_kinds,
+                others.total(),
+                pools,
+                others - self._baseline_thread_kinds,
             ),
             invariants.supervisor_counts(self._baseline_supervisors, self._supervisor_counts()),
         ]
@@ -526,22 +527,14 @@ def _event(action: str, target: str, outcome: str) -> ChaosEvent:
     return ChaosEvent(t_s=0.0, action=action, target=target, outcome=outcome)
 
 
-def _threads() -> tuple[int, int]:
-    """Live threads in the bounded pools (the kernel's task and dispatch pools, the
-    asyncio bridge's executors: they keep idle threads after load, by design), and
-    the others."""
-    pooled = other = 0
-    for thread in threading.enumerate():
-        if _POOLED.match(thread.name):
-            pooled += 1
-        else:
-            other += 1
-    return pooled, other
-
-
-def _thread_kinds() -> Counter[str]:
-    """Live threads counted by name, without their numbering."""
-    return Counter(_NUMBERING.sub("", thread.name) for thread in threading.enumerate())
+def _threads() -> tuple[Counter[str], dict[str, dict[str, int]]]:
+    """The live threads outside the kernel's pools, counted by name without their
+    numbering, and each pool's threads against its bound (one enumeration)."""
+    threads = threading.enumerate()
+    others = Counter(
+        _NUMBERING.sub("", thread.name) for thread in threads if thread_pool_of(thread.name) is None
+    )
+    return others, thread_pools(threads)
 
 
 def _kinds(scenario: Scenario) -> set[str]:

@@ -57,17 +57,34 @@ def no_leaked_processes(baseline: int, now: int) -> InvariantResult:
 
 
 def no_leaked_threads(
-    baseline: int, now: int, pooled: int = 0, new_threads: Mapping[str, int] | None = None
+    baseline: int,
+    now: int,
+    pools: Mapping[str, Mapping[str, int]] | None = None,
+    new_threads: Mapping[str, int] | None = None,
 ) -> InvariantResult:
-    """``no_leaked_threads``: the threads outside the bounded pools (which keep their
-    idle threads, by design) are back to the baseline. `pooled` (pool threads now) and
-    `new_threads` (threads by name not there at the baseline) go into the detail."""
-    detail = f"threads outside pools {now}, baseline {baseline}; pool threads {pooled}"
+    """``no_leaked_threads``: the threads outside the kernel's pools are back to the
+    baseline, and each pool (``threads`` and ``max_threads``, as
+    `supervision.thread_pools` gives them) is within its bound. A pool keeps idle
+    threads after load by design, so it is held to its bound, not to the baseline.
+    `new_threads` (threads outside the pools by name, not there at the baseline) go
+    into the detail."""
+    shown_pools = sorted((pools or {}).items())
+    over = [name for name, pool in shown_pools if pool["threads"] > pool["max_threads"]]
+    detail = f"threads outside pools {now}, baseline {baseline}"
+    if shown_pools:
+        listed = ", ".join(
+            f"{name} {pool['threads']}/{pool['max_threads']}" for name, pool in shown_pools
+        )
+        detail += f"; pool threads/bound: {listed}"
+    if over:
+        detail += f"; over their bound: {', '.join(over)}"
     if new_threads:
         shown = sorted(new_threads.items(), key=lambda item: (-item[1], item[0]))
         listed = ", ".join(f"{name} x{count}" for name, count in shown[:MAX_PROBLEMS_SHOWN])
         detail += f"; new: {listed}"
-    return InvariantResult(name="no_leaked_threads", held=now <= baseline, detail=detail)
+    return InvariantResult(
+        name="no_leaked_threads", held=now <= baseline and not over, detail=detail
+    )
 
 
 def no_open_invocations(stats: Mapping[str, int]) -> InvariantResult:
