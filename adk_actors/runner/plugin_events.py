@@ -11,7 +11,9 @@ policy. A halt, or a closed failure, fails the invocation with its reason.
 The hooks run from the invocation server, each in its own task with its deadline:
 the server waits for them (at most the sum of those deadlines) only when some plugin
 implements ``on_event``. Meanwhile it answers no status, cancel or wait (a known
-limit, documented in docs/plugins.md): keep these hooks' timeouts short.
+limit, documented in docs/plugins.md): keep these hooks' timeouts short. Every hook
+of an invocation sees the same context (`context`): its app, user, session,
+invocation, agent and run ids.
 """
 
 from __future__ import annotations
@@ -23,9 +25,23 @@ import msgspec
 from adk_actors.events import Event
 from adk_actors.outcomes import Cancelled, Completed, Failed, Outcome
 from adk_actors.plugins import PhaseKind, Pipeline
+from adk_actors.runner.state import InvocationState
 from providers.errors import AdkError
 
 PRESERVED = ("id", "invocation_id", "author", "actions", "partial", "is_final", "error")
+
+
+def context(state: InvocationState) -> dict[str, Any]:
+    """What the plugins are told of the invocation they see."""
+    request = state.request
+    return {
+        "app_name": request.runner.app_name,
+        "user_id": request.user_id,
+        "session_id": request.session_id,
+        "invocation_id": state.invocation_id,
+        "agent_name": state.spec.name,
+        "run_id": request.run.run_id if request.run is not None else None,
+    }
 
 
 def on_event(pipeline: Pipeline, event: Event, ctx: dict[str, Any]) -> Event:

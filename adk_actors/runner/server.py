@@ -29,19 +29,15 @@ Only ``kill`` (or the process dying) skips `terminate`: a durable store closes s
 an invocation when it is next opened (``abandoned``, `sessions.owner`), and a run's
 registry closes it at once (`Runner.abandon`).
 
-Every session write of the server is fenced (`_alive`): its liveness is checked inside
-the write's atomic step, under the session's lock, which every read of that session
-waits for. A ``kill`` leaves the thread of a handler running (the kernel fences its
-messages, not its session writes), so without the fence a killed server's opening
-could land after the registry's abandonment had found nothing to close, leaving an
-invocation open with no terminal. With it, a write either lands before whoever closes
-for the dead server reads the session (and is closed by it), or never lands.
+Every session write of the server is fenced by its liveness inside the write's
+atomic step (`session_writes`), so a killed server never writes after whoever closes
+for it has read the session; what it tells its stream, caller, waiters and run
+registry is `publish`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -49,13 +45,11 @@ import msgspec
 from adk_actors import admission as admission_api
 from adk_actors.agents.messages import EnterLane
 from adk_actors.agents.names import registered_name
-from adk_actors.agents.scope import Scope, TurnOptions
-from adk_actors.agents.turn import resume_turn, run_turn
+from adk_actors.agents.scope import Scope
 from adk_actors.agents.turn_outcome import TurnCompleted, TurnFailed, TurnPaused
 from adk_actors.events import Event
-from adk_actors.observability import default_metrics
 from adk_actors.outcomes import Cancelled, Completed, Failed, Outcome, Paused
-from adk_actors.runner import continuations, plugin_events, steps
+from adk_actors.runner import continuations, plugin_events, session_writes, steps
 from adk_actors.runner.guard import Guard
 from adk_actors.runner.history import read_history, visible_state
 from adk_actors.runner.messages import (
@@ -68,22 +62,16 @@ from adk_actors.runner.messages import (
     ForgetResume,
     GraceOver,
     Status,
-    StreamOpened,
-    Terminal,
     TurnStep,
     Unwait,
     Wait,
 )
 from adk_actors.runner.phase import Phase, advance
+from adk_actors.runner.publish import announce_stream, publish, publish_terminal, start_stream
 from adk_actors.runner.release import admission_server, give_back, kill_tasks, release
-from adk_actors.runner.request import (
-    Fresh,
-    Resumed,
-    handoffs,
-    run_name,
-    stream_name,
-)
+from adk_actors.runner.request import Fresh, Resumed, handoffs
 from adk_actors.runner.state import InvocationState, begin_resume, status_view, still_paused
+from adk_actors.runner.turn_call import invocation_pool, turn_call
 from providers.errors import AdkError
 from supervision import (
     DEADLINE_REASON,
@@ -100,32 +88,21 @@ from supervision import (
     Reply,
     Response,
     Stop,
-    StreamError,
-    StreamItem,
-    StreamTerminal,
-    SyncPool,
     Task,
     TaskBusy,
     TaskResult,
     cancel_timer,
-    cast,
-    is_fenced_thread,
     is_normal_exit,
     monitor,
-    register,
-    reply,
     self_pid,
     send,
     send_after,
     send_request,
-    shared_pool,
     trap_exit,
     whereis,
 )
 from supervision.logs import get_logger
 
-PUSH_BOUND = 65_536
-"""A caller's unread events before its subscription is detached (``slow_subscriber``)."""
 ENDED_ELSEWHERE = "invocation_ended_elsewhere"
 """The session no longer holds the invocation open (an abandonment from outside, a
 deleted session): its own outcome is not reported as stored."""
@@ -144,28 +121,11 @@ class InvocationServer(GenServer):
             request = handoffs.take(ref)
         except AdkError:
             return Stop(("shutdown", "handoff_taken"))
-        run = request.run
-        stream: Pid | None = None
-        if run is not None or request.subscriber is None:
-            try:
-                if run is not None:
-                    register(run_name(run.run_id), self_pid())
-                stream = CreditStream.start_link(
-                    max_buffered=run.max_buffered_events if run else request.max_buffered_events,
-                    push_bound=PUSH_BOUND,
-                    name=stream_name(run.run_id) if run else None,
-                )
-            except (NameTaken, AlreadyStarted):  # the name was the first step: nothing started
-                return Stop(("shutdown", "already_exists"))
-        if request.subscriber is not None:
-            # a plain invocation's one caller is sent its items directly (the server is
-            # its stream: same messages, no second process); a run's subscribe to it
-            send(request.subscriber, StreamOpened(stream or self_pid()))
-            if stream is not None:
-                try:
-                    CreditStream.subscribe(stream, after=0, subscriber=request.subscriber)
-                except StreamError:
-                    pass  # the caller is gone already: its owner monitor says so next
+        try:
+            stream = start_stream(request)
+        except (NameTaken, AlreadyStarted):  # the name was the first step: nothing started
+            return Stop(("shutdown", "already_exists"))
+        announce_stream(request, stream)
         timeout = request.runner.run_timeout
         state = InvocationState(request, stream, time.monotonic() + timeout)
         state.partials = steps.Partials(request.runner.max_partial_events)
@@ -398,24 +358,10 @@ class InvocationServer(GenServer):
     def _open(self, state: InvocationState, history: list[Any], visible: dict[str, Any]) -> None:
         """Store the opening (the user's message, or a resume's claim) and start the
         turn. A claim someone else made first is ``no_paused_invocation``."""
-        spec = state.spec
-        request = state.request
-        runner = request.runner
-        work = request.work
-        inv = state.invocation_id
-        if isinstance(work, Fresh):
-            assert state.opening is not None
-            opening = state.opening
-            expected: dict[str, Any] = {continuations.open_key(inv): None}
-            delta = continuations.opened_delta(inv, request.token)
-        else:
-            opening = continuations.claim_event(
-                steps.RUNNER_AUTHOR, inv, work.continuation.type, work.answer.how
-            )
-            expected = {continuations.key_of(inv): work.stored, continuations.open_key(inv): None}
-            delta = continuations.claimed_delta(inv, request.token)
+        work = state.request.work
+        opening, expected, delta = session_writes.opening(state)
         try:
-            if not self._write(state, opening, delta, expected):
+            if not session_writes.write(state, opening, delta, expected):
                 fresh = isinstance(work, Fresh)
                 self._refuse(state, "invocation_already_open" if fresh else "no_paused_invocation")
                 return
@@ -423,37 +369,14 @@ class InvocationServer(GenServer):
             self._refuse(state, error.reason)
             return
         state.phase = advance(state.phase, Phase.OPEN)
-        me = self_pid()
-        guard = Guard(runner.runtime_policy, inv, lambda event: send(me, AuditStep(event)))
-        options = TurnOptions(
-            state=visible,
-            observer=lambda kind, value, metadata: send(me, TurnStep(kind, value, metadata)),
-            max_llm_calls=runner.max_llm_calls,
-            max_tool_rounds=runner.max_tool_rounds,
-            streaming=runner.streaming_mode,
-            pausable=True,
-            before_request=runner.context_policy.check_request,
-            tool_gate=guard.tool_call,
-            result_gate=guard.tool_result,
-            plugins=runner.plugins or None,
-            plugin_run=True,
-        )
-        scope = Scope(runner.app_name, request.user_id, request.session_id)
-        turn: Callable[..., Any]
-        args: tuple[Any, ...]
-        if isinstance(work, Fresh):
-            turn, args = run_turn, (spec, history, work.message, scope, inv, options)
-        else:
-            turn = resume_turn
-            args = (spec, work.history, work.contents, work.continuation, work.answer)
-            args = (*args, scope, inv, options)
+        turn, args = turn_call(state, history, visible)
         try:  # a coroutine: it runs on the kernel's reactor, holding no thread while it waits
             state.turn = Task.start(turn, *args, deadline=state.deadline_at, notify=True)
         except TaskBusy:
-            self._publish(state, opening)
+            publish(state, opening)
             self._end_failed(state, "busy")
             return
-        self._publish(state, opening)  # once its turn runs: a subscriber may count on it
+        publish(state, opening)  # once its turn runs: a subscriber may count on it
 
     # -- steps ---------------------------------------------------------------------------
 
@@ -492,13 +415,13 @@ class InvocationServer(GenServer):
             self._end_failed(state, error.reason)
             return
         try:
-            stored = self._write(state, event)
+            stored = session_writes.write(state, event)
         except AdkError as error:  # e.g. a state delta over the limit
             self._kill_turn(state)
             self._end_failed(state, ("step_not_stored", error.reason))
             return
         if stored:
-            self._publish(state, event)
+            publish(state, event)
         else:  # closed from outside (an abandonment, a deleted session): stop here
             self._kill_turn(state)
             self._terminal(state, Phase.FAILED, Failed(ENDED_ELSEWHERE), None)
@@ -549,7 +472,7 @@ class InvocationServer(GenServer):
             return
         try:
             delta = continuations.closed_delta(state.invocation_id)
-            stored = self._write(state, event, delta, clear_temp=True)
+            stored = session_writes.write(state, event, delta, clear_temp=True)
         except AdkError as error:  # e.g. an output_key value over the state limit
             self._end_failed(state, ("final_not_stored", error.reason))
             return
@@ -569,7 +492,7 @@ class InvocationServer(GenServer):
         event = continuations.pause_event(steps.RUNNER_AUTHOR, inv, continuation, call, message)
         delta = continuations.paused_delta(inv, continuation.dump())
         try:  # temp: state stays until the resumed invocation ends
-            stored = self._write(state, event, delta, clear_temp=False)
+            stored = session_writes.write(state, event, delta, clear_temp=False)
         except AdkError as error:  # e.g. a continuation over the state limit
             self._end_failed(state, ("pause_not_stored", error.reason))
             return
@@ -582,7 +505,7 @@ class InvocationServer(GenServer):
         if state.phase.terminal:  # a failed step already ended it
             return
         event = steps.error_event(state, reason, "the invocation failed")
-        stored = self._write_end(state, event)
+        stored = session_writes.write_end(state, event)
         self._terminal(state, Phase.FAILED, Failed(reason), event if stored else None)
 
     def _end_cancelled(self, state: InvocationState) -> None:
@@ -593,7 +516,7 @@ class InvocationServer(GenServer):
             self._terminal(state, Phase.CANCELLED, Cancelled(reason), None)
             return
         event = steps.error_event(state, reason, "the invocation was cancelled")
-        stored = self._write_end(state, event)
+        stored = session_writes.write_end(state, event)
         self._terminal(state, Phase.CANCELLED, Cancelled(reason), event if stored else None)
 
     def _refuse(self, state: InvocationState, reason: Any) -> None:
@@ -614,36 +537,12 @@ class InvocationServer(GenServer):
     def _terminal(
         self, state: InvocationState, phase: Phase, outcome: Outcome, event: Event | None
     ) -> None:
-        """The one terminal: publish it, give back permit and lane, answer waiters. A
-        run's registry hears of it first, so no subscriber or waiter can know the end
-        before `adk.runs.status` does (even should this server die right after)."""
+        """The one terminal: the plugins hear of an open invocation's end, then it is
+        published (`publish_terminal`: the run's registry first, permit and lane given
+        back, then subscribers and waiters)."""
         if state.phase is Phase.OPEN:
             self._notify_plugins(state, outcome)
-        state.phase = advance(state.phase, phase)
-        state.outcome = outcome
-        state.ended_at = time.time()
-        default_metrics().invocation(
-            state.runner.agent_name,
-            type(outcome).__name__.lower(),
-            state.ended_at - state.started_at,
-        )
-        run = state.request.run
-        if run is not None:
-            cast(run.registry, Terminal(run.run_id, self_pid(), run.retention, outcome))
-            default_metrics().run(state.runner.agent_name, type(outcome).__name__.lower())
-        if event is not None:
-            self._publish(state, event)
-        release(state)  # before anyone hears of the end: a caller may reuse both at once
-        state.published += 1
-        state.terminal_sequence = state.published
-        if state.stream is not None:
-            CreditStream.finish_async(state.stream, outcome)
-        elif state.request.subscriber is not None:
-            send(state.request.subscriber, StreamTerminal(self_pid(), state.published, outcome))
-        waiters, state.waiters = state.waiters, {}
-        for from_ in waiters.values():
-            reply(from_, outcome)
-        _log.debug("adk.invocation.ended", invocation_id=state.invocation_id, phase=phase.value)
+        publish_terminal(state, phase, outcome, event)
 
     def _after(self, state: InvocationState) -> Any:
         """A plain invocation stops once its terminal is out; a run stays retained."""
@@ -671,111 +570,23 @@ class InvocationServer(GenServer):
     def _kill_turn(self, state: InvocationState) -> None:
         kill_tasks(state)
 
-    def _write(
-        self,
-        state: InvocationState,
-        event: Event,
-        delta: Mapping[str, Any] | None = None,
-        expected: Mapping[str, Any] | None = None,
-        clear_temp: bool = False,
-    ) -> bool:
-        """One atomic step: store `event` (and apply `delta`) if the invocation is still
-        open for us (or, for the opening, if `expected` holds); False otherwise."""
-        runner = state.runner
-        request = state.request
-        condition = (
-            expected
-            if expected is not None
-            else continuations.is_open(state.invocation_id, request.token)
-        )
-        try:
-            runner.sessions.add_event_if_state(
-                runner.app_name,
-                request.user_id,
-                request.session_id,
-                event,
-                condition,
-                runtime_delta=delta,
-                precondition=_alive,
-            )
-        except AdkError as error:
-            if error.reason in ("conflict", "not_found"):
-                return False  # closed meanwhile, or this server was killed (fenced)
-            raise
-        if clear_temp:  # after the end is stored: a failure here changes no outcome
-            self._clear_temp(state)
-        return True
-
-    def _clear_temp(self, state: InvocationState) -> None:
-        """Clear ``temp:`` state after the end is stored, fenced like every write (under
-        the session's lock): a killed server never clears a later invocation's."""
-        runner = state.runner
-        request = state.request
-        sessions = runner.sessions
-        try:
-            with sessions.lock(runner.app_name, request.user_id, request.session_id):
-                if _alive():
-                    sessions.clear_temp_state(runner.app_name, request.user_id, request.session_id)
-        except AdkError as error:
-            _log.warning("adk.invocation.temp_not_cleared", reason=str(error.reason)[:200])
-
     def _notify_plugins(self, state: InvocationState, outcome: Outcome) -> None:
         """Before the end is published (never while the server stops)."""
         if not getattr(self, "_stopping", False):
             plugin_events.notify_run_end(
-                state.request.runner.plugins, self._plugin_context(state), outcome
+                state.request.runner.plugins, plugin_events.context(state), outcome
             )
-
-    def _plugin_context(self, state: InvocationState) -> dict[str, Any]:
-        request = state.request
-        return {
-            "app_name": request.runner.app_name,
-            "user_id": request.user_id,
-            "session_id": request.session_id,
-            "invocation_id": state.invocation_id,
-            "agent_name": state.spec.name,
-            "run_id": request.run.run_id if request.run is not None else None,
-        }
 
     def _plugin_event(self, state: InvocationState, event: Event) -> Event:
         """`event` through the Runner's ``on_event`` plugins, before it is stored."""
-        return plugin_events.on_event(state.runner.plugins, event, self._plugin_context(state))
-
-    def _write_end(self, state: InvocationState, event: Event) -> bool:
-        """Store an error end (closing the invocation, clearing ``temp:``), if it was open."""
-        if state.phase is not Phase.OPEN:
-            return False
-        try:
-            return self._write(
-                state, event, continuations.closed_delta(state.invocation_id), clear_temp=True
-            )
-        except AdkError as error:  # the store refused even that: the caller still hears
-            _log.warning("adk.invocation.end_not_stored", reason=str(error.reason)[:200])
-            return False
-
-    def _publish(self, state: InvocationState, event: Event) -> None:
-        """Append to the stream without waiting (this server is its only publisher, so
-        it numbers the items itself)."""
-        state.published += 1
-        if state.stream is not None:
-            CreditStream.publish_async(state.stream, event)
-        elif state.request.subscriber is not None:
-            send(state.request.subscriber, StreamItem(self_pid(), state.published, event))
+        return plugin_events.on_event(state.runner.plugins, event, plugin_events.context(state))
 
     def _audit_refusal(self, state: InvocationState) -> Any:
         """Store an audit event of a refusal before opening (the only thing it leaves)."""
 
         def store(event: Event) -> None:
-            runner = state.runner
-            request = state.request
-            sessions = runner.sessions
-            ids = (runner.app_name, request.user_id, request.session_id)
-            with sessions.lock(*ids):  # fenced like every write of this server
-                if not _alive():
-                    return
-                sessions.create_session(*ids)
-                sessions.add_event(*ids, event, precondition=_alive)
-            self._publish(state, event)
+            if session_writes.write_refusal_audit(state, event):
+                publish(state, event)
 
         return store
 
@@ -783,18 +594,5 @@ class InvocationServer(GenServer):
         return lambda event: self._store(state, event)
 
 
-def _alive() -> bool:
-    """The fence of the server's session writes, run inside each write's atomic step:
-    False once this server was killed (its handler's thread still running)."""
-    return not is_fenced_thread()
-
-
 def _agent(state: InvocationState) -> Pid | None:
     return whereis(registered_name(state.runner.agent_name))
-
-
-def invocation_pool() -> SyncPool:
-    """Turn tasks' own threads (`ADK_INVOCATION_THREADS`, default 256): a sync turn
-    waits for its model, and must never starve the default pool that parallel tool
-    calls run on."""
-    return shared_pool("adk.invocations", "ADK_INVOCATION_THREADS", 256, 10_000)
