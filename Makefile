@@ -49,7 +49,16 @@ browser-deps:
 		fi; \
 	fi
 
-pytest: $(STAMP) browser-deps
+# The MCP interoperability tests run the npm reference server ("everything") with
+# Debian's node; `make test` installs it once into .mcp-node (a stamp file).
+MCP_NODE := .mcp-node
+MCP_NODE_STAMP := $(MCP_NODE)/.installed
+
+$(MCP_NODE_STAMP):
+	npm install --prefix $(MCP_NODE) --no-audit --no-fund @modelcontextprotocol/server-everything@2026.8.31
+	touch $(MCP_NODE_STAMP)
+
+pytest: $(STAMP) browser-deps $(MCP_NODE_STAMP)
 	$(BIN)/python -m pytest
 
 test: lint contracts typecheck pytest
@@ -80,4 +89,4 @@ stress: $(STAMP)
 	$(BIN)/adk stress examples/stress/mixed-2min.json --report-dir stress-report
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(BENCH_VENV) $(MCP_NODE) .pytest_cache .mypy_cache .ruff_cache

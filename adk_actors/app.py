@@ -35,6 +35,14 @@ MAX_RUNS = 100_000
 """Invocation servers alive at once (running, and retained runs); past it a start is
 refused with ``too_many_runs``."""
 AMBIENT_SUPERVISOR = "adk.ambient"
+MCP_CLIENT_SUPERVISOR = "adk.mcp.clients"
+MAX_MCP_CLIENTS = 1024
+"""MCP clients alive at once (each a temporary child of the MCP client supervisor);
+past it `adk.mcp.connect` is refused with ``too_many_mcp_clients``."""
+MCP_CLIENT_SUPERVISOR_INTENSITY = 20
+MCP_CLIENT_SUPERVISOR_PERIOD = 10.0
+"""The MCP client supervisor's restart intensity. Its children are temporary, so
+nothing is restarted; the bound only matters to the kernel's bookkeeping."""
 WORKFLOW_SUPERVISOR = "adk.workflows"
 MAX_WORKFLOWS = 100_000
 """Workflow coordinators alive at once (running, and retained ones); past it a start is

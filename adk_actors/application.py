@@ -35,6 +35,7 @@ from adk_actors.app import (
     WORKFLOW_SUPERVISOR_PERIOD,
     tree_lock,
 )
+from adk_actors.mcp import client_supervisor as mcp_client_supervisor
 from adk_actors.runs.registry import start_registry
 from adk_actors.sessions.memory import OWNER_NAME, SessionOwner
 from providers.errors import AdkError
@@ -98,8 +99,13 @@ def _children(admission_config: admission.AdmissionConfig) -> list[ChildSpec]:
         # Ambient triggers, after admission control (the design's order): their jobs
         # start runs, so a restart of anything before it stops every trigger too.
         ambient_supervisor.child_spec(),
-        # Workflows, after ambient (the design's order; the auth and MCP supervisors
-        # will come between them). Each workflow is a temporary coordinator
+        # MCP clients, after ambient (the design's order). Each client is a temporary
+        # child: a dead client is never restarted behind its pid and clients fail
+        # independently; a restart of anything before it closes every client (and
+        # stops their stdio servers).
+        mcp_client_supervisor.child_spec(),
+        # Workflows, after the MCP clients (the design's order; the auth supervisor
+        # will come between ambient and MCP). Each workflow is a temporary coordinator
         # child: a crash fails that workflow alone, nothing is restarted. Workflows use
         # agents, tasks and runs, which all start before it, so a restart of any of them
         # stops every workflow too (rest_for_one): no workflow outlives what it uses.

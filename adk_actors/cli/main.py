@@ -16,6 +16,7 @@ from adk_actors.cli.config_commands import config_group
 from adk_actors.cli.doctor import doctor_command
 from adk_actors.cli.eval_command import eval_group
 from adk_actors.cli.local_commands import console_command, run_command
+from adk_actors.cli.mcp_command import mcp_group
 from adk_actors.cli.output import EXIT_INTERRUPTED
 from adk_actors.cli.remote import REMOTE_COMMANDS
 from adk_actors.cli.serve import serve_command
@@ -45,6 +46,7 @@ for _command in (
     serve_command,
     eval_group,
     stress_command,
+    mcp_group,
     *REMOTE_COMMANDS,
 ):
     cli.add_command(_command)

@@ -39,6 +39,7 @@ from adk_actors.daemon.drain import drain
 from adk_actors.daemon.legacy import PATH as LEGACY_PATH
 from adk_actors.daemon.legacy import check_legacy_host
 from adk_actors.daemon.listener import check_dev_host, listener_config, start_listener
+from adk_actors.daemon.routes_mcp import mcp_route
 from adk_actors.daemon.settings import DevSettings, settings_from_env
 from adk_actors.daemon.state import DevState
 from adk_actors.observability import export_requested
@@ -185,11 +186,17 @@ def _run(plan: _Plan, stopping: threading.Event, out: TextIO, err: TextIO) -> in
     try:
         adk.start()
         sessions = _open_sessions(plan.sessions_dir)
-        agent = None if plan.agent_file is None else spawn_from_file(plan.agent_file).name
+        agent_ref = None if plan.agent_file is None else spawn_from_file(plan.agent_file)
+        agent = None if agent_ref is None else agent_ref.name
         runner_options = {} if plan.agent_file is None else plan.agent_file.runner_options
         state = DevState(plan.settings, sessions, runner_options)
         config = listener_config(plan.settings, plan.host, plan.port)
-        listener = start_listener(build_app(state), config)
+        extra = (
+            ()
+            if agent_ref is None or plan.agent_file is None
+            else (mcp_route(agent_ref, plan.agent_file, plan.settings),)
+        )
+        listener = start_listener(build_app(state, extra), config)
     except AdkError as error:
         _print_error(err, error)
         _stop(sessions)
