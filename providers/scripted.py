@@ -77,6 +77,16 @@ class ScriptedProvider:
         newest `max_histories` (a long-running script, such as a daemon's repeating one,
         keeps a bounded record)."""
 
+    def fresh(self) -> ScriptedProvider:
+        """A new provider with the same script, starting over at its first step and with
+        no calls recorded (one per evaluation sample, say); a function script is shared,
+        being deterministic by input."""
+        if self._fn is not None:
+            return ScriptedProvider(
+                fn=self._fn, inline=self._inline, max_histories=self._max_histories
+            )
+        return ScriptedProvider(self._steps, inline=self._inline, max_histories=self._max_histories)
+
     @classmethod
     def from_config_provider(cls) -> _ConfigScripted:
         return _ConfigScripted()

@@ -9,7 +9,10 @@ provider or provider config), else exact-response scoring.
 
 With ``--baseline`` (a saved result, or a report this command wrote with a baseline)
 the result is compared under ``--max-pass-rate-drop`` and ``--metric-tolerances`` (a
-JSON object of metric id -> allowed score drop).
+JSON object of metric id -> allowed score drop); as in the reference, a case that
+passed in the baseline and no longer passes always fails the comparison. A baseline
+of another evaluation set, and a judge criterion without a Gemini API key, are
+refused before anything runs.
 
 Output: with ``--format json`` (the default) the saved result (``passed``,
 ``pass_rate``, ...), or with a baseline ``{"passed", "pass_rate", "evaluation_passed",
@@ -34,7 +37,7 @@ import click
 
 import adk_actors as adk
 from adk_actors.cli.output import EXIT_ERROR, EXIT_OK, CliError, Output
-from adk_actors.config_file import check_credentials, load_agent_file
+from adk_actors.config_file import MISSING_KEY_HINT, api_key_configured
 from adk_actors.config_file.strict_json import strict_json_loads
 from adk_actors.evaluation.agent_adapter import AgentAdapter, agent_adapter_from_file
 from adk_actors.evaluation.compare import (
@@ -47,6 +50,7 @@ from adk_actors.evaluation.criteria import MetricSpec, default_metrics, load_met
 from adk_actors.evaluation.engine import run
 from adk_actors.evaluation.evalset import EvalSet, load_eval_set
 from adk_actors.evaluation.google_adk import from_google_adk, is_google_adk_evalset
+from adk_actors.evaluation.judge import DEFAULT_PROVIDER
 from adk_actors.evaluation.limits import MAX_CONCURRENCY, MAX_SAMPLES
 from adk_actors.evaluation.options import EvalOptions, eval_options
 from adk_actors.evaluation.report import render, render_json
@@ -96,7 +100,10 @@ def eval_group() -> None:
     "--max-pass-rate-drop",
     type=click.FloatRange(0.0, 1.0),
     default=None,
-    help="Allowed pass-rate drop against the baseline (default 0).",
+    help=(
+        "Allowed pass-rate drop against the baseline (default 0). A case that passed in the"
+        " baseline and no longer passes fails the comparison whatever this allows."
+    ),
 )
 @click.option(
     "--metric-tolerances",
@@ -146,6 +153,12 @@ def run_command(
         eval_set = _eval_set(eval_set_path)
         metrics = _metrics(criteria_path)
         baseline = None if baseline_path is None else _baseline(baseline_path)
+        if baseline is not None and baseline.eval_set_id != eval_set.id:
+            raise CliError(
+                "eval_set_mismatch",
+                "the baseline is a result of another evaluation set",
+                details=[baseline.eval_set_id[:256], eval_set.id],
+            )
         tolerances = None if tolerances_path is None else _tolerances(tolerances_path)
         drop = 0.0 if max_pass_rate_drop is None else max_pass_rate_drop
         _checked(lambda: check_comparison_options(drop, tolerances))
@@ -156,6 +169,7 @@ def run_command(
                 sample_concurrency=sample_concurrency,
             )
         )
+        _check_judge_credentials(metrics)
         adapter = _adapter(config_path)
         result = _evaluate(adapter, eval_set, metrics, options)
         comparison = (
@@ -268,13 +282,23 @@ def _tolerances(path: str) -> dict[str, float]:
 
 
 def _adapter(path: str) -> AgentAdapter:
-    """The default adapter for the config file's agent (its key checked first)."""
+    """The default adapter for the config file's agent (its key checked on loading)."""
+    return _checked(lambda: agent_adapter_from_file(path))
 
-    def load() -> AgentAdapter:
-        check_credentials(load_agent_file(path))
-        return agent_adapter_from_file(path)
 
-    return _checked(load)
+def _check_judge_credentials(metrics: list[MetricSpec]) -> None:
+    """``missing_api_key`` before anything runs when a judge needs Gemini and the
+    environment has no key (a configuration error, not a failed criterion)."""
+    for metric in metrics:
+        if (
+            metric.judge is not None
+            and metric.judge.provider == DEFAULT_PROVIDER
+            and not api_key_configured()
+        ):
+            raise CliError(
+                "missing_api_key",
+                f"the judge criterion {metric.id!r} needs a Gemini API key: {MISSING_KEY_HINT}",
+            )
 
 
 def _evaluate(

@@ -1,8 +1,8 @@
 """The /dev/v1 evaluation routes: render a saved result or comparison, compare two results.
 
 Pure and bounded: these routes never load files, start agents or run an evaluation;
-they check what the client sends (a saved schema-2 result, or a saved baseline
-comparison) and answer with the library's own renderer and comparison, behind the same
+they check what the client sends (a saved schema-2 or schema-1 result, or a saved
+baseline comparison; comparing takes two schema-2 results) and answer with the library's own renderer and comparison, behind the same
 guards and bearer token as every /dev/v1 route.
 
 - ``POST /dev/v1/evaluation/render``: ``{"report": result-or-comparison, "format":
@@ -41,6 +41,7 @@ from adk_actors.evaluation.compare import (
     encode_comparison,
     is_comparison_json,
 )
+from adk_actors.evaluation.limits import MAX_REPORT_BYTES, reason_tag
 from adk_actors.evaluation.report import FORMATS, render, render_json
 from adk_actors.evaluation.results import decode_result
 from providers.errors import AdkError
@@ -48,8 +49,10 @@ from providers.errors import AdkError
 PREFIX = "/dev/v1/evaluation"
 RENDER_PATH = f"{PREFIX}/render"
 COMPARE_PATH = f"{PREFIX}/compare"
-MAX_BODY_BYTES = 8 * 1024 * 1024
-"""A request body (a result or two) is read up to this many bytes (413 past it)."""
+MAX_BODY_BYTES = 2 * MAX_REPORT_BYTES + 64 * 1024
+"""A request body is read up to this many bytes (413 past it): room for two results as
+large as the engine writes (`MAX_REPORT_BYTES` each), for a comparison. The routes'
+own bound, independent of the daemon's ``max_body_bytes`` for other routes."""
 DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024
 MAX_OUTPUT_BYTES = 16 * 1024 * 1024
 MARKDOWN_MEDIA_TYPE = "text/markdown; charset=utf-8"
@@ -120,10 +123,7 @@ def _kind(report: Mapping[str, Any]) -> str:
 
 
 def _word(error: AdkError) -> str:
-    reason = error.reason
-    if isinstance(reason, tuple | list) and reason:
-        reason = reason[0]
-    return reason[:64] if isinstance(reason, str) else "invalid_eval_report"
+    return reason_tag(error)[:64]
 
 
 def render_report(report: Mapping[str, Any], fmt: object, options: Mapping[str, Any]) -> str:

@@ -14,13 +14,14 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from adk_actors.agents import spawn_agent, stop_agent
 from adk_actors.agents.names import check_agent_name
 from adk_actors.config_file import check_credentials, load_agent_file
+from adk_actors.config_file.loader import RUNNER_KEYS
 from adk_actors.evaluation.adapter import TurnOutput
 from adk_actors.evaluation.evalset import EvalCase, EvalTurn
 from adk_actors.evaluation.limits import MAX_TRAJECTORY_STEPS
@@ -31,6 +32,7 @@ from adk_actors.runner.options import runner_options
 from adk_actors.sessions import InMemorySessionService
 from providers.content import FunctionCallPart, FunctionResponsePart
 from providers.errors import AdkError
+from providers.scripted import ScriptedProvider
 from supervision.logs import get_logger
 
 APP_NAME = "adk-eval"
@@ -57,14 +59,25 @@ class AgentSample:
         self.lock = threading.Lock()
 
 
+ConfigFactory = Callable[[], Mapping[str, Any]]
+
+
 class AgentAdapter:
     """Evaluates the agent `name` with `config` and `tools` (as `adk.spawn_agent`
-    takes them) and `runner_options` (as `adk.Runner` takes them)."""
+    takes them) and `runner_options` (as `adk.Runner` takes them).
+
+    Every sample gets its own copy of `config`: mappings and lists are copied, and a
+    `providers.ScriptedProvider` is replaced by its `fresh` copy, so each sample's
+    script starts at its first step. Any other object (a provider instance with its
+    own state, a cache) would be shared by every
+    sample, concurrent ones included: for those, pass `config` as a factory, a
+    callable returning a new config (and so new providers) for each sample.
+    """
 
     def __init__(
         self,
         name: str,
-        config: Mapping[str, Any],
+        config: Mapping[str, Any] | ConfigFactory,
         tools: Sequence[Any] = (),
         runner_options: Mapping[str, Any] | None = None,
     ) -> None:
@@ -73,8 +86,10 @@ class AgentAdapter:
             raise AdkError(
                 "invalid_identifier", f"an evaluated agent's name is at most {MAX_BASE_NAME_CHARS}"
             )
-        if not isinstance(config, Mapping):
-            raise AdkError("invalid_agent_eval_target", "config is a mapping")
+        if not isinstance(config, Mapping) and not callable(config):
+            raise AdkError(
+                "invalid_agent_eval_target", "config is a mapping, or a factory returning one"
+            )
         self.name = name
         self.config = config
         self.tools = tuple(tools)
@@ -142,28 +157,13 @@ class AgentAdapter:
 
     def _fresh_config(self) -> dict[str, Any]:
         """A new config per sample (a script starts from its first step each time)."""
-        factory = getattr(self.config, "fresh", None)
-        return dict(factory()) if callable(factory) else _copy(self.config)
-
-
-class _FileConfig(Mapping[str, Any]):
-    """An agent file's config, made afresh (`AgentFile.config`) for every sample."""
-
-    def __init__(self, agent_file: Any) -> None:
-        self._file = agent_file
-
-    def fresh(self) -> dict[str, Any]:
-        config: dict[str, Any] = self._file.config
-        return config
-
-    def __getitem__(self, key: str) -> Any:
-        return self.fresh()[key]
-
-    def __iter__(self) -> Any:
-        return iter(self.fresh())
-
-    def __len__(self) -> int:
-        return len(self.fresh())
+        if isinstance(self.config, Mapping):
+            config: dict[str, Any] = _copy(self.config)
+            return config
+        made = self.config()
+        if not isinstance(made, Mapping):
+            raise AdkError("invalid_agent_eval_target", "the config factory returns a mapping")
+        return dict(made)  # the factory's config is this sample's own already
 
 
 def agent_adapter_from_file(path: str | Path) -> AgentAdapter:
@@ -173,7 +173,7 @@ def agent_adapter_from_file(path: str | Path) -> AgentAdapter:
     check_credentials(agent_file)
     return AgentAdapter(
         agent_file.name,
-        _FileConfig(agent_file),
+        lambda: agent_file.config,  # the file's config is made afresh on every read
         agent_file.tool_objects,
         agent_file.runner_options,
     )
@@ -224,21 +224,16 @@ def _check_runner_options(options: Mapping[str, Any]) -> None:
     runner_options(**budgets)
 
 
-_BUDGET_KEYS = frozenset(
-    {
-        "run_timeout",
-        "max_llm_calls",
-        "max_tool_rounds",
-        "streaming_mode",
-        "max_stream_output_bytes",
-        "max_partial_events",
-    }
-)
+_BUDGET_KEYS = frozenset(RUNNER_KEYS) - {"tool_execution"}
 
 
 def _copy(value: Any) -> Any:
+    """A sample's own copy of a config value: mappings and lists copied, a step
+    script started over (`ScriptedProvider.fresh`); any other object as it is."""
     if isinstance(value, Mapping):
         return {key: _copy(item) for key, item in value.items()}
     if isinstance(value, list):
         return [_copy(item) for item in value]
+    if type(value) is ScriptedProvider:
+        return value.fresh()
     return value

@@ -16,14 +16,13 @@ refused (``invalid_eval_comparison``) rather than rendered.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 import msgspec
 
-from adk_actors.evaluation.limits import check_data
-from adk_actors.evaluation.results import EvalResult, decode_result, encode_result
+from adk_actors.evaluation.limits import EPSILON, check_data, is_fraction, near, reason_tag
+from adk_actors.evaluation.results import CaseResult, EvalResult, MetricSummary, decode_result
 from providers.errors import AdkError
 
 REPORT_SCHEMA_VERSION: Literal[1] = 1
@@ -33,7 +32,6 @@ MAX_TOLERANCES = 1000
 MAX_DIFFS = 10_000
 """Metric or case diffs in one comparison at most (the result's own list bound)."""
 MAX_ID_BYTES = 1024
-_EPSILON = 1e-12
 
 MetricReason = Literal["none", "score_drop", "missing_current_metric", "new_metric"]
 CaseReason = Literal["none", "case_no_longer_passes", "missing_current_case", "new_case"]
@@ -94,34 +92,37 @@ def compare(
 ) -> Comparison:
     """Compare `current` with the saved `baseline` (results, or their saved JSON).
 
+    A drop equal to its allowance passes (up to float rounding, `EPSILON`). As in the
+    reference, every case that passed in the baseline and no longer passes is a
+    regression whatever `max_pass_rate_drop` allows: the allowance forgives only a
+    lower rate from cases that are new or were already failing.
+
     Raises `AdkError`: ``invalid_eval_comparison_options`` (a drop or tolerance outside
     0..1, an empty metric id, too many tolerances), ``invalid_baseline`` /
     ``invalid_current_result`` (not a valid result), ``eval_set_mismatch``.
     """
     tolerances = check_comparison_options(max_pass_rate_drop, metric_tolerances)
-    base = _result_json(baseline, "invalid_baseline")
-    cur = _result_json(current, "invalid_current_result")
-    if base["eval_set_id"] != cur["eval_set_id"]:
+    base = _checked_result(baseline, "invalid_baseline")
+    cur = _checked_result(current, "invalid_current_result")
+    if base.eval_set_id != cur.eval_set_id:
         raise AdkError("eval_set_mismatch", "the results are of different evaluation sets")
-    base_rate = _score(base.get("pass_rate"))
-    cur_rate = _score(cur.get("pass_rate"))
-    drop = max(0.0, base_rate - cur_rate)
-    metric_diffs = _metric_diffs(base.get("metrics", []), cur.get("metrics", []), tolerances)
-    case_diffs = _case_diffs(base.get("cases", []), cur.get("cases", []))
+    drop = max(0.0, base.pass_rate - cur.pass_rate)
+    metric_diffs = _metric_diffs(base.metrics, cur.metrics, tolerances)
+    case_diffs = _case_diffs(base.cases, cur.cases)
     regression = (
-        drop > max_pass_rate_drop
+        drop > max_pass_rate_drop + EPSILON
         or any(diff.regression for diff in metric_diffs)
         or any(diff.regression for diff in case_diffs)
     )
     return Comparison(
         report_schema_version=REPORT_SCHEMA_VERSION,
         report_type=REPORT_TYPE,
-        eval_set_id=base["eval_set_id"],
-        baseline_version=base["eval_set_version"],
-        current_version=cur["eval_set_version"],
+        eval_set_id=base.eval_set_id,
+        baseline_version=base.eval_set_version,
+        current_version=cur.eval_set_version,
         passed=not regression,
-        baseline_pass_rate=base_rate,
-        current_pass_rate=cur_rate,
+        baseline_pass_rate=base.pass_rate,
+        current_pass_rate=cur.pass_rate,
         pass_rate_drop=drop,
         max_pass_rate_drop=float(max_pass_rate_drop),
         metric_diffs=metric_diffs,
@@ -163,7 +164,7 @@ def check_comparison_options(
 ) -> dict[str, float]:
     """The tolerances, checked (``invalid_eval_comparison_options`` naming the option);
     what `compare` checks first, for a caller that refuses bad options before running."""
-    if not _fraction(max_pass_rate_drop):
+    if not is_fraction(max_pass_rate_drop):
         raise AdkError(
             ("invalid_eval_comparison_options", "max_pass_rate_drop"), "must be within 0..1"
         )
@@ -180,7 +181,7 @@ def check_comparison_options(
             not isinstance(metric_id, str)
             or not metric_id
             or len(metric_id.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES
-            or not _fraction(tolerance)
+            or not is_fraction(tolerance)
         ):
             raise AdkError(
                 ("invalid_eval_comparison_options", "metric_tolerances"),
@@ -190,85 +191,33 @@ def check_comparison_options(
     return checked
 
 
-def _fraction(value: object) -> bool:
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and 0.0 <= value <= 1.0
-    )
-
-
-def _result_json(value: EvalResult | Mapping[str, Any], reason: str) -> dict[str, Any]:
-    """The checked result as its saved JSON (decoded first when given as JSON)."""
+def _checked_result(value: EvalResult | Mapping[str, Any], reason: str) -> EvalResult:
+    """The checked result (decoded first when given as JSON)."""
     try:
-        result = value if isinstance(value, EvalResult) else decode_result(value)
-        return encode_result(result)
+        return decode_result(value)
     except AdkError as error:
-        raise AdkError(reason, f"not a valid evaluation result ({_reason_word(error)})") from None
-
-
-def _reason_word(error: AdkError) -> str:
-    reason = error.reason
-    if isinstance(reason, tuple | list) and reason:
-        reason = reason[0]
-    return reason if isinstance(reason, str) else "invalid"
-
-
-def _score(value: object) -> float:
-    """A saved score as a fraction: null, missing or out-of-range counts as 0."""
-    if isinstance(value, int | float) and _fraction(value):
-        return float(value)
-    return 0.0
-
-
-def _by_id(items: object, key: str) -> dict[str, Mapping[str, Any]]:
-    found: dict[str, Mapping[str, Any]] = {}
-    for item in items if isinstance(items, list | tuple) else []:
-        if isinstance(item, Mapping) and isinstance(item.get(key), str):
-            found.setdefault(item[key], item)
-    return found
+        raise AdkError(reason, f"not a valid evaluation result ({reason_tag(error)})") from None
 
 
 def _metric_diffs(
-    baseline: object, current: object, tolerances: Mapping[str, float]
+    baseline: Sequence[MetricSummary],
+    current: Sequence[MetricSummary],
+    tolerances: Mapping[str, float],
 ) -> list[MetricDiff]:
-    base = _by_id(baseline, "metric_id")
-    cur = _by_id(current, "metric_id")
+    base = {metric.metric_id: metric.average_score or 0.0 for metric in baseline}
+    cur = {metric.metric_id: metric.average_score or 0.0 for metric in current}
     diffs: list[MetricDiff] = []
     for metric_id in sorted(base.keys() | cur.keys()):
         tolerance = tolerances.get(metric_id, 0.0)
-        if metric_id not in cur:
-            score = _score(base[metric_id].get("average_score"))
-            diffs.append(
-                MetricDiff(
-                    metric_id=metric_id,
-                    baseline_score=score,
-                    current_score=0.0,
-                    score_drop=score,
-                    tolerance=tolerance,
-                    regression=True,
-                    reason="missing_current_metric",
-                )
-            )
-            continue
-        if metric_id not in base:
-            diffs.append(
-                MetricDiff(
-                    metric_id=metric_id,
-                    baseline_score=0.0,
-                    current_score=_score(cur[metric_id].get("average_score")),
-                    score_drop=0.0,
-                    tolerance=tolerance,
-                    regression=False,
-                    reason="new_metric",
-                )
-            )
-            continue
-        before = _score(base[metric_id].get("average_score"))
-        after = _score(cur[metric_id].get("average_score"))
+        before, after = base.get(metric_id, 0.0), cur.get(metric_id, 0.0)
         drop = max(0.0, before - after)
-        regressed = drop > tolerance
+        if metric_id not in cur:
+            regressed, reason = True, "missing_current_metric"
+        elif metric_id not in base:
+            drop, regressed, reason = 0.0, False, "new_metric"
+        else:
+            regressed = drop > tolerance + EPSILON
+            reason = "score_drop" if regressed else "none"
         diffs.append(
             MetricDiff(
                 metric_id=metric_id,
@@ -277,48 +226,36 @@ def _metric_diffs(
                 score_drop=drop,
                 tolerance=tolerance,
                 regression=regressed,
-                reason="score_drop" if regressed else "none",
+                reason=reason,  # type: ignore[arg-type]
             )
         )
     return diffs
 
 
-def _case_diffs(baseline: object, current: object) -> list[CaseDiff]:
-    base = _by_id(baseline, "case_id")
-    cur = _by_id(current, "case_id")
+def _case_diffs(baseline: Sequence[CaseResult], current: Sequence[CaseResult]) -> list[CaseDiff]:
+    base = {case.case_id: case for case in baseline}
+    cur = {case.case_id: case for case in current}
     diffs: list[CaseDiff] = []
     for case_id in sorted(base.keys() | cur.keys()):
-        if case_id not in cur:
+        before, after = base.get(case_id), cur.get(case_id)
+        if after is None or before is None:
             diffs.append(
                 CaseDiff(
                     case_id=case_id,
-                    baseline_status=_status(base[case_id]),
-                    current_status="missing",
+                    baseline_status="missing" if before is None else before.status,
+                    current_status="missing" if after is None else after.status,
                     trajectory_changed=True,
-                    regression=True,
-                    reason="missing_current_case",
+                    regression=after is None,
+                    reason="missing_current_case" if after is None else "new_case",
                 )
             )
             continue
-        if case_id not in base:
-            diffs.append(
-                CaseDiff(
-                    case_id=case_id,
-                    baseline_status="missing",
-                    current_status=_status(cur[case_id]),
-                    trajectory_changed=True,
-                    regression=False,
-                    reason="new_case",
-                )
-            )
-            continue
-        before, after = base[case_id], cur[case_id]
-        regressed = before.get("passed") is True and after.get("passed") is not True
+        regressed = before.passed and not after.passed
         diffs.append(
             CaseDiff(
                 case_id=case_id,
-                baseline_status=_status(before),
-                current_status=_status(after),
+                baseline_status=before.status,
+                current_status=after.status,
                 trajectory_changed=_trajectories(before) != _trajectories(after),
                 regression=regressed,
                 reason="case_no_longer_passes" if regressed else "none",
@@ -327,51 +264,30 @@ def _case_diffs(baseline: object, current: object) -> list[CaseDiff]:
     return diffs
 
 
-def _status(case: Mapping[str, Any]) -> CaseStatus:
-    status = case.get("status")
-    if status in ("passed", "failed", "error", "partial"):
-        return status  # type: ignore[no-any-return]
-    return "error"
-
-
-def _trajectories(case: Mapping[str, Any]) -> list[list[tuple[Any, ...]]]:
+def _trajectories(case: CaseResult) -> list[list[tuple[Any, ...]]]:
     """The tool steps of each sample, in order, without their (per-run) call ids."""
-    samples = case.get("samples")
-    steps: list[list[tuple[Any, ...]]] = []
-    for sample in samples if isinstance(samples, list | tuple) else []:
-        trajectory = sample.get("trajectory") if isinstance(sample, Mapping) else None
-        steps.append(
-            [
-                (
-                    step.get("kind"),
-                    step.get("tool"),
-                    step.get("turn_id"),
-                    msgspec.json.encode(step.get("args"), order="sorted"),
-                )
-                for step in (trajectory if isinstance(trajectory, list | tuple) else [])
-                if isinstance(step, Mapping)
-            ]
-        )
-    return steps
+    return [
+        [
+            (step.kind, step.tool, step.turn_id, msgspec.json.encode(step.args, order="sorted"))
+            for step in sample.trajectory
+        ]
+        for sample in case.samples
+    ]
 
 
 # -- checking a saved comparison -------------------------------------------------------------
 
 
-def _near(a: float, b: float) -> bool:
-    return abs(a - b) <= _EPSILON
-
-
 def _inconsistency(comparison: Comparison) -> str | None:
     """Why the comparison's flags disagree with its numbers, or None."""
     c = comparison
-    if not _near(c.pass_rate_drop, max(0.0, c.baseline_pass_rate - c.current_pass_rate)):
+    if not near(c.pass_rate_drop, max(0.0, c.baseline_pass_rate - c.current_pass_rate)):
         return "pass_rate_drop disagrees with the pass rates"
     problem = _metric_problem(c.metric_diffs) or _case_problem(c.case_diffs)
     if problem is not None:
         return problem
     regression = (
-        c.pass_rate_drop > c.max_pass_rate_drop
+        c.pass_rate_drop > c.max_pass_rate_drop + EPSILON
         or any(diff.regression for diff in c.metric_diffs)
         or any(diff.regression for diff in c.case_diffs)
     )
@@ -388,15 +304,15 @@ def _metric_problem(diffs: Sequence[MetricDiff]) -> str | None:
     if not _unique([diff.metric_id for diff in diffs]):
         return "a metric id is listed twice"
     for diff in diffs:
-        if not _near(diff.score_drop, max(0.0, diff.baseline_score - diff.current_score)):
+        if not near(diff.score_drop, max(0.0, diff.baseline_score - diff.current_score)):
             return "a metric's score_drop disagrees with its scores"
         consistent = {
-            "none": not diff.regression and diff.score_drop <= diff.tolerance,
-            "score_drop": diff.regression and diff.score_drop > diff.tolerance,
+            "none": not diff.regression and diff.score_drop <= diff.tolerance + EPSILON,
+            "score_drop": diff.regression and diff.score_drop > diff.tolerance + EPSILON,
             "missing_current_metric": diff.regression
-            and _near(diff.current_score, 0.0)
-            and _near(diff.score_drop, diff.baseline_score),
-            "new_metric": not diff.regression and _near(diff.baseline_score, 0.0),
+            and near(diff.current_score, 0.0)
+            and near(diff.score_drop, diff.baseline_score),
+            "new_metric": not diff.regression and near(diff.baseline_score, 0.0),
         }[diff.reason]
         if not consistent:
             return "a metric's reason disagrees with its numbers"

@@ -13,14 +13,14 @@ metric is the rubric judge (`adk_actors.evaluation.judge`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 
 from adk_actors.evaluation import judge
 from adk_actors.evaluation.evalset import EvalCase, ExpectedToolCall
 from adk_actors.evaluation.limits import MAX_ID_CHARS, MAX_METRICS, check_data
-from providers.errors import AdkError, key_name
+from providers.errors import AdkError, decode_options
 
 Criterion = Literal[
     "exact_response",
@@ -37,9 +37,7 @@ DEFAULT_METRIC: dict[str, Any] = {
     "criterion": "exact_response",
     "threshold": 1.0,
 }
-_METRIC_KEYS = frozenset({"id", "kind", "criterion", "scope", "threshold", "config"})
-_RESPONSE_KEYS = frozenset({"normalization"})
-_TRAJECTORY_KEYS = frozenset({"args"})
+_T = TypeVar("_T", bound=msgspec.Struct)
 
 
 class MetricSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -48,7 +46,6 @@ class MetricSpec(msgspec.Struct, frozen=True, kw_only=True):
     id: str
     kind: Literal["criterion", "judge"]
     threshold: float
-    config: dict[str, Any]
     criterion: Criterion | None = None
     scope: Literal["case"] = "case"
     normalization: Normalization = "exact"
@@ -105,34 +102,33 @@ def default_metrics() -> list[MetricSpec]:
     return load_metrics([DEFAULT_METRIC])
 
 
+class _Entry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One criteria entry as written (decoded strictly; the config per kind below)."""
+
+    id: str
+    kind: Literal["criterion", "judge"] = "criterion"
+    criterion: Criterion | None = None
+    scope: Literal["case"] = "case"
+    threshold: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] = 1.0
+    config: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class _ResponseConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    normalization: Normalization = "exact"
+
+
+class _TrajectoryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    args: ArgsMode = "exact"
+
+
 def _metric(entry: Any, index: int, trusted: bool) -> MetricSpec:
     if not isinstance(entry, Mapping):
         raise AdkError(("invalid_eval_metric", index), "a criterion is a JSON object")
     metric_id = entry.get("id")
     if not isinstance(metric_id, str) or not 1 <= len(metric_id) <= MAX_ID_CHARS:
         raise AdkError(("invalid_eval_metric_id", index), "a criterion id is a non-empty string")
-    unknown = sorted({key_name(key) for key in entry if key not in _METRIC_KEYS})
-    if unknown:
-        raise AdkError(
-            ("invalid_eval_metric", metric_id, ("unknown_keys", unknown[:16])),
-            f"unknown criterion keys: {', '.join(unknown[:16])}",
-        )
-    kind = entry.get("kind", "criterion")
-    if kind not in ("criterion", "judge"):
-        raise AdkError(("invalid_eval_metric", metric_id, "kind"), "kind is criterion or judge")
-    if entry.get("scope", "case") != "case":
-        raise AdkError(("invalid_eval_metric", metric_id, "scope"), "scope is case")
-    threshold = entry.get("threshold", 1.0)
-    if (
-        isinstance(threshold, bool)
-        or not isinstance(threshold, int | float)
-        or not 0.0 <= threshold <= 1.0
-    ):
-        raise AdkError(("invalid_eval_metric", metric_id, "threshold"), "threshold is in 0..1")
-    config = entry.get("config", {})
-    if not isinstance(config, Mapping):
-        raise AdkError(("invalid_eval_metric", metric_id, "config"), "config is a JSON object")
-    if kind == "judge":
+    checked = _decoded(_Entry, entry, metric_id, "criterion")
+    if checked.kind == "judge":
         if "criterion" in entry:
             raise AdkError(
                 ("invalid_eval_metric", metric_id, "criterion"), "a judge has no criterion"
@@ -140,44 +136,50 @@ def _metric(entry: Any, index: int, trusted: bool) -> MetricSpec:
         return MetricSpec(
             id=metric_id,
             kind="judge",
-            threshold=float(threshold),
-            config=dict(config),
-            judge=judge.parse_judge_config(config, trusted=trusted),
+            threshold=checked.threshold,
+            judge=judge.parse_judge_config(checked.config, trusted=trusted),
         )
-    criterion = entry.get("criterion")
-    if criterion not in CRITERIA:
+    if checked.criterion is None:
         raise AdkError(
             ("invalid_eval_metric", metric_id, "criterion"),
             f"criterion is one of {', '.join(CRITERIA)}",
         )
-    allowed = _RESPONSE_KEYS if criterion == "exact_response" else _TRAJECTORY_KEYS
-    unknown = sorted({key_name(key) for key in config if key not in allowed})
-    if unknown:
-        raise AdkError(
-            ("invalid_eval_metric", metric_id, ("unknown_keys", unknown[:16])),
-            f"unknown config keys for {criterion}: {', '.join(unknown[:16])}",
+    if checked.criterion == "exact_response":
+        response = _decoded(_ResponseConfig, checked.config, metric_id, "config")
+        return MetricSpec(
+            id=metric_id,
+            kind="criterion",
+            threshold=checked.threshold,
+            criterion=checked.criterion,
+            normalization=response.normalization,
         )
-    normalization = config.get("normalization", "exact")
-    if normalization not in ("exact", "trim", "casefold_trim"):
-        raise AdkError(
-            ("invalid_eval_metric", metric_id, "invalid_response_normalization"),
-            "normalization is exact, trim or casefold_trim",
-        )
-    args = config.get("args", "exact")
-    if args not in ("exact", "subset", "ignored"):
-        raise AdkError(
-            ("invalid_eval_metric", metric_id, "invalid_trajectory_args_policy"),
-            "args is exact, subset or ignored",
-        )
+    trajectory = _decoded(_TrajectoryConfig, checked.config, metric_id, "config")
     return MetricSpec(
         id=metric_id,
         kind="criterion",
-        threshold=float(threshold),
-        config=dict(config),
-        criterion=criterion,
-        normalization=normalization,
-        args=args,
+        threshold=checked.threshold,
+        criterion=checked.criterion,
+        args=trajectory.args,
     )
+
+
+_CONFIG_REASONS = {
+    "normalization": "invalid_response_normalization",
+    "args": "invalid_trajectory_args_policy",
+}
+
+
+def _decoded(struct_type: type[_T], data: Mapping[str, Any], metric_id: str, what: str) -> _T:
+    """`data` decoded into `struct_type`; a refusal as ``("invalid_eval_metric", id,
+    key | ("unknown_keys", names) | the config key's own reason)``."""
+    try:
+        return decode_options(
+            struct_type, data, "invalid_eval_metric", what=what, field_reasons=_CONFIG_REASONS
+        )
+    except AdkError as error:
+        reason = error.reason
+        detail = reason[1] if isinstance(reason, tuple) and len(reason) > 1 else reason
+        raise AdkError(("invalid_eval_metric", metric_id, detail), error.detail) from None
 
 
 def score(
@@ -245,9 +247,9 @@ def _trajectory(mode: str, args: ArgsMode, case: EvalCase, calls: Sequence[ToolC
     elif mode == "in_order":
         passed = _in_order(expected, actual, args)
     elif mode == "any_order":
-        passed = len(expected) == len(actual) and _consumed(expected, actual, args) == len(expected)
+        passed = len(expected) == len(actual) and _matched(expected, actual, args) == len(expected)
     else:
-        passed = _consumed(expected, actual, args) == len(expected)
+        passed = _matched(expected, actual, args) == len(expected)
     return Score(
         "ok",
         1.0 if passed else 0.0,
@@ -257,7 +259,7 @@ def _trajectory(mode: str, args: ArgsMode, case: EvalCase, calls: Sequence[ToolC
             "args_policy": args,
             "expected_count": len(expected),
             "actual_count": len(actual),
-            "matched_count": _consumed(expected, actual, args),
+            "matched_count": _matched(expected, actual, args),
         },
     )
 
@@ -274,17 +276,43 @@ def _in_order(expected: Sequence[ExpectedToolCall], actual: list[ToolCall], args
     return True
 
 
-def _consumed(expected: Sequence[ExpectedToolCall], actual: list[ToolCall], args: ArgsMode) -> int:
-    """How many expected calls find a distinct matching actual call (any order)."""
-    left = list(actual)
-    matched = 0
-    for step in expected:
-        for index, call in enumerate(left):
-            if _step_matches(step, call, args):
-                del left[index]
-                matched += 1
-                break
-    return matched
+def _matched(expected: Sequence[ExpectedToolCall], actual: list[ToolCall], args: ArgsMode) -> int:
+    """How many expected calls find distinct matching actual calls, in any order: a
+    maximum bipartite matching (augmenting paths), so a loose expectation (any args,
+    a subset) never takes the call a stricter one needed. At most
+    ``len(expected) * len(actual)`` comparisons, each made once."""
+    edges = [
+        [index for index, call in enumerate(actual) if _step_matches(step, call, args)]
+        for step in expected
+    ]
+    owner: dict[int, int] = {}
+    for start in range(len(expected)):
+        _augment(start, edges, owner)
+    return len(owner)
+
+
+def _augment(start: int, edges: list[list[int]], owner: dict[int, int]) -> bool:
+    """Find an augmenting path from expected call `start` (iteratively, no recursion)."""
+    parent: dict[int, tuple[int, int | None]] = {}
+    """actual index -> (expected index that reached it, actual index that expected held)"""
+    queue: list[tuple[int, int | None]] = [(start, None)]
+    seen: set[int] = set()
+    while queue:
+        step, via = queue.pop()
+        for call in edges[step]:
+            if call in seen:
+                continue
+            seen.add(call)
+            parent[call] = (step, via)
+            if call not in owner:
+                node: int | None = call
+                while node is not None:
+                    holder, previous = parent[node]
+                    owner[node] = holder
+                    node = previous
+                return True
+            queue.append((owner[call], call))
+    return False
 
 
 def _step_matches(expected: ExpectedToolCall, actual: ToolCall, args: ArgsMode) -> bool:
@@ -293,23 +321,31 @@ def _step_matches(expected: ExpectedToolCall, actual: ToolCall, args: ArgsMode) 
     if expected.args is None or args == "ignored":
         return True
     if args == "exact":
-        return expected.args == actual.args
+        return _json_equal(expected.args, actual.args)
     return _json_subset(expected.args, actual.args)
 
 
-def _json_subset(expected: Any, actual: Any) -> bool:
-    """`expected` is contained in `actual`: keys recursively, list prefixes item-wise."""
+def _json_equal(expected: Any, actual: Any) -> bool:
+    """JSON values equal with their types (the reference's ``=:=``): ``true`` is not
+    ``1`` and ``1`` is not ``1.0``; object keys in any order."""
+    return _json_subset(expected, actual, exact=True) and _json_subset(actual, expected, exact=True)
+
+
+def _json_subset(expected: Any, actual: Any, *, exact: bool = False) -> bool:
+    """`expected` is contained in `actual`: keys recursively, list prefixes item-wise
+    (`exact`: lists item for item, and numbers of the same type)."""
     if isinstance(expected, dict) and isinstance(actual, dict):
         return all(
-            key in actual and _json_subset(value, actual[key]) for key, value in expected.items()
+            key in actual and _json_subset(value, actual[key], exact=exact)
+            for key, value in expected.items()
         )
     if isinstance(expected, list) and isinstance(actual, list):
-        return len(expected) <= len(actual) and all(
-            _json_subset(e, a) for e, a in zip(expected, actual, strict=False)
-        )
-    return bool(expected == actual and type(expected) is type(actual)) or (
-        _numbers(expected, actual) and expected == actual
-    )
+        if len(expected) > len(actual) or (exact and len(expected) != len(actual)):
+            return False
+        return all(_json_subset(e, a, exact=exact) for e, a in zip(expected, actual, strict=False))
+    if type(expected) is type(actual):
+        return bool(expected == actual)
+    return not exact and _numbers(expected, actual) and expected == actual
 
 
 def _numbers(a: Any, b: Any) -> bool:

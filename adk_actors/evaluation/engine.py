@@ -17,8 +17,8 @@ import asyncio
 import hashlib
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -29,10 +29,13 @@ from adk_actors.evaluation.evalset import EvalCase, EvalSet
 from adk_actors.evaluation.limits import (
     MAX_CONCURRENCY,
     MAX_ERROR_CHARS,
-    MAX_TEXT_CHARS,
+    MAX_MAP_SIZE,
+    MAX_PAYLOAD_DEPTH,
+    MAX_SAMPLE_STEPS,
     MAX_TOTAL_SAMPLES,
     MAX_TRAJECTORY_STEPS,
     check_data,
+    reason_tag,
 )
 from adk_actors.evaluation.options import EvalOptions, check_options
 from adk_actors.evaluation.results import (
@@ -40,14 +43,14 @@ from adk_actors.evaluation.results import (
     CaseResult,
     CriterionResult,
     EvalResult,
-    MetricSummary,
     SampleResult,
     TrajectoryStep,
     TurnResult,
+    case_criteria,
     case_status,
     encode_result,
+    metric_summary,
     ratio,
-    statistics,
 )
 from providers.errors import AdkError, prune
 from supervision import aio
@@ -56,7 +59,11 @@ from supervision.logs import get_logger
 CLOSE_GRACE = 10.0
 """Seconds a timed-out sample's `close_sample` may take before the engine moves on."""
 REPORT_RESERVE_BYTES = 4096
+REPORT_CASE_BYTES = 1024
+MIN_SAMPLE_BYTES = 1024
+"""A report budget must leave room for at least this much sample data."""
 _log = get_logger(__name__)
+_T = TypeVar("_T")
 
 
 def run(
@@ -83,7 +90,9 @@ async def run_async(
 
     Refusals before anything runs: ``invalid_eval_set``, ``invalid_eval_adapter``,
     ``invalid_eval_metrics``, ``("invalid_eval_options", key)``,
-    ``empty_eval_criteria``, ``("eval_sample_limit_exceeded", total, ceiling)``.
+    ``empty_eval_criteria``, ``("eval_sample_limit_exceeded", total, ceiling)``
+    (``("invalid_eval_options", "max_report_bytes")`` also for a budget too small
+    for the set's cases).
     During the run: ``eval_report_budget_exceeded`` / ``eval_report_too_large``.
     """
     if not isinstance(eval_set, EvalSet):
@@ -97,6 +106,12 @@ async def run_async(
     checked = check_options(options)
     if not metrics and checked.empty_criteria == "error":
         raise AdkError("empty_eval_criteria", 'no criteria: give some, or empty_criteria="pass"')
+    reserve = report_reserve(len(eval_set.cases))
+    if checked.max_report_bytes < reserve + MIN_SAMPLE_BYTES:
+        raise AdkError(
+            ("invalid_eval_options", "max_report_bytes"),
+            f"max_report_bytes is at least {reserve + MIN_SAMPLE_BYTES} for this set",
+        )
     total = len(eval_set.cases) * checked.sample_count
     if total > MAX_TOTAL_SAMPLES:
         raise AdkError(
@@ -116,6 +131,11 @@ def _runnable(metric: object) -> bool:
     if metric.kind == "judge":
         return isinstance(metric.judge, judge.JudgeConfig)
     return metric.criterion is not None
+
+
+def report_reserve(cases: int) -> int:
+    """Report bytes held back for the summary and `cases` case aggregates."""
+    return REPORT_RESERVE_BYTES + REPORT_CASE_BYTES * cases
 
 
 def sample_id(eval_set: EvalSet, case: EvalCase, sample_index: int) -> str:
@@ -157,7 +177,7 @@ class _Evaluation:
         self.options = options
         self.started = time.monotonic()
         self.deadline = self.started + options.timeout
-        self.budget = options.max_report_bytes - REPORT_RESERVE_BYTES - 1024 * len(eval_set.cases)
+        self.budget = options.max_report_bytes - report_reserve(len(eval_set.cases))
         self.over_budget = False
         self.running = asyncio.Semaphore(MAX_CONCURRENCY)
         """Samples in flight across cases: at most the blocking pool's threads, so a
@@ -165,13 +185,15 @@ class _Evaluation:
 
     async def run(self) -> EvalResult:
         cases = asyncio.Semaphore(self.options.concurrency)
-        results = await asyncio.gather(
-            *(self._case(index, case, cases) for index, case in enumerate(self.eval_set.cases))
+        results = await _settled(
+            [self._case(index, case, cases) for index, case in enumerate(self.eval_set.cases)]
         )
         if self.over_budget:
             raise AdkError("eval_report_budget_exceeded", "the results outgrew max_report_bytes")
         result = self._summary(list(results))
-        size = len(msgspec.json.encode(encode_result(result)))
+        # measured as the JSON report renders it (indented), so every result the engine
+        # returns also renders, and reads back, within max_report_bytes
+        size = len(msgspec.json.format(msgspec.json.encode(encode_result(result)), indent=2))
         if size > self.options.max_report_bytes:
             raise AdkError("eval_report_too_large", f"the result is {size} bytes")
         return result
@@ -179,8 +201,8 @@ class _Evaluation:
     async def _case(self, index: int, case: EvalCase, cases: asyncio.Semaphore) -> CaseResult:
         async with cases:
             samples = asyncio.Semaphore(self.options.sample_concurrency)
-            results = await asyncio.gather(
-                *(self._sample(case, i, samples) for i in range(self.options.sample_count))
+            results = await _settled(
+                [self._sample(case, i, samples) for i in range(self.options.sample_count)]
             )
         return self._aggregate(index, case, list(results))
 
@@ -215,8 +237,9 @@ class _Evaluation:
         for turn_index, turn in enumerate(case.turns):
             turn_started = time.monotonic()
             try:
-                output = await aio.run_blocking(self.adapter.run_turn, handle, turn, deadline)
-                _check_output(output)
+                answer = await aio.run_blocking(self.adapter.run_turn, handle, turn, deadline)
+                output = _check_output(answer)
+                _check_growth(outputs, output)
             except Exception as failure:
                 error = _reason(failure, "adapter_turn_failed")
                 turns.append(_turn(turn_index, turn, None, "error", error, turn_started))
@@ -269,6 +292,15 @@ class _Evaluation:
         opened, handle = slot.take()
         if not opened:
             return None
+        closing = asyncio.ensure_future(self._closing(handle))
+        try:
+            return await asyncio.shield(closing)
+        except asyncio.CancelledError:
+            await asyncio.wait([closing])  # a cancelled run still waits for its teardown
+            raise
+
+    async def _closing(self, handle: Any) -> str | None:
+        """`close_sample` on the blocking pool, within `CLOSE_GRACE`."""
         try:
             await asyncio.wait_for(aio.run_blocking(self.adapter.close_sample, handle), CLOSE_GRACE)
         except TimeoutError:
@@ -313,7 +345,7 @@ class _Evaluation:
         try:
             verdict = await judge.judge_case_async(config, case_input, deadline=deadline)
         except AdkError as error:
-            return _criterion(metric, "error", None, _reason(error, "judge_failed"), {})
+            return _criterion(metric, "error", None, _judge_reason(error), {})
         metadata = {**verdict.metadata, "rationale": verdict.rationale}
         return _criterion(metric, "ok", verdict.score, None, prune(metadata))
 
@@ -365,12 +397,8 @@ class _Evaluation:
             sample_pass_rate_threshold=self.options.sample_pass_rate_threshold,
             min_successful_samples=self.options.required_successes,
             duration_ms=sum(sample.duration_ms for sample in samples),
-            criteria=tuple(
-                _case_criterion(
-                    metric, [c for s in samples for c in s.criteria if c.metric_id == metric.id]
-                )
-                for metric in self.metrics
-                if any(c.metric_id == metric.id for s in samples for c in s.criteria)
+            criteria=case_criteria(
+                [(metric.id, metric.kind, metric.threshold) for metric in self.metrics], samples
             ),
             samples=tuple(samples),
         )
@@ -393,9 +421,22 @@ class _Evaluation:
             sample_count=self.options.sample_count,
             duration_ms=_elapsed_ms(self.started),
             metadata=self.options.metadata,
-            metrics=tuple(_metric_summary(metric, cases) for metric in self.metrics),
+            metrics=tuple(
+                metric_summary(metric.id, metric.kind, metric.threshold, cases)
+                for metric in self.metrics
+            ),
             cases=tuple(cases),
         )
+
+
+async def _settled(calls: list[Coroutine[Any, Any, _T]]) -> list[_T]:
+    """Every call's result once all have finished: a cancelled or failed run returns
+    only after each sample's teardown (plain `gather` returns at the first one)."""
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results  # type: ignore[return-value]
 
 
 def _criterion(
@@ -418,56 +459,6 @@ def _criterion(
     )
 
 
-def _case_criterion(metric: MetricSpec, results: list[CriterionResult]) -> CriterionResult:
-    """One metric across a case's samples (the reference's aggregate status)."""
-    scores = [r.score for r in results if r.status == "ok" and r.score is not None]
-    errors = sum(r.status == "error" for r in results)
-    skipped = sum(r.status == "not_evaluated" for r in results)
-    if not scores:
-        status = "error" if errors else "not_evaluated"
-    else:
-        status = "ok" if errors == 0 and skipped == 0 else "partial"
-    stats = statistics(scores)
-    return _criterion(
-        metric,
-        status,
-        sum(scores) / len(scores) if scores else None,
-        None,
-        {
-            "sample_count": len(results),
-            "error_count": errors,
-            "not_evaluated_count": skipped,
-            "statistics": None if stats is None else msgspec.to_builtins(stats),
-        },
-    )
-
-
-def _metric_summary(metric: MetricSpec, cases: list[CaseResult]) -> MetricSummary:
-    results = [
-        c
-        for case in cases
-        for sample in case.samples
-        for c in sample.criteria
-        if c.metric_id == metric.id
-    ]
-    scores = [r.score for r in results if r.status == "ok" and r.score is not None]
-    errors = sum(r.status == "error" for r in results)
-    skipped = sum(r.status == "not_evaluated" for r in results)
-    average = sum(scores) / len(scores) if scores else None
-    return MetricSummary(
-        metric_id=metric.id,
-        kind=metric.kind,
-        scope="case",
-        average_score=average,
-        threshold=metric.threshold,
-        passed=average is not None and errors == 0 and skipped == 0 and average >= metric.threshold,
-        evaluated_count=len(scores),
-        error_count=errors,
-        not_evaluated_count=skipped,
-        statistics=statistics(scores),
-    )
-
-
 def _turn(
     index: int, turn: Any, actual: str | None, status: Any, error: str | None, started: float
 ) -> TurnResult:
@@ -483,23 +474,47 @@ def _turn(
     )
 
 
-def _check_output(output: Any) -> None:
-    """Refuse an adapter answer outside the contract (``invalid_adapter_result``)."""
+def _check_output(output: Any) -> TurnOutput:
+    """The adapter's answer checked at the boundary, as a new strictly typed value:
+    every step's kind, tool, ids and arguments, the metadata and events as bounded JSON
+    (struct fields are not type-checked when built, so the value goes through JSON and
+    back, strictly); else ``invalid_adapter_result`` (the sample's error, never the
+    run's)."""
     if not isinstance(output, TurnOutput):
         raise AdkError("invalid_adapter_result", "run_turn returns a TurnOutput")
-    if output.text is not None and (
-        not isinstance(output.text, str) or len(output.text) > MAX_TEXT_CHARS
-    ):
-        raise AdkError("invalid_adapter_result", "the text is a bounded string")
-    if len(output.trajectory) > MAX_TRAJECTORY_STEPS or not all(
-        isinstance(step, TrajectoryStep) for step in output.trajectory
+    trajectory = output.trajectory
+    if (
+        not isinstance(trajectory, list | tuple)
+        or len(trajectory) > MAX_TRAJECTORY_STEPS
+        or not all(isinstance(step, TrajectoryStep) for step in trajectory)
     ):
         raise AdkError("invalid_adapter_result", "the trajectory is bounded TrajectorySteps")
     try:
-        steps = msgspec.to_builtins(output.trajectory)
-    except (TypeError, ValueError):
-        raise AdkError("invalid_adapter_result", "tool arguments are JSON data") from None
-    check_data([steps, output.metadata, output.events], "invalid_adapter_result")
+        data = msgspec.to_builtins(output)
+    except (TypeError, ValueError, RecursionError):
+        raise AdkError("invalid_adapter_result", "the output is not JSON data") from None
+    check_data(data, "invalid_adapter_result", max_depth=MAX_PAYLOAD_DEPTH + 3)
+    try:
+        checked: TurnOutput = msgspec.json.decode(
+            msgspec.json.encode(data), type=TurnOutput, strict=True
+        )
+    except (msgspec.MsgspecError, TypeError, ValueError) as error:
+        raise AdkError(
+            ("invalid_adapter_result", "schema"), f"the output is malformed: {str(error)[:200]}"
+        ) from None
+    return checked
+
+
+def _check_growth(outputs: list[TurnOutput], output: TurnOutput) -> None:
+    """Bound what one sample accumulates across its turns (``eval_sample_too_large``)."""
+    steps = len(output.trajectory) + sum(len(o.trajectory) for o in outputs)
+    events = len(output.events) + sum(len(o.events) for o in outputs)
+    keys = set(output.metadata).union(*(o.metadata for o in outputs))
+    if steps > MAX_SAMPLE_STEPS or events > MAX_SAMPLE_STEPS or len(keys) > MAX_MAP_SIZE:
+        raise AdkError(
+            "eval_sample_too_large",
+            f"a sample keeps at most {MAX_SAMPLE_STEPS} tool steps and events",
+        )
 
 
 def _pruned(output: TurnOutput) -> TurnOutput:
@@ -521,11 +536,21 @@ def _pruned(output: TurnOutput) -> TurnOutput:
 def _reason(error: BaseException, fallback: str) -> str:
     """A failure as a short stable string: an `AdkError`'s reason tag, else `fallback`."""
     if isinstance(error, AdkError):
-        reason = error.reason
-        tag = reason[0] if isinstance(reason, tuple) and reason else reason
-        return str(tag)[:MAX_ERROR_CHARS]
+        return reason_tag(error)[:MAX_ERROR_CHARS]
     _log.warning("eval_adapter_exception", kind=type(error).__name__, fallback=fallback)
     return fallback
+
+
+def _judge_reason(error: AdkError) -> str:
+    """A judge failure's tag, with its structural sub-reason when it has one
+    (``judge_provider_error:missing_api_key``)."""
+    reason = error.reason
+    tag = reason_tag(error)
+    if isinstance(reason, tuple) and len(reason) > 1 and isinstance(reason[1], str):
+        word = reason[1]
+        if word.isidentifier() and len(word) <= 64:
+            return f"{tag}:{word}"
+    return tag[:MAX_ERROR_CHARS]
 
 
 def _elapsed_ms(started: float) -> int:

@@ -138,6 +138,15 @@ class JudgeConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
         DEFAULT_MAX_OUTPUT_TOKENS
     )
 
+    def __repr__(self) -> str:
+        """Names only: ``provider_config`` (trusted code's, possibly with a key) and a
+        provider instance never appear in a repr, a log line or a traceback."""
+        return (
+            f"JudgeConfig(rubric_id={self.rubric_id!r}, rubric_version={self.rubric_version!r}, "
+            f"model={self.model!r}, provider={self.provider_name!r}, "
+            f"request_timeout_ms={self.request_timeout_ms})"
+        )
+
     @property
     def request_timeout(self) -> float:
         """The per-request deadline in seconds."""
@@ -328,7 +337,11 @@ def _provider_failure(reason: Any) -> AdkError:
     if isinstance(reason, tuple) and reason and isinstance(reason[0], str):
         codes = [str(item) for item in reason[1:] if isinstance(item, int)]
         shape = " ".join([reason[0], *codes])
-    return AdkError("judge_provider_error", f"the judge provider failed ({(shape or '?')[:64]})")
+    tag = reason[0] if isinstance(reason, tuple) and reason else reason
+    message = f"the judge provider failed ({(shape or '?')[:64]})"
+    if isinstance(tag, str) and tag.isidentifier() and len(tag) <= 64:
+        return AdkError(("judge_provider_error", tag), message)
+    return AdkError("judge_provider_error", message)
 
 
 # -- the request ----------------------------------------------------------------------------
@@ -367,12 +380,16 @@ def _verdict(config: JudgeConfig, result: protocol.ModelOutput, seeds: list[str]
         text = output.text_value()
     else:
         raise AdkError("invalid_judge_response", "the judge answered with something not text")
-    if len(text.encode("utf-8", "surrogatepass")) > config.max_output_bytes:
+    try:
+        raw = text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise AdkError("invalid_judge_response", "the judge answer is not UTF-8 text") from None
+    if len(raw) > config.max_output_bytes:
         raise AdkError(
             "judge_output_too_large", f"the judge answer is over {config.max_output_bytes} bytes"
         )
     try:
-        value = msgspec.json.decode(text)
+        value = msgspec.json.decode(raw)
     except (msgspec.DecodeError, RecursionError):
         raise AdkError("invalid_judge_response", "the judge answer is not JSON") from None
     if not isinstance(value, dict) or set(value) != {"score", "rationale"}:

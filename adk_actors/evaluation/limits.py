@@ -8,8 +8,9 @@ bytes in total, before anything else looks at it (the reference's
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from providers.errors import AdkError
 
@@ -33,6 +34,20 @@ MAX_STRING_BYTES = 1_048_576
 MAX_TOTAL_STRING_BYTES = 8_388_608
 MAX_LIST_LENGTH = 10_000
 MAX_MAP_SIZE = 10_000
+EPSILON = 1e-9
+"""Float rounding allowed when a computed rate or drop is compared with a bound."""
+MAX_PAYLOAD_DEPTH = 32
+"""Nesting allowed in adapter output and option metadata: they sit a few levels deep in
+a saved result, which must stay within `MAX_DEPTH` to be read back."""
+MAX_SAMPLE_STEPS = MAX_LIST_LENGTH
+"""Tool steps (and captured events) one sample may accumulate across its turns."""
+
+
+def result_max_nodes(max_bytes: int) -> int:
+    """The values a JSON text of `max_bytes` bytes can hold at most (each value takes at
+    least two bytes with its separator), so a result within its byte bound always
+    passes the node bound too."""
+    return max(MAX_NODES, max_bytes // 2 + 1)
 
 
 def check_data(
@@ -64,7 +79,7 @@ def check_data(
         if nodes > max_nodes:
             _refuse(reason, "eval_data_nodes_exceeded", f"more than {max_nodes} values")
         if isinstance(item, str):
-            size = len(item.encode("utf-8", "surrogatepass"))
+            size = _utf8_size(item, reason)
             if size > MAX_STRING_BYTES:
                 _refuse(reason, "eval_string_too_large", f"a string over {MAX_STRING_BYTES} bytes")
             string_bytes += size
@@ -92,5 +107,38 @@ def check_data(
             _refuse(reason, "eval_data_not_json", "NaN and infinities are not JSON numbers")
 
 
-def _refuse(reason: str, limit: str, detail: str) -> None:
+def reason_tag(error: AdkError) -> str:
+    """An error's reason as one stable word: the tag of a reason tuple, else the reason."""
+    reason = error.reason
+    if isinstance(reason, tuple | list) and reason:
+        reason = reason[0]
+    return reason if isinstance(reason, str) else "invalid"
+
+
+def is_fraction(value: object) -> bool:
+    """A finite number (not a bool) within 0..1: a score, rate, threshold or tolerance."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and 0.0 <= value <= 1.0
+    )
+
+
+def near(a: float, b: float) -> bool:
+    """`a` and `b` are equal up to float rounding (`EPSILON`), for computed rates."""
+    return abs(a - b) <= EPSILON
+
+
+def _utf8_size(text: str, reason: str) -> int:
+    """The UTF-8 size of `text`; a lone surrogate (which JSON text can spell as an escape
+    but no encoder writes) is refused as ``eval_data_not_json``."""
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        pass  # refused below, outside the handler (no chained traceback)
+    _refuse(reason, "eval_data_not_json", "a string holds a lone surrogate (not UTF-8)")
+
+
+def _refuse(reason: str, limit: str, detail: str) -> NoReturn:
     raise AdkError((reason, limit), f"evaluation data refused: {detail}")

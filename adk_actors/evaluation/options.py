@@ -15,6 +15,7 @@ import msgspec
 from adk_actors.evaluation.limits import (
     DEFAULT_MAX_REPORT_BYTES,
     MAX_CONCURRENCY,
+    MAX_PAYLOAD_DEPTH,
     MAX_REPORT_BYTES,
     MAX_SAMPLES,
     MAX_TIMEOUT,
@@ -26,6 +27,9 @@ _Rate = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
 _Seconds = Annotated[float, msgspec.Meta(gt=0.0, le=MAX_TIMEOUT)]
 _Concurrency = Annotated[int, msgspec.Meta(ge=1, le=MAX_CONCURRENCY)]
 MAX_METADATA_BYTES = 65_536
+MIN_REPORT_BYTES = 8192
+"""The smallest report budget that holds the summary and one small case; the engine
+also refuses one too small for the set's case count before running."""
 
 
 class EvalOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -50,7 +54,7 @@ class EvalOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     capture_tool_content: bool = False
     timeout: _Seconds = 600.0
     case_timeout: _Seconds = 60.0
-    max_report_bytes: Annotated[int, msgspec.Meta(ge=1024, le=MAX_REPORT_BYTES)] = (
+    max_report_bytes: Annotated[int, msgspec.Meta(ge=MIN_REPORT_BYTES, le=MAX_REPORT_BYTES)] = (
         DEFAULT_MAX_REPORT_BYTES
     )
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
@@ -74,7 +78,12 @@ def check_options(options: EvalOptions | Mapping[str, Any] | None) -> EvalOption
     """`options` checked (bounds, the metadata size, `min_successful_samples` <=
     `sample_count`), secret-named metadata keys removed."""
     checked = decode_options(EvalOptions, options, "invalid_eval_options", what="eval option")
-    check_data(checked.metadata, "invalid_eval_options", max_total_string_bytes=MAX_METADATA_BYTES)
+    check_data(
+        checked.metadata,
+        "invalid_eval_options",
+        max_depth=MAX_PAYLOAD_DEPTH,
+        max_total_string_bytes=MAX_METADATA_BYTES,
+    )
     if len(msgspec.json.encode(checked.metadata)) > MAX_METADATA_BYTES:
         raise AdkError(("invalid_eval_options", "metadata"), "metadata is at most 64 KiB")
     if checked.required_successes > checked.sample_count:

@@ -1,7 +1,8 @@
 """Deterministic, bounded reports of evaluation results and baseline comparisons.
 
 `render(value, "json" | "markdown")` renders an `EvalResult` or a `Comparison` (or
-either one's saved JSON, checked first). The same value always renders to the same
+either one's saved JSON, checked first; a saved schema-1 result too, as far as its
+shape is defined: set id and version, ``passed`` and its cases). The same value always renders to the same
 text: JSON with its object keys sorted; Markdown with a summary, a metric table, a
 per-case table and, for a result, the first failures (at most `MAX_FAILURE_LINES`).
 Everything that came from a data set (ids, error words, metadata) is escaped for a
@@ -26,7 +27,13 @@ from adk_actors.evaluation.compare import (
     is_comparison_json,
 )
 from adk_actors.evaluation.limits import DEFAULT_MAX_REPORT_BYTES, MAX_REPORT_BYTES
-from adk_actors.evaluation.results import EvalResult, decode_result, encode_result
+from adk_actors.evaluation.results import (
+    EvalResult,
+    decode_legacy_result,
+    decode_result,
+    encode_result,
+    is_legacy_result,
+)
 from providers.errors import AdkError
 
 ReportFormat = Literal["json", "markdown"]
@@ -123,6 +130,8 @@ def _document(value: EvalResult | Comparison | Mapping[str, Any]) -> dict[str, A
         if "result_schema_version" in value:
             raise AdkError("ambiguous_report_kind", "both a result and a comparison")
         return encode_comparison(decode_comparison(value))
+    if is_legacy_result(value):
+        return decode_legacy_result(value)
     return encode_result(decode_result(value))
 
 

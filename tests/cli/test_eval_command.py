@@ -305,3 +305,61 @@ def test_google_adk_test_json_rows_are_named_after_the_file(write: Write) -> Non
     assert result.exit_code == 0, result.stderr
     saved = json.loads(result.stdout)
     assert saved["eval_set_id"] == "greeting" and saved["cases"][0]["case_id"] == "case-1"
+
+
+def test_a_judge_without_an_api_key_exits_1_before_running(
+    write: Write, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A judge criterion needing Gemini without a key is a configuration error (exit 1,
+    ``missing_api_key``), found before any agent runs, not a failed criterion (2)."""
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    judged = write(
+        "judge.json",
+        [
+            {
+                "id": "rubric",
+                "kind": "judge",
+                "config": {
+                    "rubric": "Score 1 when polite.",
+                    "rubric_id": "polite",
+                    "rubric_version": "1",
+                },
+            }
+        ],
+    )
+    never_runs = write("never.json", {"name": "Never", "provider": "scripted", "script": []})
+    result = invoke(
+        "--config", never_runs, "--eval-set", eval_set(write, "hello"), "--criteria", judged
+    )
+    assert result.exit_code == 1, result.stdout
+    line = error_line(result)
+    assert line["reason"] == "missing_api_key" and "rubric" in line["message"]
+    assert result.stdout == ""
+
+
+def test_a_baseline_of_another_set_is_refused_before_running(write: Write) -> None:
+    first = invoke("--config", agent(write, "hello"), "--eval-set", eval_set(write, "hello"))
+    assert first.exit_code == 0, first.stderr
+    other = json.loads(first.stdout)
+    other["eval_set_id"] = "another-set"
+    baseline = write("baseline.json", other)
+    # an agent that cannot even load proves the refusal comes first
+    broken = write("broken.json", {"name": "Broken", "provider": "scripted", "script": "x"})
+    result = invoke(
+        "--config", broken, "--eval-set", eval_set(write, "hello"), "--baseline", baseline
+    )
+    assert result.exit_code == 1
+    line = error_line(result)
+    assert line["reason"] == "eval_set_mismatch" and line["details"] == ["another-set", "greetings"]
+
+
+def test_a_lone_surrogate_in_a_set_exits_1_with_the_reason(write: Write) -> None:
+    """JSON text may spell ``\\ud800``; the command answers with its one error line."""
+    spelled = write(
+        "surrogate.json", '[{"input": "hi \\ud800", "expected": "hello", "metadata": {}}]'
+    )
+    result = invoke("--config", agent(write, "hello"), "--eval-set", spelled)
+    assert result.exit_code == 1
+    line = error_line(result)
+    assert line["reason"] == "invalid_eval_set" and line["details"] == ["eval_data_not_json"]

@@ -15,6 +15,7 @@ import pytest
 from adk_actors import evaluation as ev
 from adk_actors.daemon import routes_evaluation
 from adk_actors.daemon.listener import stop_listener
+from adk_actors.evaluation.limits import MAX_CASES
 from tests.daemon.conftest import DevServer, start_dev_server
 
 RENDER = routes_evaluation.RENDER_PATH
@@ -23,7 +24,9 @@ COMPARE = routes_evaluation.COMPARE_PATH
 
 @pytest.fixture
 def server() -> Iterator[DevServer]:
-    dev, listener = start_dev_server(extra_routes=routes_evaluation.ROUTES)
+    """The daemon's own app, as `adk serve` builds it: no extra routes, so these tests
+    fail if the production wiring of the evaluation routes goes away."""
+    dev, listener = start_dev_server()
     yield dev
     dev.client.close()
     stop_listener(listener)
@@ -222,3 +225,75 @@ def test_bodies_are_bounded(server: DevServer) -> None:
         "invalid_evaluation_report",
         "invalid_eval_result",
     )
+
+
+def test_a_schema_1_result_renders_and_cannot_be_compared(server: DevServer) -> None:
+    """Follows the spec's /dev routes table ("Validate and render one supplied v1/v2
+    evaluation result") and erlang_adk src/evaluation/adk_eval_set.erl
+    validate_saved_result (the legacy shape)."""
+    legacy = {
+        "result_schema_version": 1,
+        "eval_set_id": "legacy",
+        "eval_set_version": "1",
+        "passed": True,
+        "cases": [{"case_id": "a", "status": "passed", "passed": True}],
+    }
+    rendered = server.client.post(RENDER, json={"report": legacy, "format": "json"})
+    assert rendered.status_code == 200 and rendered.json() == legacy
+    markdown = server.client.post(RENDER, json={"report": legacy, "format": "markdown"})
+    assert markdown.status_code == 200 and "Status: **PASS**" in markdown.text
+    broken = server.client.post(RENDER, json={"report": {**legacy, "cases": 1}, "format": "json"})
+    assert refusal(broken) == (400, "invalid_evaluation_report", "invalid_eval_result")
+    compared = server.client.post(COMPARE, json={"baseline": legacy, "current": legacy})
+    assert refusal(compared) == (
+        400,
+        "invalid_evaluation_report",
+        "unsupported_eval_result_schema_version",
+    )
+
+
+def test_a_lone_surrogate_is_a_400_not_a_500(server: DevServer) -> None:
+    """A body may spell ``"\\ud800"`` (valid JSON text, not UTF-8 data): refused."""
+    baseline = result("expected")
+    spelled = json.dumps({"report": {**baseline, "eval_set_version": "\ud800"}, "format": "json"})
+    assert "\\ud800" in spelled
+    for path, body in (
+        (RENDER, spelled),
+        (
+            COMPARE,
+            json.dumps({"baseline": {**baseline, "eval_set_id": "\udc00"}, "current": baseline}),
+        ),
+    ):
+        answer = server.client.post(
+            path, content=body.encode(), headers={"content-type": "application/json"}
+        )
+        assert refusal(answer) == (400, "invalid_evaluation_report", "invalid_eval_result"), path
+
+
+class Echo:
+    def open_sample(self, case: ev.EvalCase, sample_index: int) -> str:
+        return case.id
+
+    def run_turn(self, handle: str, turn: ev.EvalTurn, deadline: float) -> ev.TurnOutput:
+        return ev.TurnOutput(text=turn.input)
+
+    def close_sample(self, handle: str) -> None:
+        return None
+
+
+def test_a_result_at_the_case_ceiling_renders_and_compares(server: DevServer) -> None:
+    """Any result the engine writes (here `MAX_CASES` cases) is accepted by the routes."""
+    eval_set = ev.load_eval_set(
+        [{"input": f"q{i}", "expected": f"q{i}", "metadata": {}} for i in range(MAX_CASES)]
+    )
+    saved = ev.encode_result(
+        ev.run(Echo(), eval_set, ev.default_metrics(), ev.EvalOptions(concurrency=64))
+    )
+    options = {"max_output_bytes": routes_evaluation.MAX_OUTPUT_BYTES}
+    rendered = server.client.post(
+        RENDER, json={"report": saved, "format": "json", "options": options}
+    )
+    assert rendered.status_code == 200, rendered.text[:200]
+    assert rendered.json() == saved
+    compared = server.client.post(COMPARE, json={"baseline": saved, "current": saved})
+    assert compared.status_code == 200 and compared.json()["passed"] is True

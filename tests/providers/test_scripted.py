@@ -27,6 +27,17 @@ def test_steps_are_consumed_in_order_then_exhausted():
     assert scripted.calls == 3 and scripted.histories[0] == HISTORY
 
 
+def test_fresh_starts_the_script_over_and_keeps_the_original_where_it_was():
+    scripted = providers.ScriptedProvider(["one", "two"], max_histories=1)
+    assert providers.generate({"provider": scripted}, HISTORY) == "one"
+    fresh = scripted.fresh()
+    assert fresh is not scripted and fresh.calls == 0 and fresh.histories == []
+    assert providers.generate({"provider": fresh}, HISTORY) == "one"
+    assert providers.generate({"provider": scripted}, HISTORY) == "two"
+    by_function = providers.ScriptedProvider(fn=lambda history, tools: {"text": "same"})
+    assert providers.generate({"provider": by_function.fresh()}, HISTORY) == "same"
+
+
 def test_every_step_kind():
     image = content.new([content.inline_data("image/png", b"\x89PNG")], role="model")
     scripted = providers.ScriptedProvider(

@@ -258,3 +258,41 @@ def test_an_agent_config_file_is_evaluated_as_adk_run_loads_it(tmp_path: Path) -
     assert baseline() == before
     with pytest.raises(AdkError):
         ev.agent_adapter_from_file(tmp_path / "missing.json")
+
+
+def hello_set(cases: int) -> ev.EvalSet:
+    return ev.load_eval_set(
+        [{"input": f"hi {i}", "expected": "hello", "metadata": {}} for i in range(cases)]
+    )
+
+
+def test_a_step_script_instance_starts_over_for_every_sample() -> None:
+    """A `ScriptedProvider` made from steps, given as an instance in the config (the
+    documented pattern), is rebuilt per sample: no sample sees another's script
+    position, concurrent samples included, and the caller's instance is untouched."""
+    shared = ScriptedProvider([{"text": "hello"}])
+    adapter = ev.AgentAdapter("Hello", {"provider": shared})
+    result = ev.run(
+        adapter, hello_set(3), ev.default_metrics(), {"sample_count": 2, "sample_concurrency": 2}
+    )
+    assert [s.status for c in result.cases for s in c.samples] == ["passed"] * 6
+    assert result.passed and shared.remaining() == 1 and shared.calls == 0
+
+
+def test_a_config_factory_makes_each_sample_its_own_provider() -> None:
+    """For any other stateful provider, a config factory is called once per sample."""
+    made: list[ScriptedProvider] = []
+
+    def config() -> dict[str, Any]:
+        made.append(ScriptedProvider(fn=lambda history, tools: {"text": "hello"}))
+        return {"provider": made[-1]}
+
+    adapter = ev.AgentAdapter("Hello", config)
+    result = ev.run(adapter, hello_set(2), ev.default_metrics(), {"sample_count": 2})
+    assert result.passed and len(made) == 4
+    assert [provider.calls for provider in made] == [1, 1, 1, 1]
+    with pytest.raises(AdkError) as caught:
+        ev.AgentAdapter("Hello", 42)  # type: ignore[arg-type]
+    assert caught.value.reason == "invalid_agent_eval_target"
+    bad = ev.run(ev.AgentAdapter("Hello", lambda: 42), hello_set(1), ev.default_metrics(), {})  # type: ignore[arg-type, return-value]
+    assert bad.cases[0].samples[0].error == "invalid_agent_eval_target"

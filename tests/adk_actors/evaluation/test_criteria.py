@@ -355,3 +355,67 @@ def test_duplicate_steps_are_multiset_matched() -> None:
         score(metric("trajectory_any_order", args="ignored"), twice, turns(), once * 2).score == 1.0
     )
     assert score(metric("trajectory_in_order", args="ignored"), twice, turns(), once).score == 0.0
+
+
+@pytest.mark.parametrize(
+    ("expected", "actual", "equal"),
+    [
+        ({"flag": 1}, {"flag": True}, False),
+        ({"flag": True}, {"flag": 1}, False),
+        ({"n": [1, 0]}, {"n": [True, False]}, False),
+        ({"n": 1}, {"n": 1.0}, False),
+        ({"n": 1.0}, {"n": 1}, False),
+        ({"n": [1, 2]}, {"n": [1, 2, 3]}, False),
+        ({"a": {"b": [1, "x"]}, "c": None}, {"c": None, "a": {"b": [1, "x"]}}, True),
+    ],
+)
+def test_exact_args_compare_json_types_strictly(
+    expected: dict[str, Any], actual: dict[str, Any], equal: bool
+) -> None:
+    """Follows erlang_adk src/evaluation/adk_eval_criteria.erl args_match/3 (exact is
+    ``Expected =:= Actual``): true is not 1 and 1 is not 1.0, keys in any order."""
+    expecting = case(expected_trajectory=[{"name": "f", "args": expected}])
+    for mode in ("exact", "in_order", "any_order", "subset"):
+        verdict = score(
+            metric(f"trajectory_{mode}", args="exact"), expecting, turns(), [ToolCall("f", actual)]
+        )
+        assert verdict.score == (1.0 if equal else 0.0), mode
+
+
+@pytest.mark.parametrize("mode", ["any_order", "subset"])
+def test_a_loose_expectation_never_takes_the_call_a_stricter_one_needs(mode: str) -> None:
+    """Unordered matching is a maximum matching, not first come first served: an
+    expectation with any args (or subset args) must not consume the only call that a
+    later, more specific expectation matches."""
+    loose_first = case(expected_trajectory=["f", {"name": "f", "args": {"a": 1}}])
+    calls = [ToolCall("f", {"a": 1}), ToolCall("f", {"b": 1})]
+    for args in ("exact", "subset"):
+        verdict = score(metric(f"trajectory_{mode}", args=args), loose_first, turns(), calls)
+        assert (verdict.score, verdict.metadata["matched_count"]) == (1.0, 2), args
+    subset_first = case(
+        expected_trajectory=[{"name": "f", "args": {}}, {"name": "f", "args": {"a": 1, "b": 2}}]
+    )
+    wide = [ToolCall("f", {"a": 1, "b": 2}), ToolCall("f", {"c": 3})]
+    verdict = score(metric(f"trajectory_{mode}", args="subset"), subset_first, turns(), wide)
+    assert verdict.score == 1.0
+    no_room = [ToolCall("f", {"a": 1}), ToolCall("g", {})]
+    verdict = score(metric(f"trajectory_{mode}", args="exact"), loose_first, turns(), no_room)
+    assert (verdict.score, verdict.metadata["matched_count"]) == (0.0, 1)
+
+
+def test_metric_specs_never_show_a_judge_secret() -> None:
+    """A trusted judge's provider_config can hold a key; the parsed criterion keeps no
+    copy of the raw config, so neither its repr nor its fields show it."""
+    secret = "sk-metric-spec-secret"
+    [spec] = ev.load_metrics(
+        [
+            {
+                "id": "j",
+                "kind": "judge",
+                "config": {**RUBRIC, "provider_config": {"api_key": secret}},
+            }
+        ],
+        trusted=True,
+    )
+    assert secret not in repr(spec)
+    assert not hasattr(spec, "config")

@@ -276,7 +276,7 @@ def test_bad_arguments_are_refused() -> None:
         raw: Any = [{"id": "m", "criterion": "exact_response"}]
         ev.run(Remote(echo), eval_set, raw)
     assert caught.value.reason == "invalid_eval_metrics"
-    half_made = ev.MetricSpec(id="j", kind="judge", threshold=1.0, config={})
+    half_made = ev.MetricSpec(id="j", kind="judge", threshold=1.0)
     with pytest.raises(AdkError) as caught:
         ev.run(Remote(echo), eval_set, [half_made])
     assert caught.value.reason == "invalid_eval_metrics"

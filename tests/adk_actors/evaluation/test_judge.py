@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -244,7 +245,7 @@ def test_a_provider_error_is_structural_only(fake: FakeGemini, status: int) -> N
         {**RUBRIC, "provider_config": {"retry": {"max_attempts": 1}}}, trusted=True
     )
     error = failure(judge.judge_case, trusted, CASE, deadline=in_seconds(10))
-    assert error.reason == "judge_provider_error"
+    assert error.reason == ("judge_provider_error", "http_error")
     assert str(status) in error.detail
     assert body_secret not in str(error) and body_secret not in repr(error.reason)
 
@@ -397,7 +398,8 @@ def test_a_failing_custom_provider_is_a_provider_error() -> None:
     scripted = ScriptedProvider([{"error": "quota_exhausted"}])
     checked = judge.parse_judge_config({**RUBRIC, "provider": scripted}, trusted=True)
     error = failure(judge.judge_case, checked, CASE, deadline=in_seconds(10))
-    assert error.reason == "judge_provider_error" and "quota_exhausted" in error.detail
+    assert error.reason == ("judge_provider_error", "quota_exhausted")
+    assert "quota_exhausted" in error.detail
 
 
 def wait_until(check: Any, timeout: float = 10.0) -> None:
@@ -405,3 +407,51 @@ def wait_until(check: Any, timeout: float = 10.0) -> None:
     while not check():
         assert time.monotonic() < stop, "condition not reached"
         time.sleep(0.01)
+
+
+def test_a_judge_answer_with_a_lone_surrogate_is_a_typed_failure() -> None:
+    """A provider's text can hold a lone surrogate (no encoder writes one): a typed
+    failure (the provider layer's ``invalid_utf8``), never an untyped
+    UnicodeEncodeError, and the next call is unaffected."""
+    scripted = ScriptedProvider(
+        [
+            {"text": '{"score": 1, "rationale": "\ud800"}'},
+            {"text": '{"score": 1, "rationale": "x"}'},
+        ]
+    )
+    checked = judge.parse_judge_config({**RUBRIC, "provider": scripted}, trusted=True)
+    error = failure(judge.judge_case, checked, CASE, deadline=in_seconds(10))
+    assert error.reason == ("judge_provider_error", "invalid_utf8")
+    assert judge.judge_case(checked, CASE, deadline=in_seconds(10)).score == 1.0
+
+
+def test_a_judge_config_repr_never_shows_its_provider_config() -> None:
+    secret = "sk-judge-repr-secret"
+    checked = judge.parse_judge_config(
+        {**RUBRIC, "provider_config": {"api_key": secret}}, trusted=True
+    )
+    assert secret not in repr(checked) and "answer-quality" in repr(checked)
+
+
+@pytest.mark.skipif(
+    not (os.environ.get("ADK_GEMINI_REST") == "1" and os.environ.get("GEMINI_API_KEY")),
+    reason="paid test: set ADK_GEMINI_REST=1 and GEMINI_API_KEY",
+)
+def test_real_gemini_rubric_judge() -> None:
+    """The spec's opt-in paid case: the real rubric judge on gemini-3.1-flash-lite over
+    REST scores a clearly correct answer high and a clearly wrong one low, within the
+    ``{score, rationale}`` contract (skipped, so never counted as a pass, without
+    ``ADK_GEMINI_REST=1`` and ``GEMINI_API_KEY``)."""
+    checked = config(model="gemini-3.1-flash-lite", request_timeout_ms=60_000)
+    right = judge.judge_case(checked, CASE, deadline=in_seconds(90))
+    wrong = judge.judge_case(
+        checked,
+        JudgeInput(
+            "tokyo",
+            [JudgeTurn("What is the weather in Tokyo?", "Sunny in Tokyo", "I like turtles.")],
+            [],
+        ),
+        deadline=in_seconds(90),
+    )
+    assert 0.0 <= wrong.score < right.score <= 1.0
+    assert right.metadata["model"] == "gemini-3.1-flash-lite" and right.rationale

@@ -293,3 +293,69 @@ def test_saved_comparison_is_checked_when_read_back() -> None:
         with pytest.raises(AdkError) as refused:
             decode_comparison(forged)
         assert refused.value.reason == "invalid_eval_comparison"
+
+
+class Answers:
+    """A deterministic stand-in system: echoes each turn, except the listed turn ids."""
+
+    def __init__(self, wrong: frozenset[str] = frozenset()) -> None:
+        self.wrong = wrong
+
+    def open_sample(self, case: ev.EvalCase, sample_index: int) -> str:
+        return case.id
+
+    def run_turn(self, handle: str, turn: ev.EvalTurn, deadline: float) -> ev.TurnOutput:
+        return ev.TurnOutput(text="no" if turn.id in self.wrong else turn.input)
+
+    def close_sample(self, handle: str) -> None:
+        return None
+
+
+def test_a_drop_exactly_at_its_tolerance_passes() -> None:
+    """1.0 - 0.95 is 0.050000000000000044 in floats: a drop equal to the allowed one
+    passes, in the comparison and when the saved comparison is read back."""
+    twenty = ev.load_eval_set(
+        {
+            "schema_version": 2,
+            "id": "s",
+            "version": "1",
+            "cases": [
+                {
+                    "id": "c",
+                    "turns": [
+                        {"id": f"t{i}", "input": f"q{i}", "expected_response": f"q{i}"}
+                        for i in range(20)
+                    ],
+                }
+            ],
+        }
+    )
+    metrics = ev.load_metrics([{"id": "resp", "criterion": "exact_response", "threshold": 0.9}])
+    base = ev.run(Answers(), twenty, metrics)
+    current = ev.run(Answers(frozenset({"t3"})), twenty, metrics)
+    comparison = compare(base, current, metric_tolerances={"resp": 0.05})
+    [diff] = comparison.metric_diffs
+    assert (diff.current_score, diff.reason, comparison.passed) == (0.95, "none", True)
+    assert decode_comparison(encode_comparison(comparison)) == comparison
+    two = ev.run(Answers(frozenset({"t3", "t4"})), twenty, metrics)
+    assert compare(base, two, metric_tolerances={"resp": 0.05}).metric_diffs[0].regression
+
+
+def test_a_case_that_stops_passing_regresses_whatever_the_allowed_drop() -> None:
+    """Follows erlang_adk src/evaluation/adk_eval_report.erl case_diff (the reference's
+    policy, documented in docs/evaluation.md): ``max_pass_rate_drop`` forgives a lower
+    rate from new cases, never a case that passed and no longer does."""
+    the_set = eval_set(*((f"c{i}", "hello") for i in range(4)))
+    base = evaluate("hello", the_set)
+    grown = eval_set(*((f"c{i}", "hello") for i in range(4)), ("new", "bye"))
+    with_new_failure = evaluate("hello", grown)
+    tolerances = {"exact-response": 0.2}  # the new failing case lowers the average too
+    allowed = compare(base, with_new_failure, max_pass_rate_drop=0.2, metric_tolerances=tolerances)
+    assert allowed.passed and allowed.pass_rate_drop == pytest.approx(0.2)
+    assert not compare(
+        base, with_new_failure, max_pass_rate_drop=0.1, metric_tolerances=tolerances
+    ).passed
+    flipped = evaluate("bye", the_set)
+    comparison = compare(base, flipped, max_pass_rate_drop=1.0)
+    assert not comparison.passed
+    assert {diff.reason for diff in comparison.case_diffs} == {"case_no_longer_passes"}
