@@ -83,6 +83,7 @@ bench: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python benchmarks/daemon.py
 	$(BENCH_VENV)/bin/python benchmarks/tracing.py
 	$(BENCH_VENV)/bin/python benchmarks/evaluation.py
+	$(BENCH_VENV)/bin/python benchmarks/mcp_calls.py
 
 # Two minutes of mixed load with chaos on the in-process runtime; reports in stress-report/.
 stress: $(STAMP)

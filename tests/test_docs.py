@@ -25,6 +25,7 @@ PAGES = [
     "docs/observability.md",
     "docs/evaluation.md",
     "docs/stress.md",
+    "docs/mcp.md",
     "README.md",
 ]
 
