@@ -14,6 +14,13 @@ Runner's global plugins run before each local hook (``before_tool``, then
 ``on_tool_error`` for a failed result and ``after_tool``; see `_begin` and
 `_global_after_tool`).
 
+Every execution runs in a task of its own under the agent's ``tool_timeout`` (`_timed`,
+the one deadline rule of both modes): a call still running at its deadline is stopped
+(a coroutine is cancelled, a sync tool's thread abandoned and fenced, counted for the
+agent) and answers the model with a ``tool_timeout`` failure; the turn goes on. A
+turn's calls share one listing per toolset (`TurnListings`): a backend is asked once
+per turn, not once per call.
+
 Serial mode (the default) runs the calls one after another. In parallel mode the
 ``parallel_safe`` calls run side by side, at most ``max_concurrency`` at a time: the
 start and before-callbacks run for each call in call order, the executions overlap,
@@ -30,6 +37,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from opentelemetry import trace
@@ -46,6 +54,7 @@ from adk_actors.tools.catalog import (
     structural_error,
 )
 from adk_actors.tools.suspension import Suspension
+from adk_actors.tools.toolset import TurnListings, listing_scope
 from providers.content import FunctionCallPart, FunctionResponsePart
 from providers.errors import AdkError
 from supervision import Task, TaskFailed, TaskTimeout
@@ -93,6 +102,11 @@ class Suspend(Exception):
 
 
 class ToolRound(TurnContext):
+    @cached_property
+    def _listings(self) -> TurnListings:
+        """This turn's toolset listings (see `adk_actors.tools.toolset`)."""
+        return TurnListings()
+
     async def _tools(self, batch: Batch) -> list[FunctionResponsePart]:
         """Answer `batch`: its responses in call order, whatever the mode. A call that
         pauses raises `Suspend` carrying its index and the responses before it."""
@@ -156,7 +170,7 @@ class ToolRound(TurnContext):
         call, outcome = await self._begin(call, ctx)
         ran = outcome is None
         if outcome is None:
-            result = await self._run(call, ctx)
+            (result,) = await self._timed([(call, ctx)])
             if isinstance(result, Suspension):
                 raise self._suspension(call, result)
             outcome = result
@@ -181,17 +195,15 @@ class ToolRound(TurnContext):
                 )
             running = [position for position in chunk if outcomes[position] is None]
             ran = set(running)
-            deadline = time.monotonic() + self.spec.tool_timeout
-            tasks = [
-                Task.start(
-                    self._run_together, calls[position], contexts[position], deadline=deadline
-                )
-                for position in running
-            ]
-            # each task has the deadline itself; the grace lets its own ending arrive first
-            results = await wait_tasks(tasks, deadline, grace=1.0)
+            results = await self._timed(
+                [(calls[position], contexts[position]) for position in running]
+            )
             for position, result in zip(running, results, strict=True):
-                outcomes[position] = _task_outcome(calls[position], result)
+                if isinstance(result, Suspension):  # a pause needs the serial path
+                    result = structural_error(
+                        "suspension_requires_serial_tool", operation=calls[position].name
+                    )
+                outcomes[position] = result
             for position in chunk:  # after and end, in call order
                 outcome = outcomes[position]
                 assert outcome is not None
@@ -205,11 +217,21 @@ class ToolRound(TurnContext):
             for position, (call, refusal) in enumerate(entries)
         ]
 
-    async def _run_together(self, call: FunctionCallPart, ctx: ToolContext) -> Outcome:
-        result = await self._run(call, ctx)
-        if isinstance(result, Suspension):  # a pause needs the serial path
-            return structural_error("suspension_requires_serial_tool", operation=call.name)
-        return result
+    async def _timed(
+        self, runs: list[tuple[FunctionCallPart, ToolContext]]
+    ) -> list[Outcome | Suspension]:
+        """Execute admitted calls side by side (one, on the serial path), each in a task
+        of its own, all under one deadline `tool_timeout` from now: the agent's one
+        deadline rule, whatever the mode. A call that ends in time gives its result; one
+        still running at the deadline is stopped (see the module doc) and answers
+        ``tool_timeout``, one whose task fails answers ``tool_failed``."""
+        deadline = time.monotonic() + self.spec.tool_timeout
+        tasks = [Task.start(self._run, call, ctx, deadline=deadline) for call, ctx in runs]
+        # each task has the deadline itself; the grace lets its own ending arrive first
+        results = await wait_tasks(tasks, deadline, grace=1.0)
+        return [
+            _task_outcome(call, result) for (call, _), result in zip(runs, results, strict=True)
+        ]
 
     async def _begin(
         self, call: FunctionCallPart, ctx: ToolContext
@@ -230,18 +252,22 @@ class ToolRound(TurnContext):
         return call, None if replaced is None else _as_payload(replaced)
 
     async def _run(self, call: FunctionCallPart, ctx: ToolContext) -> Outcome | Suspension:
-        """Execute an admitted call. An async tool runs here, on the reactor; a sync one
-        in a task on the pool (fenced if its turn is killed)."""
+        """Execute an admitted call, inside its `_timed` task. An async tool runs here,
+        on the reactor; a sync one in a task on the pool (fenced if its turn is killed or
+        its deadline passes). A toolset's tools are checked against the turn's listing."""
         spec = self.spec
         catalog = spec.catalog
         started = time.monotonic()
         outcome = "error"
         try:
-            with runtime_span(
-                _tracer,
-                semconv.span_name(semconv.EXECUTE_TOOL, call.name),
-                attributes=semconv.tool_call(spec.name, call.name, call.id),
-            ) as span:
+            with (
+                listing_scope(self._listings),
+                runtime_span(
+                    _tracer,
+                    semconv.span_name(semconv.EXECUTE_TOOL, call.name),
+                    attributes=semconv.tool_call(spec.name, call.name, call.id),
+                ) as span,
+            ):
                 # approval was settled by `_admit`: the catalog need not ask again
                 if catalog.is_async(call.name):
                     response = await catalog.aexecute(call, ctx, approved=True)
@@ -348,12 +374,12 @@ async def _confirmation(tool: Tool, call: FunctionCallPart, ctx: ToolContext) ->
     return tool.confirmation(dict(call.args), ctx)
 
 
-def _task_outcome(call: FunctionCallPart, result: Any) -> Outcome:
+def _task_outcome(call: FunctionCallPart, result: Any) -> Outcome | Suspension:
     if isinstance(result, TaskTimeout | TaskFailed):
         reason = "tool_timeout" if isinstance(result, TaskTimeout) else "tool_failed"
         error = {"component": "tool", "operation": call.name, "reason": reason}
         return {"success": False, "error": error}
-    return dict(result)
+    return result if isinstance(result, Suspension) else dict(result)
 
 
 def _as_payload(value: Any) -> dict[str, Any]:
