@@ -3,13 +3,14 @@
 `serve(tools=..., resources=..., prompts=..., host="127.0.0.1", port=0, ...)` checks
 its options (typed errors, every bound finite), builds the catalog
 (`server_handlers.McpCatalog`) and the endpoint (`server_http.McpHttpApp`: the SDK's
-session manager behind our checks), then starts an `McpListener` as a child of the
-root tree: a GenServer whose `init` binds the socket and runs uvicorn on its own thread
-and whose `terminate` stops it. If uvicorn stops on its own the process exits with
-``mcp_listener_stopped`` and the supervisor restarts it on the same port, with a fresh
-session table (clients see 404 and initialize again); a listener killed without
-`terminate` leaves its uvicorn serving on the thread: the restart asks that orphan to
-exit and binds once the port is free (as the daemon's listener does).
+session manager behind our checks), then starts `adk_actors.serving`'s supervised
+listener as a child of the root tree: uvicorn on its own thread, with bounded request
+heads (431/408) and a JSON 503 ``too_many_connections`` past ``max_connections``. If
+uvicorn stops on its own the process exits with ``mcp_listener_stopped`` and the
+supervisor restarts it on the same port with a fresh endpoint (a new session table:
+clients see 404 and initialize again); a listener killed without `terminate` leaves
+its uvicorn serving on the thread: the restart asks that orphan to exit and binds once
+the port is free. A port that cannot be bound is ``("mcp_server_bind_failed", errno)``.
 
 Binding anywhere but loopback needs authentication (``auth_token`` or ``verifier``),
 ``allow_non_loopback=True``, and TLS: direct (``tls_certfile`` / ``tls_keyfile``) or
@@ -22,38 +23,25 @@ app (the daemon's ``adk serve``).
 
 from __future__ import annotations
 
-import asyncio
-import ipaddress
 import itertools
 import math
-import socket
-import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, TypedDict, Unpack
 
-import uvicorn
-
-from adk_actors.app import APP_NAME, ensure_started
 from adk_actors.mcp.server_auth import AuthorizationFun, ServerAuth, Verifier
 from adk_actors.mcp.server_handlers import McpCatalog, build_server
 from adk_actors.mcp.server_http import HttpOptions, McpHttpApp
-from providers.errors import AdkError
-from supervision import (
-    ChildSpec,
-    Exit,
-    GenServer,
-    Pid,
-    Reply,
-    Supervisor,
-    SupervisorError,
-    call,
-    get_logger,
-    self_pid,
-    send,
-    trap_exit,
+from adk_actors.serving import (
+    Listener,
+    ListenerNames,
+    UvicornOptions,
+    is_loopback,
+    start_listener,
+    stop_listener,
 )
+from providers.errors import AdkError
+from supervision import Pid, get_logger
 
 _log = get_logger("adk_actors.mcp.server")
 
@@ -65,9 +53,16 @@ DEFAULT_MAX_SESSIONS = 1024
 DEFAULT_SESSION_TTL = 3600.0
 DEFAULT_MAX_SESSION_REQUESTS = 10_000
 DEFAULT_CALLBACK_TIMEOUT = 5.0
-_START_TIMEOUT = 10.0
 _STOP_TIMEOUT = 10.0
 _BACKLOG = 1024
+_NAMES = ListenerNames(
+    bind_failed="mcp_server_bind_failed",
+    start_failed="mcp_server_start_failed",
+    stopped="mcp_listener_stopped",
+    log="adk.mcp.server",
+    thread="adk-mcp",
+    label="MCP listener",
+)
 _ids = itertools.count(1)
 
 _BOUNDS: dict[str, tuple[float, float]] = {
@@ -93,6 +88,33 @@ def _bounded(name: str, value: Any, integer: bool) -> Any:
     return value
 
 
+class EndpointOptions(TypedDict, total=False):
+    """The endpoint's options, shared by `http_app` and `serve` (defaults in brackets):
+    `path` (``/mcp``), `auth_token` (a static bearer token, 32+ characters), `verifier`
+    (``verifier(token)`` -> principal or None), `authorization_fun` (``(principal,
+    method, resource)`` -> bool), `max_body_bytes` (1 MiB), `max_concurrency` (32
+    requests at once), `request_timeout` (30 s a call), `max_sessions` (1024),
+    `session_ttl` (3600 s idle), `max_session_requests` (10 000 ids a session),
+    `allowed_origins` (browser origins besides none), `oauth_protected_resource`
+    (RFC 9728 metadata), `callback_timeout` (5 s for `verifier` /
+    `authorization_fun`), `name` (the server's name in ``initialize``)."""
+
+    path: str
+    auth_token: str | None
+    verifier: Verifier | None
+    authorization_fun: AuthorizationFun | None
+    max_body_bytes: int
+    max_concurrency: int
+    request_timeout: float
+    max_sessions: int
+    session_ttl: float
+    max_session_requests: int
+    allowed_origins: Sequence[str]
+    oauth_protected_resource: Mapping[str, Any] | None
+    callback_timeout: float
+    name: str
+
+
 @dataclass(frozen=True)
 class _Built:
     catalog: McpCatalog
@@ -109,20 +131,20 @@ def _build(
     resources: Sequence[Mapping[str, Any]],
     prompts: Sequence[Mapping[str, Any]],
     *,
-    path: str,
-    auth_token: str | None,
-    verifier: Verifier | None,
-    authorization_fun: AuthorizationFun | None,
-    max_body_bytes: int,
-    max_concurrency: int,
-    request_timeout: float,
-    max_sessions: int,
-    session_ttl: float,
-    max_session_requests: int,
-    allowed_origins: Sequence[str],
-    oauth_protected_resource: Mapping[str, Any] | None,
-    callback_timeout: float,
-    name: str,
+    path: str = DEFAULT_PATH,
+    auth_token: str | None = None,
+    verifier: Verifier | None = None,
+    authorization_fun: AuthorizationFun | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    max_sessions: int = DEFAULT_MAX_SESSIONS,
+    session_ttl: float = DEFAULT_SESSION_TTL,
+    max_session_requests: int = DEFAULT_MAX_SESSION_REQUESTS,
+    allowed_origins: Sequence[str] = (),
+    oauth_protected_resource: Mapping[str, Any] | None = None,
+    callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
+    name: str = "adk-mcp",
 ) -> _Built:
     if not isinstance(path, str) or not path.startswith("/") or "?" in path or "#" in path:
         raise AdkError(("invalid_mcp_server_option", "path"), "path is an absolute path")
@@ -155,44 +177,12 @@ def http_app(
     tools: Sequence[Any] = (),
     resources: Sequence[Mapping[str, Any]] = (),
     prompts: Sequence[Mapping[str, Any]] = (),
-    *,
-    path: str = DEFAULT_PATH,
-    auth_token: str | None = None,
-    verifier: Verifier | None = None,
-    authorization_fun: AuthorizationFun | None = None,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
-    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
-    max_sessions: int = DEFAULT_MAX_SESSIONS,
-    session_ttl: float = DEFAULT_SESSION_TTL,
-    max_session_requests: int = DEFAULT_MAX_SESSION_REQUESTS,
-    allowed_origins: Sequence[str] = (),
-    oauth_protected_resource: Mapping[str, Any] | None = None,
-    callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
-    name: str = "adk-mcp",
+    **options: Unpack[EndpointOptions],
 ) -> McpHttpApp:
     """The Streamable HTTP endpoint at `path` as an ASGI app, to mount in another app
     (it answers only `path` and the OAuth metadata path; the host app's listener and
-    authentication apply too)."""
-    return _build(
-        tools,
-        resources,
-        prompts,
-        path=path,
-        auth_token=auth_token,
-        verifier=verifier,
-        authorization_fun=authorization_fun,
-        max_body_bytes=max_body_bytes,
-        max_concurrency=max_concurrency,
-        request_timeout=request_timeout,
-        max_sessions=max_sessions,
-        session_ttl=session_ttl,
-        max_session_requests=max_session_requests,
-        allowed_origins=allowed_origins,
-        oauth_protected_resource=oauth_protected_resource,
-        callback_timeout=callback_timeout,
-        name=name,
-    ).app()
+    authentication apply too). `options`: `EndpointOptions`."""
+    return _build(tools, resources, prompts, **options).app()
 
 
 class McpServer:
@@ -208,13 +198,7 @@ class McpServer:
 
     def stop(self) -> None:
         """Stop the listener and remove it from the tree (a no-op once it is gone)."""
-        try:
-            Supervisor.terminate_child(APP_NAME, self.child_id)
-            Supervisor.delete_child(APP_NAME, self.child_id)
-        except (SupervisorError, AdkError):
-            pass
-        except Exception:  # the tree itself is gone: nothing is left to stop
-            pass
+        stop_listener(Listener(self.pid, self.child_id, self.url))
 
 
 def serve(
@@ -224,48 +208,18 @@ def serve(
     *,
     host: str = "127.0.0.1",
     port: int = 0,
-    path: str = DEFAULT_PATH,
-    auth_token: str | None = None,
-    verifier: Verifier | None = None,
-    authorization_fun: AuthorizationFun | None = None,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
-    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
-    max_sessions: int = DEFAULT_MAX_SESSIONS,
-    session_ttl: float = DEFAULT_SESSION_TTL,
-    max_session_requests: int = DEFAULT_MAX_SESSION_REQUESTS,
-    allowed_origins: Sequence[str] = (),
-    oauth_protected_resource: Mapping[str, Any] | None = None,
     allow_non_loopback: bool = False,
     trusted_tls_proxy: bool = False,
     tls_certfile: str | None = None,
     tls_keyfile: str | None = None,
-    callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
     max_connections: int = 256,
     keepalive_timeout: float = 5.0,
-    name: str = "adk-mcp",
+    **options: Unpack[EndpointOptions],
 ) -> McpServer:
     """Serve `tools`, `resources` and `prompts` over MCP Streamable HTTP (see the module
-    docstring); returns once the socket is listening."""
-    built = _build(
-        tools,
-        resources,
-        prompts,
-        path=path,
-        auth_token=auth_token,
-        verifier=verifier,
-        authorization_fun=authorization_fun,
-        max_body_bytes=max_body_bytes,
-        max_concurrency=max_concurrency,
-        request_timeout=request_timeout,
-        max_sessions=max_sessions,
-        session_ttl=session_ttl,
-        max_session_requests=max_session_requests,
-        allowed_origins=allowed_origins,
-        oauth_protected_resource=oauth_protected_resource,
-        callback_timeout=callback_timeout,
-        name=name,
-    )
+    docstring) on `host`:`port`, at most `max_connections` at once; returns once the
+    socket is listening. `options`: the endpoint's (`EndpointOptions`)."""
+    built = _build(tools, resources, prompts, **options)
     if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
         raise AdkError(("invalid_mcp_server_option", "port"), "port is 0..65535")
     if (tls_certfile is None) != (tls_keyfile is None):
@@ -289,207 +243,22 @@ def serve(
                 "mcp_non_loopback_requires_tls",
                 "a non-loopback MCP server needs tls_certfile/tls_keyfile or trusted_tls_proxy=True",
             )
-    config = _ListenConfig(
+    listening = UvicornOptions(
         max_connections=_bounded("max_connections", max_connections, True),
         keepalive_timeout=float(_bounded("keepalive_timeout", keepalive_timeout, False)),
+        graceful_timeout=_STOP_TIMEOUT / 2,
+        stop_timeout=_STOP_TIMEOUT,
+        backlog=_BACKLOG,
         tls_certfile=tls_certfile,
         tls_keyfile=tls_keyfile,
+        names=_NAMES,
     )
-    ensure_started()
-    binding = _Binding(bind_socket(host, port))
-    child_id = f"mcp_server_{next(_ids)}"
-    spec = ChildSpec(
-        child_id,
-        lambda: McpListener.start_link((built, config, binding)),
-        restart="transient",
-        shutdown=_STOP_TIMEOUT + 5.0,
+    listener = start_listener(
+        built.app,
+        listening,
+        host=host,
+        port=port,
+        child_id=f"mcp_server_{next(_ids)}",
+        close_app=McpHttpApp.aclose,
     )
-    try:
-        pid = Supervisor.start_child(APP_NAME, spec)
-    except SupervisorError as error:
-        binding.discard()
-        raise AdkError(
-            "mcp_server_start_failed", f"the MCP listener did not start: {error.reason}"
-        ) from None
-    assert pid is not None
-    base: str = call(pid, "url")
-    return McpServer(pid, child_id, base + built.options.path)
-
-
-# -- the listener process ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _ListenConfig:
-    max_connections: int
-    keepalive_timeout: float
-    tls_certfile: str | None
-    tls_keyfile: str | None
-
-
-class _UvicornStopped(NamedTuple):
-    error: str | None
-
-
-class _State(NamedTuple):
-    server: uvicorn.Server
-    thread: threading.Thread
-    sock: socket.socket
-    url: str
-
-
-class _Binding:
-    """Where a listener listens: the socket `serve` bound (so a refusal reaches its
-    caller), taken by the first `init`; a restart binds the same host and port again,
-    first asking a killed predecessor's uvicorn (still serving on its thread) to exit."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.host, self.port = sock.getsockname()[:2]
-        self._first: socket.socket | None = sock
-        self._serving: _State | None = None
-
-    def take(self) -> socket.socket:
-        sock, self._first = self._first, None
-        return sock if sock is not None else self._rebind()
-
-    def serving(self, state: _State) -> None:
-        self._serving = state
-
-    def _rebind(self) -> socket.socket:
-        orphan, self._serving = self._serving, None
-        if orphan is None or not orphan.thread.is_alive():
-            return bind_socket(self.host, self.port)
-        orphan.server.should_exit = True
-        deadline = time.monotonic() + _STOP_TIMEOUT
-        while True:
-            try:
-                return bind_socket(self.host, self.port)
-            except AdkError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-
-    def discard(self) -> None:
-        sock, self._first = self._first, None
-        if sock is not None:
-            sock.close()
-
-
-class McpListener(GenServer):
-    """Serves one MCP endpoint on a socket it binds in `init`; ``url`` answers its base."""
-
-    dispatcher = "thread"
-
-    def init(self, args: Any) -> Any:
-        built, config, binding = args
-        trap_exit(True)  # a shutdown runs `terminate`, which stops uvicorn
-        sock = binding.take()
-        server = uvicorn.Server(
-            uvicorn.Config(
-                built.app(),
-                ws="none",
-                limit_concurrency=config.max_connections,
-                timeout_keep_alive=config.keepalive_timeout,
-                timeout_graceful_shutdown=int(_STOP_TIMEOUT / 2),
-                h11_max_incomplete_event_size=32 * 1024,
-                log_config=None,
-                access_log=False,
-                lifespan="off",
-                server_header=False,
-                proxy_headers=False,
-                ssl_certfile=config.tls_certfile,
-                ssl_keyfile=config.tls_keyfile,
-            )
-        )
-        started = threading.Event()
-        thread = threading.Thread(
-            target=_serve, args=(server, sock, self_pid(), started), name="adk-mcp", daemon=True
-        )
-        thread.start()
-        if not started.wait(_START_TIMEOUT) or not server.started:
-            server.should_exit = True
-            thread.join(_STOP_TIMEOUT)
-            sock.close()
-            raise AdkError("mcp_server_start_failed", "uvicorn did not start in time")
-        host, port = sock.getsockname()[:2]
-        shown = f"[{host}]" if ":" in host else host
-        scheme = "https" if config.tls_certfile else "http"
-        _log.info("adk.mcp.server.listening", host=host, port=port)
-        state = _State(server, thread, sock, f"{scheme}://{shown}:{port}")
-        binding.serving(state)
-        return state
-
-    def handle_call(self, request: Any, from_: Any, state: _State) -> Any:
-        if request == "url":
-            return Reply(state.url, state)
-        return super().handle_call(request, from_, state)
-
-    def handle_info(self, msg: Any, state: _State) -> Any:
-        if isinstance(msg, _UvicornStopped):
-            _log.warning("adk.mcp.server.listener_stopped", error=msg.error or "exited")
-            raise Exit(("mcp_listener_stopped", msg.error or "exited"))
-        return state
-
-    def terminate(self, reason: Any, state: Any) -> None:
-        if isinstance(state, _State):
-            state.server.should_exit = True
-            state.thread.join(_STOP_TIMEOUT)
-            state.sock.close()
-
-
-def _serve(
-    server: uvicorn.Server, sock: socket.socket, owner: Pid, started: threading.Event
-) -> None:
-    """uvicorn's startup, main loop and shutdown on this thread's own loop (no signal
-    handlers); tells `owner` when it ends."""
-    error: str | None = None
-
-    async def run() -> None:
-        config = server.config
-        if not config.loaded:
-            config.load()
-        server.lifespan = config.lifespan_class(config)
-        await server.startup(sockets=[sock])
-        started.set()
-        if server.should_exit:
-            return
-        await server.main_loop()
-        await server.shutdown(sockets=[sock])
-        app = config.app
-        if isinstance(app, McpHttpApp):
-            await app.aclose()
-
-    try:
-        asyncio.run(run())
-    except BaseException as exc:  # reported to the owner, who exits with it
-        error = type(exc).__name__
-    finally:
-        started.set()
-        send(owner, _UvicornStopped(error))
-
-
-def bind_socket(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on `host`:`port` (0 picks a free port)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:
-        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    except OSError as error:
-        raise AdkError(("mcp_server_bind_failed", error.errno), "cannot open a socket") from None
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as error:
-        sock.close()
-        raise AdkError(
-            ("mcp_server_bind_failed", error.errno), f"cannot listen on {host}:{port}"
-        ) from None
-    sock.listen(_BACKLOG)
-    return sock
-
-
-def is_loopback(host: str) -> bool:
-    """True for an IPv4 127/8 or IPv6 ``::1`` literal (names and wildcards are not)."""
-    try:
-        return ipaddress.ip_address(host).is_loopback and "%" not in host
-    except ValueError:
-        return False
+    return McpServer(listener.pid, listener.child_id, listener.url + built.options.path)

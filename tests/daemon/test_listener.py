@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import time
 from collections.abc import Callable
@@ -13,9 +12,7 @@ import pytest
 from adk_actors.app import APP_NAME
 from adk_actors.daemon.listener import (
     ListenerConfig,
-    bind_socket,
     check_dev_host,
-    is_loopback,
     start_listener,
     stop_listener,
 )
@@ -117,12 +114,6 @@ def test_every_other_address_is_refused(host: str) -> None:
     assert refused.value.reason == "developer_server_must_bind_loopback"
 
 
-def test_is_loopback_takes_literals_only() -> None:
-    assert is_loopback("127.0.0.1") and is_loopback("127.1.2.3") and is_loopback("::1")
-    for host in ("localhost", "0.0.0.0", "::", "192.168.0.1", "::1%lo", "not an address"):
-        assert not is_loopback(host)
-
-
 def test_an_ipv6_loopback_listener_serves() -> None:
     try:
         with socket.socket(socket.AF_INET6) as probe:
@@ -140,27 +131,3 @@ def test_an_ipv6_loopback_listener_serves() -> None:
     finally:
         server.client.close()
         stop_listener(listener)
-
-
-def test_accepted_connections_turn_nagle_off() -> None:
-    """The listening socket names TCP as its protocol, so asyncio sets TCP_NODELAY on
-    every accepted connection (otherwise each small response waits for the client's
-    delayed ACK)."""
-
-    async def accepted_nodelay() -> int:
-        sock = bind_socket("127.0.0.1", 0)
-        seen: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-
-        async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            accepted = writer.get_extra_info("socket")
-            seen.set_result(accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
-            writer.close()
-
-        server = await asyncio.start_server(on_connect, sock=sock)
-        async with server:
-            _, writer = await asyncio.open_connection(*sock.getsockname()[:2])
-            value = await asyncio.wait_for(seen, 10.0)
-            writer.close()
-            return value
-
-    assert asyncio.run(accepted_nodelay()) != 0
