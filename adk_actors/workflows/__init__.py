@@ -4,6 +4,7 @@
                                "steps": [{"id": "a", "run": fn}]})
     outcome = adk.run_workflow(wf, {"count": 0})      # Completed(state, checkpoint) | ...
     ref = adk.workflows.start(wf, state); adk.workflows.wait(ref)
+    outcome = await adk.workflows.run_async(wf, state)  # the wait registered at the start
     adk.workflows.cancel(ref, "revise_later"); adk.workflows.resume(wf, checkpoint, resume_input)
 
 Durable invocations (`start_durable`, `resume_durable`, ...) keep every checkpoint in
@@ -16,6 +17,7 @@ from adk_actors.workflows.api import (
     checkpoint,
     compile_workflow,
     resume,
+    run_async,
     run_workflow,
     start,
     status,
@@ -79,6 +81,7 @@ __all__ = [
     "resume",
     "resume_durable",
     "retry",
+    "run_async",
     "run_workflow",
     "start",
     "start_durable",

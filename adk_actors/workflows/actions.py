@@ -371,8 +371,8 @@ def _entry(
         ends = None if attempt_deadline is None else attempt_deadline + AGENT_CALL_SLACK
         return _agent_attempt, (action, state, context, ends)
     if isinstance(action, ToolAction):
-        is_async = inspect.iscoroutinefunction(getattr(action.tool, "execute", None))
-        return (_tool_attempt_async if is_async else _tool_attempt), (action, state, context)
+        attempt = _tool_attempt_async if action.tool.is_async else _tool_attempt
+        return attempt, (action, state, context)
     assert isinstance(action, NestedAction)
     return nested.run_child, (action, state, context, deadline, resume)
 

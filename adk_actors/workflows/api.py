@@ -10,7 +10,7 @@ never raised.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -31,12 +31,14 @@ from adk_actors.workflows.outcomes import Outcome
 from adk_actors.workflows.spec import DEFAULT_RETENTION, CompiledWorkflow
 from providers.errors import AdkError
 from supervision import CallTimeout, Pid, ProcessExit, Ref, aio, call, cast, whereis
+from supervision.aio import run_blocking
 
 __all__ = [
     "cancel",
     "checkpoint",
     "compile_workflow",
     "resume",
+    "run_async",
     "run_workflow",
     "start",
     "status",
@@ -84,6 +86,35 @@ def start(wf: CompiledWorkflow, state: Any = None, **options: Any) -> str:
     launch = fresh_launch(wf, state, **options)
     start_supervised(launch)
     return launch.ref
+
+
+async def run_async(
+    wf: CompiledWorkflow,
+    state: Any = None,
+    *,
+    on_start: Callable[[str], None] | None = None,
+    wait_timeout: float | None = None,
+    **options: Any,
+) -> Outcome:
+    """Start `wf` and await its outcome (asyncio), the wait registered with the start:
+    the run holds its outcome for this caller however late the await reaches it, so a
+    fast run can never expire first (``not_found``). `on_start(ref)` is called once the
+    run exists (to track, cancel or ask its `status`; the run's `retention` counts from
+    the answer). Options and refusals as `start`; ``timeout`` when `wait_timeout`
+    seconds pass first (the run goes on, retained as usual), ``coordinator_stopped``
+    when its coordinator was killed."""
+    claim = Ref()
+    launch = fresh_launch(wf, state, claim=claim, **options)
+    await run_blocking(start_supervised, launch)
+    if on_start is not None:
+        on_start(launch.ref)
+    try:
+        server = _lookup(launch.ref)
+    except AdkError:
+        raise AdkError("coordinator_stopped", "the workflow's coordinator stopped") from None
+    with _waiting(server, claim, wait_timeout):
+        answer: Any = await aio.call(server, Wait(claim), wait_timeout)
+    return _answered(answer)
 
 
 def resume(

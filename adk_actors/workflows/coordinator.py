@@ -23,7 +23,10 @@ any end of the engine but a completion: its checkpoint is the last one committed
 message that arrives after the terminal (a late commit, a late engine result) is
 dropped, so a killed engine can never change the checkpoint. Waiters are answered at the one terminal;
 the coordinator then stays `retention` seconds to answer `wait`/`status` (or stops
-once a releasing waiter has its answer). At most the run's `max_waiters` wait at once
+once a releasing waiter has its answer). A run started with a claim (`run_async`)
+keeps its outcome for the claiming waiter however late it registers (at most
+`CLAIM_HOLD_S`, for a starter that never asks): its retention counts from that answer
+(or from the claim's withdrawal), never from the terminal. At most the run's `max_waiters` wait at once
 (more: ``("error", "too_many_waiters")``); a waiter that gives up casts `Unwait`.
 
 The coordinator traps exits, so a shutdown runs `terminate`: the engine is killed and
@@ -111,6 +114,8 @@ __all__ = [
 _log = get_logger("adk_actors.workflows")
 COORDINATOR_STOPPED = "coordinator_stopped"
 TOO_MANY_WAITERS = "too_many_waiters"
+CLAIM_HOLD_S = 300.0
+"""The longest a terminal run waits for its claiming waiter that never came."""
 PARENT_STOPPED = "parent_workflow_stopped"
 
 
@@ -206,6 +211,7 @@ class CoordinatorState:
 
     __slots__ = (
         "cell",
+        "claim",
         "deadline_timer",
         "engine",
         "event_count",
@@ -232,6 +238,7 @@ class CoordinatorState:
         self.waiters: dict[Ref, tuple[From, bool]] = {}
         self.release = False
         self.watched = launch.runtime.watcher is not None
+        self.claim = launch.runtime.claim
         self.deadline_timer: TimerRef | None = None
         self.renew_timer: TimerRef | None = None
         self.expire_timer: TimerRef | None = None
@@ -314,6 +321,7 @@ class WorkflowCoordinator(GenServer):
             case Wait(token, release):
                 if state.outcome is not None:
                     state.release = state.release or release
+                    self._unclaim(state, token)
                     return Reply(state.outcome, state)
                 if token not in state.waiters and (
                     len(state.waiters) >= state.launch.runtime.max_waiters
@@ -333,10 +341,36 @@ class WorkflowCoordinator(GenServer):
         match msg:
             case Unwait(token):
                 state.waiters.pop(token, None)
+                self._unclaim(state, token)
             case Emit(engine, event) if self._from_engine(state, engine):
                 state.event_count += 1
                 _deliver(state.launch, event)
+        if self._should_stop(state):
+            return Stop("normal", state)
         return state
+
+    def _unclaim(self, state: CoordinatorState, token: Ref) -> None:
+        """The claiming waiter had its answer (or gave up): from now on the run is
+        retained as any other, its retention counted from this moment."""
+        if state.claim is None or token != state.claim:
+            return
+        state.claim = None
+        if state.phase.terminal:
+            self._retain(state)
+
+    def _retain(self, state: CoordinatorState) -> None:
+        """Start the terminal run's retention: `CLAIM_HOLD_S` while a claim waits for
+        its waiter, else the run's own retention (none once a releasing waiter asked)."""
+        if state.expire_timer is not None:
+            cancel_timer(state.expire_timer)
+            state.expire_timer = None
+        retention = state.launch.runtime.retention
+        if state.claim is not None:
+            retention = max(retention, CLAIM_HOLD_S)
+        elif state.release:
+            return
+        if retention > 0:
+            state.expire_timer = send_after(self_pid(), _RetentionOver(), retention)
 
     def handle_info(self, msg: Any, state: CoordinatorState) -> Any:
         match msg:
@@ -455,18 +489,20 @@ class WorkflowCoordinator(GenServer):
         state.finished_at = time.time()
         _cancel_timers(state)
         waiters, state.waiters = state.waiters, {}
-        for from_, release in waiters.values():
+        for token, (from_, release) in waiters.items():
             state.release = state.release or release
+            if token == state.claim:
+                state.claim = None  # the claiming waiter was there in time
             reply(from_, outcome)
-        retention = state.launch.runtime.retention
-        if retention > 0 and not state.release:
-            state.expire_timer = send_after(self_pid(), _RetentionOver(), retention)
+        self._retain(state)
         _log.debug("adk.workflow.ended", workflow=state.launch.ref, phase=state.phase.value)
 
     def _should_stop(self, state: CoordinatorState) -> bool:
         """Stop once terminal when nothing is retained: a releasing waiter has its
         answer, or there is no retention and no watcher left to ask for the outcome."""
         if not state.phase.terminal:
+            return False
+        if state.claim is not None:
             return False
         return state.release or (state.launch.runtime.retention <= 0 and not state.watched)
 

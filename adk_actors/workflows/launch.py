@@ -59,6 +59,7 @@ from supervision import (
     OneShotHandoffs,
     Pid,
     ProcessExit,
+    Ref,
     SupervisorError,
     UnknownHandoff,
 )
@@ -98,7 +99,8 @@ class Runtime(msgspec.Struct, frozen=True, kw_only=True):
     """What the coordinator and the engine know of a run besides its workflow and
     checkpoint (budgets and the transfers used so far are in the checkpoint);
     `watcher` is a process whose exit cancels the run (a nested workflow's parent
-    attempt)."""
+    attempt); `claim` is the starter's waiter token (`run_async`): the run keeps its
+    outcome for that waiter however late it asks, its retention counted from then."""
 
     deadline: float | None
     max_concurrency: int | None
@@ -107,6 +109,7 @@ class Runtime(msgspec.Struct, frozen=True, kw_only=True):
     max_waiters: int = DEFAULT_MAX_WAITERS
     event_receiver: Any = None
     watcher: Pid | None = None
+    claim: Ref | None = None
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,7 @@ def _runtime(
     options: RunOptions,
     receiver: Any,
     watcher: Pid | None,
+    claim: Ref | None = None,
 ) -> Runtime:
     if options.deadline is not None:
         deadline: float | None = options.deadline
@@ -164,6 +168,7 @@ def _runtime(
         max_waiters=options.max_waiters,
         event_receiver=receiver,
         watcher=watcher,
+        claim=claim,
     )
 
 
@@ -179,6 +184,7 @@ def fresh_launch(
     *,
     persistence: Persistence | None = None,
     watcher: Pid | None = None,
+    claim: Ref | None = None,
     **options: Any,
 ) -> Launch:
     """A launch that starts `wf` from `state`. Raises before anything runs:
@@ -203,7 +209,7 @@ def fresh_launch(
             "the state does not satisfy the workflow's input schema",
         )
     opts, receiver = run_options(**options)
-    runtime = _runtime(wf, opts, receiver, watcher)
+    runtime = _runtime(wf, opts, receiver, watcher, claim)
     steps = opts.max_steps if opts.max_steps is not None else wf.max_steps
     transfers = opts.max_transfers if opts.max_transfers is not None else wf.max_transfers
     checkpoint = initial_checkpoint(wf, initial, steps=steps, transfers=transfers)

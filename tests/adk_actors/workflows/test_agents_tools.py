@@ -228,6 +228,21 @@ def _tool_workflow(tool: Any, args: dict, workflow_id: str = "workflow-confirmat
     )
 
 
+@adk.tool
+async def async_value_tool(value: int) -> dict:
+    """Echo a value, from a coroutine."""
+    return {"tool_value": value}
+
+
+def test_an_async_function_tool_is_awaited() -> None:
+    """An ``async def`` function tool is a coroutine tool (`Tool.is_async`), though its
+    `execute` wrapper is a plain method: the step awaits it instead of storing a
+    coroutine object."""
+    outcome = adk.run_workflow(_tool_workflow(async_value_tool, {"value": 7}), {})
+    assert isinstance(outcome, Completed), outcome
+    assert outcome.state["tool_result"] == {"tool_value": 7}
+
+
 def test_a_tool_that_wants_approval_fails_closed() -> None:
     """Follows adk_workflow_graph_test: confirmation_required_workflow_tool_fails_closed."""
     tool = _Protected()
