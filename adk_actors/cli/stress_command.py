@@ -4,13 +4,25 @@ print a summary (or, with ``--json``, the report itself as one JSON line).
 
 Exit codes (as ``adk eval run``'s gate): 0 every invariant held, 2 an invariant
 failed, 1 nothing conclusive ran (a refused scenario file or command line, a run or
-report that failed). A command line click refuses exits 1 here too, so 2 always
+report that failed, a report directory that cannot be written: checked before the
+run), 130 interrupted. A command line click refuses exits 1 here too, so 2 always
 means "the system broke an invariant".
+
+SIGTERM is a first Ctrl-C: the load stops, the runs in flight end, the target closes
+(a spawned daemon is drained), and the report of what ran is written and summarised
+before the exit 130. A second signal leaves at once: a spawned daemon is SIGKILLed and
+its directory removed first (`daemon_lifetime.reap_all`), and no report is written.
 """
 
 from __future__ import annotations
 
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import click
@@ -20,9 +32,10 @@ from rich.table import Table
 from adk_actors.cli.output import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, CliError, Output
 from adk_actors.cli.sanitize import markup
 from adk_actors.cli.stress_progress import StressProgress
+from adk_actors.stress.daemon_lifetime import reap_all
 from adk_actors.stress.engine import run_scenario
-from adk_actors.stress.records import StressReport, encode_report
-from adk_actors.stress.report import write_reports
+from adk_actors.stress.records import StressInterrupted, StressReport, encode_report
+from adk_actors.stress.report import check_report_dir, write_reports
 from adk_actors.stress.scenario import read_scenario
 from providers.errors import AdkError
 
@@ -80,7 +93,7 @@ def stress_command(scenario_path: str, report_dir: str, json_mode: bool) -> None
     """
     output = Output(json_mode)
     try:
-        report, paths = _run(scenario_path, Path(report_dir))
+        report, paths = _run(scenario_path, Path(report_dir), output)
     except CliError as error:
         output.fail(error)
     output.emit(encode_report(report), _render_summary)
@@ -88,6 +101,9 @@ def stress_command(scenario_path: str, report_dir: str, json_mode: bool) -> None
         "reports: " + ", ".join(str(path) for path in paths.values()),
         "dim",
     )
+    if report.interrupted:
+        output.note("interrupted: the report covers what ran before the stop", "bold yellow")
+        raise SystemExit(EXIT_INTERRUPTED)
     code = exit_code_for(report)
     if code != EXIT_OK:
         failed = [item.name for item in report.invariant_details if not item.held]
@@ -95,15 +111,26 @@ def stress_command(scenario_path: str, report_dir: str, json_mode: bool) -> None
     raise SystemExit(code)
 
 
-def _run(scenario_path: str, report_dir: Path) -> tuple[StressReport, dict[str, Path]]:
+def _run(
+    scenario_path: str, report_dir: Path, output: Output
+) -> tuple[StressReport, dict[str, Path]]:
     try:
         scenario = read_scenario(scenario_path)
+        check_report_dir(report_dir)  # before the run, not after hours of it
     except AdkError as error:
         raise CliError.from_adk(error, EXIT_ERROR) from None
     try:
-        with StressProgress() as progress:
-            report = run_scenario(scenario, on_progress=progress)
+        with _stop_signals(), StressProgress() as progress:
+            report = run_scenario(
+                scenario, on_progress=progress, on_stop=partial(_stopping, output)
+            )
+    except StressInterrupted as stopped:
+        report = stopped.report
     except KeyboardInterrupt:
+        killed = reap_all()
+        output.note(
+            f"left at once: no report written; {killed} spawned daemon(s) killed", "bold red"
+        )
         raise SystemExit(EXIT_INTERRUPTED) from None
     except AdkError as error:
         raise CliError.from_adk(error, EXIT_ERROR) from None
@@ -112,6 +139,33 @@ def _run(scenario_path: str, report_dir: Path) -> tuple[StressReport, dict[str, 
     except AdkError as error:
         raise CliError.from_adk(error, EXIT_ERROR) from None
     return report, paths
+
+
+@contextmanager
+def _stop_signals() -> Iterator[None]:
+    """While the scenario runs, SIGTERM is a Ctrl-C too (the engine stops at the first
+    and leaves at the second)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def _stopping(output: Output, in_flight: int) -> None:
+    """The engine's `on_stop`: say what the first Ctrl-C (or SIGTERM) does."""
+    output.note(
+        f"stopping: waiting for {in_flight} run(s) in flight, then the report is written "
+        "(Ctrl-C again to leave at once)",
+        "bold yellow",
+    )
 
 
 def _render_summary(console: Console, report: Any) -> None:
@@ -124,7 +178,8 @@ def _render_summary(console: Console, report: Any) -> None:
         f"in {float(report.get('duration_s', 0.0)):.1f} s: "
         f"{float(report.get('throughput_per_s', 0.0)):.1f} runs/s, "
         f"{int(report.get('restarts', 0))} restarts, "
-        f"{len(report.get('chaos', []))} chaos events"
+        f"{_chaos_count(report)} chaos events"
+        + (" [bold yellow](interrupted)[/]" if report.get("interrupted") else "")
     )
     counts = report.get("counts", {})
     console.print(
@@ -146,6 +201,13 @@ def _render_summary(console: Console, report: Any) -> None:
             markup(str(item.get("detail", ""))[:300]),
         )
     console.print(table)
+
+
+def _chaos_count(report: Any) -> str:
+    """Every chaos event (`chaos_total`), and how many the report kept when fewer."""
+    kept = len(report.get("chaos", []))
+    total = int(report.get("chaos_total", kept))
+    return f"{total} ({kept} kept)" if kept < total else str(total)
 
 
 def _number(value: object) -> str:

@@ -1,267 +1,71 @@
-"""The daemon the stress target drives: a spawned ``adk serve``, or one served in-process.
-
-`DaemonProcess` runs ``python -m adk_actors.daemon`` (what ``adk serve`` runs) as a
-subprocess on loopback with a generated ``ADK_DEV_TOKEN``, waits for its one JSON
-``"listening"`` line (bounded), and can SIGKILL it and start it again on the same data
-directory and port (so LMDB sessions survive and clients come back where they were).
-Its stderr (the daemon's logs) goes to a file in the work directory, never to a pipe
-nobody reads; only a bounded tail of it is ever read back, for an error message.
+"""The daemon the stress target drives when it serves it in-process, and how the target
+talks to any daemon (a subprocess one is `daemon_spawn.DaemonProcess`).
 
 `InProcessDaemon` serves the same daemon (`adk_actors.daemon.serve.main`) on a thread of
 this process, so the harness can reach its supervision tree: `kill_listener` sends the
 HTTP listener process the kernel's untrappable ``"kill"`` exit signal and waits for its
 supervisor to restart it and the port to answer again.
 
-It also holds what the target gives and expects of a daemon: the agent file
-(`agent_config`), the URL and token rules, the bounded API client, and the shape of a
-run's stored session (`session_problem`: whole invocations). Every wait here blocks: the
-async target calls these through `asyncio.to_thread`.
+It also holds what the target gives a daemon and how it reaches it: the agent file
+(`agent_config`), the URL and token rules, the bounded API client, and `DaemonApi`
+(requests and event streams that reconnect across a listener kill). The daemon waits
+here block: the async target calls them through `asyncio.to_thread`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import io
 import ipaddress
 import json
-import math
 import os
 import random
-import select
-import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any, Final, TypeVar
-from urllib.parse import urlsplit
+from typing import Any
+from urllib.parse import quote, urlsplit
 
 import httpx
 
 from adk_actors.app import APP_NAME
 from adk_actors.daemon.serve import main as serve_main
-from adk_actors.stress.records import InvariantResult, Outcome
-from adk_actors.stress.scenario import Lognormal, Scenario
+from adk_actors.serving.listener import UvicornOptions
+from adk_actors.stress.daemon_spawn import (
+    MAX_LINE,
+    START_TIMEOUT,
+    STOP_TIMEOUT,
+    TAIL_BYTES,
+    listening_line,
+)
+from adk_actors.stress.latency import draw_delay
+from adk_actors.stress.scenario import Scenario
 from providers.errors import AdkError
 from supervision import Pid, Supervisor, get_logger
 from supervision import exit as exit_signal
 
-START_TIMEOUT = 60.0
-"""How long a start may take to print its listening line (a loaded machine is slow)."""
-STOP_TIMEOUT = 30.0
-"""How long a SIGTERM drain may take before the process is killed."""
-_MAX_LINE = 8192
-_TAIL_BYTES = 2000
-_REPO = Path(__file__).resolve().parents[2]
-_DROPPED_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 LISTENER_CHILD = "http_listener"
-LISTENER_RESTART_TIMEOUT = 8.0
-"""How long a killed listener has to be restarted and answer (under the engine's 10 s)."""
+LISTENER_RESTART_TIMEOUT = UvicornOptions().stop_timeout + 5.0
+"""How long a killed listener has to be restarted and answer: its rebind waits up to the
+listener's own stop timeout for the killed uvicorn to let the port go, then starts."""
 _LISTENER_THREAD = "adk-http"
 AGENT_NAME = "StressAgent"
 ANSWER = "ok"
 SCRIPT_STEPS = 64
 """Latency draws in the spawned agent's repeating script."""
 _DEFAULT_CONCURRENCY = 256
-_PERCENTILE_99 = 2.3263478740408408
-"""The standard normal's 99th percentile: a lognormal's sigma from its median and p99."""
-SUPPORTED_KINDS: Final = ("runs", "sessions")
 MAX_CONNECTIONS = 1024
 REQUEST_TIMEOUT = httpx.Timeout(connect=5.0, read=30.0, write=10.0, pool=60.0)
 """Each API request's bounds (an event stream's read waits at most this between frames:
 the daemon sends a heartbeat every 15 s)."""
-SampleT = TypeVar("SampleT")
+MAX_STREAMS_PER_RUN = 64
+"""Event-stream connections one run may take (each ends at the daemon's own bounds)."""
+MAX_STREAM_BYTES = 64 << 20
+MAX_RETRIES = 20
+"""Reconnections of one request across listener kills."""
+SETTLE_TIMEOUT = 5.0
+"""How long a cancelled run has to reach its terminal."""
 _log = get_logger("adk_actors.stress.daemon_process")
-
-
-class DaemonProcess:
-    """One daemon subprocess at a time, restartable on the same port and data dir."""
-
-    def __init__(self, config: Path, data_dir: Path, token: str, extra_env: dict[str, str]) -> None:
-        self._config = config
-        self._data_dir = data_dir
-        self._token = token
-        self._extra_env = dict(extra_env)
-        self._process: subprocess.Popen[bytes] | None = None
-        self._log_file: IO[bytes] | None = None
-        self.port = 0
-        self.url = ""
-        self.starts = 0
-        self.descendants: set[int] = set()
-        """Every descendant pid seen while a daemon ran (checked gone after the stop)."""
-
-    def __repr__(self) -> str:  # never the token
-        return f"DaemonProcess(url={self.url!r}, pid={self.pid})"
-
-    @property
-    def pid(self) -> int | None:
-        return None if self._process is None else self._process.pid
-
-    def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
-
-    def start(self) -> str:
-        """Start the daemon (port 0 the first time, then the same port); its URL."""
-        if self.running():
-            raise AdkError("daemon_already_running", "the spawned daemon is still running")
-        self._close_streams()
-        log_path = self._data_dir.parent / f"daemon-{self.starts}.log"
-        self._log_file = log_path.open("wb")
-        args = [sys.executable, "-m", "adk_actors.daemon", "--config", str(self._config)]
-        args += ["--port", str(self.port), "--data", str(self._data_dir)]
-        process = subprocess.Popen(
-            args,
-            env=self._environ(),
-            cwd=self._data_dir.parent,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=self._log_file,
-            start_new_session=True,  # a Ctrl-C of the harness is not the daemon's
-        )
-        self._process = process
-        line = _first_line(process, START_TIMEOUT)
-        listening = _listening(line)
-        if listening is None:
-            if process.poll() is None:
-                process.kill()
-            process.wait(STOP_TIMEOUT)
-            raise AdkError(
-                "stress_daemon_start_failed",
-                f"the daemon did not start: {_tail(log_path)}",
-            )
-        self.url = str(listening["url"])
-        self.port = int(self.url.rsplit(":", 1)[1])
-        self.starts += 1
-        _log.info("adk.stress.daemon_started", url=self.url, pid=process.pid)
-        return self.url
-
-    def kill(self) -> int | None:
-        """SIGKILL the daemon and reap it; the pid it had (None if none ran)."""
-        process = self._process
-        if process is None or process.poll() is not None:
-            return None
-        self.descendants |= descendants(process.pid)
-        process.kill()
-        process.wait(STOP_TIMEOUT)
-        return process.pid
-
-    def stop(self) -> int | None:
-        """SIGTERM the daemon and wait for its drained exit; its exit code (None if it
-        did not run; -9 if it had to be killed after `STOP_TIMEOUT`)."""
-        process = self._process
-        if process is None:
-            return None
-        if process.poll() is None:
-            self.descendants |= descendants(process.pid)
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(STOP_TIMEOUT)
-        self._close_streams()
-        return process.returncode
-
-    def leftover_children(self) -> list[str]:
-        """Descendants seen while it ran that are still alive (none after a clean stop)."""
-        return [f"pid {pid}" for pid in sorted(self.descendants) if _alive(pid)]
-
-    def _environ(self) -> dict[str, str]:
-        environ = {
-            key: value
-            for key, value in os.environ.items()
-            if not key.startswith("ADK_") and key not in _DROPPED_ENV
-        }
-        path = environ.get("PYTHONPATH")
-        environ["PYTHONPATH"] = str(_REPO) if not path else f"{_REPO}{os.pathsep}{path}"
-        environ.update(self._extra_env)
-        environ["ADK_DEV_TOKEN"] = self._token
-        return environ
-
-    def _close_streams(self) -> None:
-        if self._process is not None and self._process.stdout is not None:
-            self._process.stdout.close()
-        if self._log_file is not None:
-            self._log_file.close()
-            self._log_file = None
-
-
-def _first_line(process: subprocess.Popen[bytes], timeout: float) -> bytes:
-    """The first stdout line (at most `_MAX_LINE` bytes), or b"" if none came in time."""
-    stream = process.stdout
-    assert stream is not None
-    deadline = time.monotonic() + timeout
-    line = b""
-    fd = stream.fileno()
-    while not line.endswith(b"\n") and len(line) < _MAX_LINE:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return b""
-        ready, _, _ = select.select([fd], [], [], left)
-        if not ready:
-            return b""
-        chunk = os.read(fd, 1)
-        if not chunk:
-            return b""
-        line += chunk
-    return line
-
-
-def _listening(line: bytes) -> dict[str, Any] | None:
-    try:
-        value = json.loads(line)
-    except ValueError:
-        return None
-    if isinstance(value, dict) and value.get("status") == "listening" and "url" in value:
-        return value
-    return None
-
-
-def _tail(path: Path) -> str:
-    try:
-        with path.open("rb") as stream:
-            stream.seek(0, os.SEEK_END)
-            stream.seek(max(0, stream.tell() - _TAIL_BYTES))
-            return stream.read().decode("utf-8", "replace").strip()[-_TAIL_BYTES:]
-    except OSError:
-        return "(no log)"
-
-
-def descendants(pid: int) -> set[int]:
-    """Every live descendant of `pid`, from ``/proc/<pid>/task/*/children`` (empty where
-    that is not available)."""
-    found: set[int] = set()
-    pending = [pid]
-    while pending and len(found) < 4096:
-        current = pending.pop()
-        for task in _tasks(current):
-            try:
-                text = (task / "children").read_text()
-            except OSError:
-                continue
-            for word in text.split():
-                child = int(word)
-                if child not in found:
-                    found.add(child)
-                    pending.append(child)
-    return found
-
-
-def _tasks(pid: int) -> list[Path]:
-    try:
-        return list(Path(f"/proc/{pid}/task").iterdir())
-    except OSError:
-        return []
-
-
-def _alive(pid: int) -> bool:
-    """True while `pid` exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    state = stat.rsplit(")", 1)[-1].split()[:1]
-    return state != ["Z"]
 
 
 class _LineSink(io.StringIO):
@@ -272,7 +76,7 @@ class _LineSink(io.StringIO):
         self.ready = threading.Event()
 
     def write(self, text: str) -> int:
-        written = super().write(text[:_MAX_LINE])
+        written = super().write(text[:MAX_LINE])
         if "\n" in text:
             self.ready.set()
         return written
@@ -311,9 +115,9 @@ class InProcessDaemon:
             if not thread.is_alive() or time.monotonic() > deadline:
                 self._stop.set()
                 thread.join(STOP_TIMEOUT)
-                shown = err.getvalue().strip()[-_TAIL_BYTES:] or "no listening line"
+                shown = err.getvalue().strip()[-TAIL_BYTES:] or "no listening line"
                 raise AdkError("stress_daemon_start_failed", f"the daemon did not start: {shown}")
-        listening = _listening(out.getvalue().splitlines()[0].encode())
+        listening = listening_line(out.getvalue().splitlines()[0].encode())
         if listening is None:
             raise AdkError("stress_daemon_start_failed", "the daemon printed no listening line")
         self.url = str(listening["url"])
@@ -395,7 +199,9 @@ def agent_config(scenario: Scenario) -> dict[str, Any]:
     concurrent invocations for the scenario's concurrency."""
     rng = random.Random(scenario.seed)
     latency = scenario.model.latency
-    steps = [{"text": ANSWER, "delay": _draw(latency, rng)} for _ in range(SCRIPT_STEPS)]
+    steps = [
+        {"text": ANSWER, "delay": round(draw_delay(latency, rng), 6)} for _ in range(SCRIPT_STEPS)
+    ]
     concurrency = scenario.concurrency or _DEFAULT_CONCURRENCY
     return {
         "name": AGENT_NAME,
@@ -404,15 +210,6 @@ def agent_config(scenario: Scenario) -> dict[str, Any]:
         "script_repeat": True,
         "max_concurrent_invocations": min(4096, max(32, concurrency)),
     }
-
-
-def _draw(latency: tuple[float, float] | Lognormal, rng: random.Random) -> float:
-    if isinstance(latency, Lognormal):
-        sigma = math.log(latency.p99_s / latency.median_s) / _PERCENTILE_99
-        value = rng.lognormvariate(math.log(latency.median_s), sigma)
-        return round(min(value, latency.p99_s * 10), 6)
-    low, high = latency
-    return round(rng.uniform(low, high), 6)
 
 
 def check_daemon_url(url: str) -> str:
@@ -462,57 +259,7 @@ def env_token(environ: dict[str, str] | None = None) -> str:
     return token
 
 
-# -- what the stress target checks and uses ---------------------------------------------
-
-
-def session_problem(
-    session: Any, message: str, outcome: Outcome, state_index: int | None
-) -> str | None:
-    """What breaks "whole invocations" in one session's JSON, or None.
-
-    Its events group by invocation id into contiguous runs, each opened by the user's
-    message; a completed run's one invocation ends with a final answer; only a run lost
-    across a kill may stop part way. `state_index` is checked against the state."""
-    name = str(session.get("id", "?")) if isinstance(session, dict) else "?"
-    if not isinstance(session, dict) or not isinstance(session.get("events"), list):
-        return f"{name}: not a session"
-    events = [event for event in session["events"] if isinstance(event, dict)]
-    if session.get("events_truncated"):
-        return f"{name}: more events than one page holds"
-    groups: list[list[dict[str, Any]]] = []
-    for event in events:
-        if groups and groups[-1][0].get("invocation_id") == event.get("invocation_id"):
-            groups[-1].append(event)
-        elif any(group[0].get("invocation_id") == event.get("invocation_id") for group in groups):
-            return f"{name}: invocations interleave"
-        else:
-            groups.append([event])
-    if state_index is not None and session.get("state", {}).get("stress_index") != state_index:
-        return f"{name}: its state was not kept"
-    if not groups:
-        return None if outcome is Outcome.LOST else f"{name}: no events stored"
-    if len(groups) != 1:
-        return f"{name}: {len(groups)} invocations for one run"
-    group = groups[0]
-    if group[0].get("author") != "user" or group[0].get("text") != message:
-        return f"{name}: the invocation does not open with its message"
-    final = group[-1]
-    complete = len(group) >= 2 and final.get("is_final") is True and "error" not in final
-    if outcome is Outcome.COMPLETED and not complete:
-        return f"{name}: a completed run without its final answer"
-    return None
-
-
-def check_kinds(scenario: Scenario) -> None:
-    kinds: list[str] = [scenario.kind]
-    if scenario.kind == "mixed" and scenario.mix is not None:
-        kinds = [kind for kind, weight in scenario.mix.weights().items() if weight > 0]
-    for kind in kinds:
-        if kind not in SUPPORTED_KINDS:
-            raise AdkError(
-                ("stress_kind_not_supported", kind),
-                f"kind {kind} is not supported against a daemon",
-            )
+# -- how the target talks to it ---------------------------------------------------------
 
 
 def api_client(url: str, token: str, connections: int) -> httpx.AsyncClient:
@@ -531,43 +278,142 @@ def api_client(url: str, token: str, connections: int) -> httpx.AsyncClient:
     )
 
 
+def api_path(*segments: str) -> str:
+    """A ``/dev/v1/...`` path with each segment percent-encoded (a slash included)."""
+    return "/dev/v1/" + "/".join(quote(segment, safe="") for segment in segments)
+
+
 def connections_for(scenario: Scenario) -> int:
     """Connections: each in-flight run follows one stream, plus its start and reads."""
     wanted = 2 * scenario.concurrency + 8 if scenario.concurrency else _DEFAULT_CONCURRENCY
     return min(MAX_CONNECTIONS, wanted)
 
 
-def reservoir_add(
-    samples: list[SampleT], sample: SampleT, seen: int, rng: random.Random, limit: int
-) -> None:
-    """Keep in `samples` a uniform sample of at most `limit` of the `seen` items."""
-    if len(samples) < limit:
-        samples.append(sample)
-        return
-    slot = rng.randrange(seen)
-    if slot < limit:
-        samples[slot] = sample
+# -- the connection ------------------------------------------------------------------------
 
 
-def stop_invariants(code: int | None, leftovers: list[str]) -> list[InvariantResult]:
-    """A spawned daemon's stop: exit code 0 after its drain, and nothing left behind."""
-    left = f"{len(leftovers)} left after the stop: {', '.join(leftovers[:5])}"
-    return [
-        InvariantResult(
-            name="daemon_clean_exit", held=code == 0, detail=f"exit code {code} on SIGTERM"
-        ),
-        InvariantResult(
-            name="daemon_no_child_processes",
-            held=not leftovers,
-            detail=left if leftovers else "nothing left after the stop",
-        ),
-    ]
+class Lost(Exception):
+    """The connection failed under a request; `sent`: the request may have arrived."""
+
+    def __init__(self, sent: bool) -> None:
+        super().__init__("connection failed")
+        self.sent = sent
+        self.accepted = False
+        """The run had been accepted (202) before the connection failed."""
 
 
-def listener_invariant(kills: int, failures: int) -> InvariantResult:
-    """Every killed listener was restarted by its supervisor and its port answered."""
-    return InvariantResult(
-        name="daemon_listener_restarted",
-        held=failures == 0,
-        detail=f"{kills} listener kill(s), {failures} not restarted with the port answering",
-    )
+class DaemonApi:
+    """The target's connection to the daemon's ``/dev/v1`` API: requests and event
+    streams that reconnect across a listener kill (`listener_kills` changed or
+    `listener_killing`), and `Lost` when a connection fails with no such kill behind it.
+    `up` is clear while the daemon or its listener is being restarted."""
+
+    def __init__(self) -> None:
+        self.client: httpx.AsyncClient | None = None
+        self.up = asyncio.Event()
+        self.listener_kills = 0
+        self.listener_killing = False
+
+    async def replace(self, client: httpx.AsyncClient | None) -> None:
+        """Use `client` from now on (a restarted daemon; None: closed), closing the one
+        before."""
+        old, self.client = self.client, client
+        if old is not None:
+            await old.aclose()
+
+    async def await_terminal(self, run_id: str) -> dict[str, Any]:
+        """The run's terminal outcome JSON, read from its event stream (reconnecting
+        with ``Last-Event-ID`` when a connection ends at its bounds or a listener kill
+        cut it)."""
+        cursor = 0
+        budget = MAX_STREAM_BYTES
+        for attempt in range(MAX_STREAMS_PER_RUN):
+            headers = {"accept": "text/event-stream"}
+            if cursor:
+                headers["last-event-id"] = str(cursor)
+            listener = self.listener_kills
+            try:
+                async with self.http().stream(
+                    "GET", f"/dev/v1/runs/{quote(run_id, safe='')}/events", headers=headers
+                ) as response:
+                    if response.status_code != 200:
+                        return await self.status_terminal(run_id)
+                    frame: dict[str, str] = {}
+                    async for line in response.aiter_lines():
+                        budget -= len(line) + 1
+                        if budget < 0:
+                            return await self.status_terminal(run_id)
+                        if line:
+                            field, _, value = line.partition(":")
+                            frame[field] = value.removeprefix(" ")
+                            continue
+                        if frame.get("id", "").isdigit():
+                            cursor = int(frame["id"])
+                        if frame.get("event") == "terminal":
+                            terminal: dict[str, Any] = json.loads(frame.get("data", "{}"))
+                            return terminal
+                        if frame.get("event") == "replay_gap":
+                            return await self.status_terminal(run_id)
+                        frame = {}
+            except httpx.TransportError:
+                if not self.across_listener_kill(listener):
+                    raise Lost(sent=True) from None
+                await self.pause(attempt)
+        return await self.status_terminal(run_id)
+
+    async def status_terminal(self, run_id: str) -> dict[str, Any]:
+        """The run's outcome from its status, polled until it is terminal."""
+        delay = 0.01
+        while True:
+            response = await self.request("GET", f"/dev/v1/runs/{quote(run_id, safe='')}")
+            if response.status_code == 404:
+                raise Lost(sent=True)  # only a restarted daemon forgets a retained run
+            if response.status_code == 200:
+                outcome = response.json().get("outcome")
+                if isinstance(outcome, dict):
+                    return outcome
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.25)
+
+    async def cancel(self, run_id: str) -> dict[str, Any] | None:
+        """Past its deadline: cancel the run and take the terminal it reaches (None if
+        none came within `SETTLE_TIMEOUT`)."""
+        try:
+            async with asyncio.timeout(SETTLE_TIMEOUT):
+                await self.request("DELETE", f"/dev/v1/runs/{quote(run_id, safe='')}")
+                return await self.status_terminal(run_id)
+        except TimeoutError:
+            return None
+
+    async def request(self, method: str, path: str, **body: Any) -> httpx.Response:
+        """One API request, sent again across a listener kill when that is safe (it
+        never arrived, or it is a GET); otherwise a transport failure is `_Lost`."""
+        for attempt in range(MAX_RETRIES):
+            listener = self.listener_kills
+            try:
+                return await self.http().request(method, path, json=body if body else None)
+            except httpx.ConnectError:
+                if not self.across_listener_kill(listener):
+                    raise Lost(sent=False) from None
+            except httpx.TransportError:
+                if method != "GET" or not self.across_listener_kill(listener):
+                    raise Lost(sent=True) from None
+            await self.pause(attempt)
+        raise Lost(sent=method != "GET")
+
+    def across_listener_kill(self, listener_kills_before: int) -> bool:
+        return self.listener_killing or self.listener_kills != listener_kills_before
+
+    async def pause(self, attempt: int) -> None:
+        """Before a reconnection: the listener's restart, then a short backoff."""
+        try:
+            async with asyncio.timeout(SETTLE_TIMEOUT * 2):
+                await self.up.wait()
+        except TimeoutError:
+            pass
+        await asyncio.sleep(min(0.02 * (attempt + 1), 0.5))
+
+    def http(self) -> httpx.AsyncClient:
+        if self.client is None:
+            raise AdkError("stress_target_not_open", "open the daemon target first")
+        return self.client

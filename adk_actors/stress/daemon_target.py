@@ -11,13 +11,17 @@ the listener process. With ``{"daemon": {"url": ...}}`` it drives that daemon wi
 ``ADK_DEV_TOKEN`` and the first agent it lists.
 
 Kinds: ``runs`` (a run per unit, one session each) and ``sessions`` (create the session,
-write its state, run a turn, read it back); any other kind is refused at `open`. A run
-in flight when the harness SIGKILLed the daemon ends `Outcome.LOST`; across a listener
-kill the target reconnects (the run goes on in the daemon); a transport failure with no
-kill behind it is a failure and breaks an invariant. `close` checks that every accepted
-run reached one terminal (or was lost across a kill), that the daemon answers after its
-restarts, that sampled sessions read back through the API hold whole invocations, and
-that a spawned daemon drains to exit code 0 on SIGTERM leaving no child process.
+write its state, run a turn, read it back); other kinds and chaos actions it cannot do
+are refused at `open` (`daemon_checks`). A run in flight when the harness SIGKILLed the
+daemon ends `Outcome.LOST`; across a listener kill the target reconnects (the run goes
+on in the daemon); a transport failure with no kill behind it is a failure and breaks an
+invariant. Every session it creates is deleted: at once when it is not in the sample
+read back at `close`, else after that read (so a ``url`` daemon keeps none of them).
+`close` checks that every accepted run reached one terminal (or was lost across a kill)
+that the daemon's own record of it agrees with, that the daemon answers after its
+restarts, that sampled sessions hold whole invocations, that the daemon's kernel
+counters settled back to the baseline taken at `open`, and that a spawned daemon drains
+to exit code 0 on SIGTERM leaving no child.
 """
 
 from __future__ import annotations
@@ -31,28 +35,48 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
-from urllib.parse import quote
 
 import httpx
 
-from adk_actors.stress.daemon_process import (
-    AGENT_NAME,
-    STOP_TIMEOUT,
-    DaemonProcess,
-    InProcessDaemon,
-    agent_config,
-    api_client,
-    check_daemon_url,
+from adk_actors.stress.daemon_checks import (
+    bounded_append,
+    check_chaos,
     check_kinds,
-    connections_for,
-    env_token,
+    kernel_counters,
+    kernel_invariant,
+    kernel_problems,
     listener_invariant,
-    reservoir_add,
+    lost_invariant,
+    serves_in_process,
     session_problem,
     stop_invariants,
+    terminal_invariant,
 )
+from adk_actors.stress.daemon_lifetime import register_workdir, release_workdir
+from adk_actors.stress.daemon_process import (
+    AGENT_NAME,
+    SETTLE_TIMEOUT,
+    DaemonApi,
+    InProcessDaemon,
+    Lost,
+    agent_config,
+    api_client,
+    api_path,
+    check_daemon_url,
+    connections_for,
+    env_token,
+)
+from adk_actors.stress.daemon_spawn import STOP_TIMEOUT, DaemonProcess
 from adk_actors.stress.engine import install_daemon_target
-from adk_actors.stress.records import ChaosEvent, InvariantResult, Outcome
+from adk_actors.stress.latency import SampleReservoir
+from adk_actors.stress.records import (
+    ChaosEvent,
+    ChaosOutcome,
+    InvariantResult,
+    Outcome,
+    chaos_event,
+    outcome_of,
+)
 from adk_actors.stress.scenario import DaemonTarget, Scenario
 from providers.errors import AdkError
 from supervision import get_logger
@@ -61,25 +85,12 @@ APP_NAME = "stress"
 MAX_SAMPLED_SESSIONS = 256
 """Sessions read back at `close` (a uniform sample of the completed ones)."""
 MAX_LOST_SESSIONS = 256
-MAX_STREAMS_PER_RUN = 64
-"""Event-stream connections one run may take (each ends at the daemon's own bounds)."""
-MAX_STREAM_BYTES = 64 << 20
-MAX_RETRIES = 20
-"""Reconnections of one request across listener kills."""
-SETTLE_TIMEOUT = 5.0
+MAX_UNDELETED = 4096
+"""Sessions whose delete failed during the load, tried again at `close`."""
+OBSERVABILITY = "/dev/v1/observability"
 _log = get_logger("adk_actors.stress.daemon_target")
 
 Daemon = DaemonProcess | InProcessDaemon
-
-
-class _Lost(Exception):
-    """The connection failed under a request; `sent`: the request may have arrived."""
-
-    def __init__(self, sent: bool) -> None:
-        super().__init__("connection failed")
-        self.sent = sent
-        self.accepted = False
-        """The run had been accepted (202) before the connection failed."""
 
 
 class _Sample(NamedTuple):
@@ -103,20 +114,17 @@ class DaemonApiTarget:
         self._prefix = secrets.token_hex(4)
         """In every session id: a second scenario against the same daemon starts fresh."""
         self._scenario: Scenario | None = None
-        self._client: httpx.AsyncClient | None = None
+        self._api = DaemonApi()
         self._daemon: Daemon | None = None
         self._workdir: Path | None = None
         self._agent = AGENT_NAME
         self._token = ""
-        self._up = asyncio.Event()
         self._down = False
         """A restart failed: the daemon is gone for good, units are refused at once."""
         self._chaos_lock = asyncio.Lock()
         self._chaos_tasks: set[asyncio.Task[ChaosEvent]] = set()
         self._generation = 0
         """Daemon kills so far: a request that fails across a change of it is lost."""
-        self._listener_kills = 0
-        self._listener_killing = False
         self._restarts = 0
         self._restart_failures = 0
         self._listener_failures = 0
@@ -126,9 +134,16 @@ class DaemonApiTarget:
         self._terminals: dict[Outcome, int] = {outcome: 0 for outcome in Outcome}
         self._unexplained: list[str] = []
         self._inconsistent: list[str] = []
-        self._seen_completed = 0
-        self._samples: list[_Sample] = []
+        self._samples: SampleReservoir[_Sample] = SampleReservoir(
+            MAX_SAMPLED_SESSIONS, rng=self._rng
+        )
         self._lost_samples: list[_Sample] = []
+        self._undeleted: list[tuple[str, str]] = []
+        self._undeleted_dropped = 0
+        self._deleted = 0
+        self._cross_checked = 0
+        self._disagreed: list[str] = []
+        self._kernel_baseline: dict[str, int] | None = None
 
     def __repr__(self) -> str:  # never the token
         return f"DaemonApiTarget(daemon={self._daemon!r})"
@@ -140,6 +155,11 @@ class DaemonApiTarget:
         if not isinstance(scenario.target, DaemonTarget):
             raise AdkError("stress_target_not_daemon", "the scenario's target is not a daemon")
         check_kinds(scenario)
+        spec = scenario.target.daemon
+        serve_here = spec.url is None and (
+            serves_in_process(scenario) if self._in_process is None else self._in_process
+        )
+        check_chaos(scenario, serve_here)
         if scenario.tool_calls:
             raise AdkError(
                 "stress_daemon_tool_calls_unsupported",
@@ -147,18 +167,19 @@ class DaemonApiTarget:
             )
         self._scenario = scenario
         self._rng = random.Random(scenario.seed)
-        spec = scenario.target.daemon
+        self._samples = SampleReservoir(MAX_SAMPLED_SESSIONS, rng=self._rng)
         if spec.url is not None:
             url, self._token = check_daemon_url(spec.url), env_token()
         else:
-            url = await self._spawn(scenario)
+            url = await self._spawn(scenario, serve_here)
         try:
-            self._client = api_client(url, self._token, connections_for(scenario))
+            await self._api.replace(api_client(url, self._token, connections_for(scenario)))
             self._agent = await self._baseline(spec.url is not None)
+            self._kernel_baseline = await self._kernel()
         except BaseException:
             await self._teardown()
             raise
-        self._up.set()
+        self._api.up.set()
 
     async def run_one(self, kind: str, index: int, deadline: float) -> Outcome:
         """One unit of `kind`; exactly one `Outcome`, LOST only across a daemon kill."""
@@ -189,29 +210,42 @@ class DaemonApiTarget:
         """Check every invariant, then stop a spawned daemon (SIGTERM) and clean up."""
         if self._chaos_tasks:
             await asyncio.wait(list(self._chaos_tasks), timeout=STOP_TIMEOUT)
-        results = [self._terminal_invariant(), self._lost_invariant()]
-        if self._listener_kills:
-            results.append(listener_invariant(self._listener_kills, self._listener_failures))
+        lost = self._terminals[Outcome.LOST]
+        results = [
+            terminal_invariant(
+                self._accepted,
+                self._terminals,
+                self._unknown_starts,
+                self._cross_checked,
+                self._disagreed,
+            ),
+            lost_invariant(lost, self._generation, self._unexplained),
+        ]
+        if self._api.listener_kills:
+            results.append(listener_invariant(self._api.listener_kills, self._listener_failures))
         try:
             if self._generation:
                 results.append(await self._answers_invariant())
-            if self._client is not None:
+            if self._api.client is not None:
                 results.append(await self._sessions_invariant())
+                results.append(await self._kernel_invariant())
+                results.append(await self._deleted_invariant())
         finally:
             results.extend(await self._teardown())
         return results
 
     # -- opening and closing -----------------------------------------------------------
 
-    async def _spawn(self, scenario: Scenario) -> str:
+    async def _spawn(self, scenario: Scenario, serve_here: bool) -> str:
         workdir = Path(tempfile.mkdtemp(prefix="adk-stress-daemon-"))
+        register_workdir(workdir)  # removed at exit even if `close` never runs
         self._workdir = workdir
         config = workdir / "agent.json"
         config.write_text(json.dumps(agent_config(scenario)))
         self._token = secrets.token_urlsafe(32)
         extra = {"ADK_DEV_DRAIN_GRACE_MS": "5000"}
         daemon: Daemon
-        if _in_process(scenario) if self._in_process is None else self._in_process:
+        if serve_here:
             daemon = InProcessDaemon(config, workdir / "data", self._token, extra)
         else:
             daemon = DaemonProcess(config, workdir / "data", self._token, extra)
@@ -225,7 +259,7 @@ class DaemonApiTarget:
     async def _baseline(self, remote: bool) -> str:
         """The agent to drive: ours when spawned, the first one listed at a URL."""
         try:
-            response = await self._http().get("/dev/v1/agents")
+            response = await self._api.http().get("/dev/v1/agents")
         except httpx.HTTPError:
             raise AdkError("stress_daemon_unreachable", "the daemon did not answer") from None
         if response.status_code != 200:
@@ -249,20 +283,18 @@ class DaemonApiTarget:
     async def _teardown(self) -> list[InvariantResult]:
         """Close the client, stop a spawned daemon and remove its directory; the
         invariants of its stop (none when nothing was spawned)."""
-        client, self._client = self._client, None
         daemon, workdir = self._daemon, self._workdir
         self._daemon = self._workdir = None
-        if client is not None:
-            await client.aclose()
-        if daemon is None:
-            return []
         try:
+            await self._api.replace(None)
+            if daemon is None:
+                return []
             code = await asyncio.to_thread(daemon.stop)
-            leftovers = daemon.leftover_children()
+            return stop_invariants(code, daemon.leftover_children())
         finally:
             if workdir is not None:
                 await asyncio.to_thread(shutil.rmtree, workdir, True)
-        return stop_invariants(code, leftovers)
+                release_workdir(workdir)
 
     # -- one unit ----------------------------------------------------------------------
 
@@ -272,40 +304,48 @@ class DaemonApiTarget:
         message = f"stress message {index}"
         try:
             async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                await self._up.wait()
+                await self._api.up.wait()
         except TimeoutError:
             return Outcome.REJECTED  # the daemon was down (restarting) until the deadline
         if self._down:
             return Outcome.REJECTED
-        generation, listener = self._generation, self._listener_kills
+        generation, listener = self._generation, self._api.listener_kills
         try:
             if explicit_session and not await self._prepare_session(user, session, index):
+                await self._delete(user, session)
                 return Outcome.FAILED
             return await self._run_and_check(
                 user, session, message, index if explicit_session else None, deadline
             )
-        except _Lost as lost:
+        except Lost as lost:
             if self._generation != generation:
                 self._terminals[Outcome.LOST] += 1
-                _keep(self._lost_samples, _Sample(user, session, message, Outcome.LOST, None))
+                if len(self._lost_samples) < MAX_LOST_SESSIONS:
+                    self._lost_samples.append(_Sample(user, session, message, Outcome.LOST, None))
+                else:
+                    await self._delete(user, session)
                 return Outcome.LOST
-            if self._listener_kills != listener and not lost.accepted:
+            if self._api.listener_kills != listener and not lost.accepted:
                 if lost.sent:
                     self._unknown_starts += 1  # cut across a listener kill: not known started
+                self._defer_delete(user, session)  # a run may have started: at `close`
                 return Outcome.REJECTED
             why = "lost track of the accepted run" if lost.accepted else "the connection failed"
-            _bounded_append(self._unexplained, f"{session}: {why}, no daemon kill")
+            bounded_append(self._unexplained, f"{session}: {why}, no daemon kill")
+            await self._delete(user, session)
             return Outcome.FAILED
 
     async def _prepare_session(self, user: str, session: str, index: int) -> bool:
-        created = await self._request("POST", _path("sessions", APP_NAME, user), session_id=session)
+        created = await self._api.request(
+            "POST", api_path("sessions", APP_NAME, user), session_id=session
+        )
         if created.status_code != 201:
-            _bounded_append(self._inconsistent, f"{session}: create answered {created.status_code}")
+            bounded_append(self._inconsistent, f"{session}: create answered {created.status_code}")
             return False
-        state_path = _path("sessions", APP_NAME, user, session) + "/state"
-        written = await self._request("POST", state_path, state_delta={"stress_index": index})
+        state_path = api_path("sessions", APP_NAME, user, session) + "/state"
+        written = await self._api.request("POST", state_path, state_delta={"stress_index": index})
         if written.status_code != 200:
-            _bounded_append(self._inconsistent, f"{session}: state answered {written.status_code}")
+            bounded_append(self._inconsistent, f"{session}: state answered {written.status_code}")
             return False
         return True
 
@@ -319,141 +359,85 @@ class DaemonApiTarget:
             "session_id": session,
             "message": message,
         }
-        started = await self._request("POST", "/dev/v1/runs", **body)
-        if started.status_code in (429, 503):
-            return Outcome.REJECTED
+        started = await self._api.request("POST", "/dev/v1/runs", **body)
         if started.status_code != 202:
-            _bounded_append(self._unexplained, f"{session}: start answered {started.status_code}")
+            await self._delete(user, session)
+            if started.status_code in (429, 503):
+                return Outcome.REJECTED
+            bounded_append(self._unexplained, f"{session}: start answered {started.status_code}")
             return Outcome.FAILED
         self._accepted += 1
         run_id = str(started.json()["run_id"])
         try:
             async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                terminal = await self._await_terminal(run_id)
+                terminal = await self._api.await_terminal(run_id)
         except TimeoutError:
-            terminal = await self._cancel(run_id)
-        except _Lost as lost:
+            cancelled = await self._api.cancel(run_id)
+            if cancelled is None:
+                bounded_append(self._unexplained, f"{run_id}: no terminal after a cancel")
+            terminal = cancelled or {"type": "failed"}
+        except Lost as lost:
             lost.accepted = True
             raise
-        outcome = _outcome(terminal)
+        outcome = outcome_of(terminal.get("type"))
         self._terminals[outcome] += 1
+        await self._cross_check(run_id, terminal)
         sample = _Sample(user, session, message, outcome, state_index)
         if state_index is not None and outcome is Outcome.COMPLETED:
             try:
                 problem = await self._check_session(sample)
-            except _Lost:  # the run did end: its session is read back at `close` instead
+            except Lost:  # the run did end: its session is read back at `close` instead
                 problem = None
             if problem is not None:
-                _bounded_append(self._inconsistent, problem)
+                bounded_append(self._inconsistent, problem)
+                await self._delete(user, session)
                 return Outcome.FAILED
-        if outcome is Outcome.COMPLETED:
-            self._seen_completed += 1
-            reservoir_add(
-                self._samples, sample, self._seen_completed, self._rng, MAX_SAMPLED_SESSIONS
-            )
+        # a completed run's session may be sampled (read back at `close`, deleted then)
+        left = self._samples.add(sample) if outcome is Outcome.COMPLETED else sample
+        if left is not None:
+            await self._delete(left.user, left.session)
         return outcome
 
-    async def _await_terminal(self, run_id: str) -> dict[str, Any]:
-        """The run's terminal outcome JSON, read from its event stream (reconnecting
-        with ``Last-Event-ID`` when a connection ends at its bounds or a listener kill
-        cut it)."""
-        cursor = 0
-        budget = MAX_STREAM_BYTES
-        for attempt in range(MAX_STREAMS_PER_RUN):
-            headers = {"accept": "text/event-stream"}
-            if cursor:
-                headers["last-event-id"] = str(cursor)
-            listener = self._listener_kills
-            try:
-                async with self._http().stream(
-                    "GET", f"/dev/v1/runs/{quote(run_id, safe='')}/events", headers=headers
-                ) as response:
-                    if response.status_code != 200:
-                        return await self._status_terminal(run_id)
-                    frame: dict[str, str] = {}
-                    async for line in response.aiter_lines():
-                        budget -= len(line) + 1
-                        if budget < 0:
-                            return await self._status_terminal(run_id)
-                        if line:
-                            field, _, value = line.partition(":")
-                            frame[field] = value.removeprefix(" ")
-                            continue
-                        if frame.get("id", "").isdigit():
-                            cursor = int(frame["id"])
-                        if frame.get("event") == "terminal":
-                            terminal: dict[str, Any] = json.loads(frame.get("data", "{}"))
-                            return terminal
-                        if frame.get("event") == "replay_gap":
-                            return await self._status_terminal(run_id)
-                        frame = {}
-            except httpx.TransportError:
-                if not self._across_listener_kill(listener):
-                    raise _Lost(sent=True) from None
-                await self._pause(attempt)
-        return await self._status_terminal(run_id)
-
-    async def _status_terminal(self, run_id: str) -> dict[str, Any]:
-        """The run's outcome from its status, polled until it is terminal."""
-        delay = 0.01
-        while True:
-            response = await self._request("GET", f"/dev/v1/runs/{quote(run_id, safe='')}")
-            if response.status_code == 404:
-                raise _Lost(sent=True)  # only a restarted daemon forgets a retained run
-            if response.status_code == 200:
-                outcome = response.json().get("outcome")
-                if isinstance(outcome, dict):
-                    return outcome
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.25)
-
-    async def _cancel(self, run_id: str) -> dict[str, Any]:
-        """Past its deadline: cancel the run and take the terminal it reaches."""
+    async def _cross_check(self, run_id: str, terminal: dict[str, Any]) -> None:
+        """The daemon's own record of the run (``GET /dev/v1/runs/{id}``) must hold the
+        terminal the stream delivered (a restarted daemon that forgot it is no check)."""
         try:
-            async with asyncio.timeout(SETTLE_TIMEOUT):
-                await self._request("DELETE", f"/dev/v1/runs/{quote(run_id, safe='')}")
-                return await self._status_terminal(run_id)
-        except TimeoutError:
-            _bounded_append(self._unexplained, f"{run_id}: no terminal after a cancel")
-            return {"type": "failed", "reason": "no_terminal"}
+            response = await self._api.request("GET", api_path("runs", run_id))
+        except Lost:
+            return
+        if response.status_code != 200:
+            return
+        recorded = response.json().get("outcome")
+        self._cross_checked += 1
+        if not isinstance(recorded, dict) or recorded.get("type") != terminal.get("type"):
+            seen, kept = terminal.get("type"), recorded.get("type") if recorded else None
+            bounded_append(self._disagreed, f"{run_id}: streamed {seen}, recorded {kept}")
 
-    async def _request(self, method: str, path: str, **body: Any) -> httpx.Response:
-        """One API request, sent again across a listener kill when that is safe (it
-        never arrived, or it is a GET); otherwise a transport failure is `_Lost`."""
-        for attempt in range(MAX_RETRIES):
-            listener = self._listener_kills
-            try:
-                return await self._http().request(method, path, json=body if body else None)
-            except httpx.ConnectError:
-                if not self._across_listener_kill(listener):
-                    raise _Lost(sent=False) from None
-            except httpx.TransportError:
-                if method != "GET" or not self._across_listener_kill(listener):
-                    raise _Lost(sent=True) from None
-            await self._pause(attempt)
-        raise _Lost(sent=method != "GET")
-
-    def _across_listener_kill(self, listener_kills_before: int) -> bool:
-        return self._listener_killing or self._listener_kills != listener_kills_before
-
-    async def _pause(self, attempt: int) -> None:
-        """Before a reconnection: the listener's restart, then a short backoff."""
+    async def _delete(self, user: str, session: str) -> bool:
+        """Delete one session this target created (gone already counts); on failure it
+        is tried again at `close`."""
         try:
-            async with asyncio.timeout(SETTLE_TIMEOUT * 2):
-                await self._up.wait()
-        except TimeoutError:
-            pass
-        await asyncio.sleep(min(0.02 * (attempt + 1), 0.5))
+            response = await self._api.request(
+                "DELETE", api_path("sessions", APP_NAME, user, session)
+            )
+        except Lost:
+            response = None
+        if response is not None and response.status_code in (200, 404):
+            self._deleted += 1
+            return True
+        self._defer_delete(user, session)
+        return False
+
+    def _defer_delete(self, user: str, session: str) -> None:
+        if len(self._undeleted) < MAX_UNDELETED:
+            self._undeleted.append((user, session))
+        else:
+            self._undeleted_dropped += 1
 
     def _scn(self) -> Scenario:
         if self._scenario is None:
             raise AdkError("stress_target_not_open", "open the daemon target first")
         return self._scenario
-
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            raise AdkError("stress_target_not_open", "open the daemon target first")
-        return self._client
 
     # -- chaos -------------------------------------------------------------------------
 
@@ -465,79 +449,60 @@ class DaemonApiTarget:
                     return await self._kill_daemon(daemon)
                 case "kill_listener", InProcessDaemon():
                     return await self._kill_listener(daemon)
-                case "kill_daemon", InProcessDaemon():
-                    why = "the daemon runs in this process"
-                case "kill_listener", DaemonProcess():
-                    why = "the daemon offers no way to kill only its HTTP listener from outside"
-                case (("kill_daemon" | "kill_listener"), None):
-                    why = "the daemon was not spawned here"
-                case _:
-                    why = "not an action the daemon target can do"
-            return _event(action, "daemon", f"skipped: {why}")
+            # refused at `open` (`check_chaos`); reached only by a direct call
+            why = "not an action this daemon target can do (see daemon_checks.check_chaos)"
+            return chaos_event(action, ChaosOutcome.SKIPPED, "daemon", why)
 
     async def _kill_daemon(self, daemon: DaemonProcess) -> ChaosEvent:
-        self._up.clear()
+        self._api.up.clear()
         self._generation += 1
         pid = await asyncio.to_thread(daemon.kill)
         if pid is None:
-            self._up.set()
-            return _event("kill_daemon", "daemon", "skipped: the daemon was not running")
+            self._api.up.set()
+            return chaos_event(
+                "kill_daemon", ChaosOutcome.SKIPPED, "daemon", "the daemon was not running"
+            )
         try:
             url = await asyncio.to_thread(daemon.start)
         except AdkError as error:
             self._restart_failures += 1
             self._down = True
-            self._up.set()  # waiting units end at once (rejected) rather than at their deadline
+            self._api.up.set()  # waiting units end at once (rejected) rather than at their deadline
             _log.warning("adk.stress.daemon_restart_failed", reason=str(error.reason))
-            return _event("kill_daemon", f"daemon pid {pid}", "killed: the restart failed")
+            return chaos_event(
+                "kill_daemon", ChaosOutcome.KILLED, f"daemon pid {pid}", "the restart failed"
+            )
         # a fresh pool: requests still on the old one (to the dead process) fail as lost
-        old, self._client = self._client, api_client(url, self._token, connections_for(self._scn()))
-        if old is not None:
-            await old.aclose()
+        await self._api.replace(api_client(url, self._token, connections_for(self._scn())))
         self._restarts += 1
-        self._up.set()
-        return _event("kill_daemon", f"daemon pid {pid}", "restarted")
+        self._api.up.set()
+        return chaos_event("kill_daemon", ChaosOutcome.RESTARTED, f"daemon pid {pid}")
 
     async def _kill_listener(self, daemon: InProcessDaemon) -> ChaosEvent:
-        self._up.clear()
-        self._listener_kills += 1
-        self._listener_killing = True
+        self._api.up.clear()
+        self._api.listener_kills += 1
+        self._api.listener_killing = True
         try:
             victim, restarted = await asyncio.to_thread(daemon.kill_listener)
         finally:
-            self._listener_killing = False
+            self._api.listener_killing = False
         if restarted:
             self._restarts += 1
         else:
             self._listener_failures += 1
             self._down = True
-        self._up.set()
-        outcome = "restarted" if restarted else "killed: not restarted"
-        return _event("kill_listener", f"http_listener {victim}", outcome)
+        self._api.up.set()
+        if restarted:
+            return chaos_event("kill_listener", ChaosOutcome.RESTARTED, f"http_listener {victim}")
+        return chaos_event(
+            "kill_listener", ChaosOutcome.KILLED, f"http_listener {victim}", "not restarted"
+        )
 
     # -- invariants --------------------------------------------------------------------
 
-    def _terminal_invariant(self) -> InvariantResult:
-        ended = sum(n for outcome, n in self._terminals.items() if outcome is not Outcome.LOST)
-        accepted_lost = self._accepted - ended
-        held = 0 <= accepted_lost <= self._terminals[Outcome.LOST]
-        counts = ", ".join(f"{outcome}={n}" for outcome, n in self._terminals.items() if n)
-        detail = f"{self._accepted} runs accepted; terminals: {counts or 'none'}"
-        if self._unknown_starts:
-            detail += f"; {self._unknown_starts} start(s) cut by a listener kill"
-        return InvariantResult(name="daemon_runs_reach_one_terminal", held=held, detail=detail)
-
-    def _lost_invariant(self) -> InvariantResult:
-        lost = self._terminals[Outcome.LOST]
-        held = not self._unexplained and (lost == 0 or self._generation > 0)
-        detail = f"{lost} lost across {self._generation} daemon kill(s)"
-        if self._unexplained:
-            detail += "; unexplained: " + "; ".join(self._unexplained[:5])
-        return InvariantResult(name="daemon_lost_only_across_kill", held=held, detail=detail)
-
     async def _answers_invariant(self) -> InvariantResult:
         try:
-            response = await self._http().get("/dev/v1/agents")
+            response = await self._api.http().get("/dev/v1/agents")
             listed = [row.get("name") for row in response.json().get("agents", [])]
             held = response.status_code == 200 and self._agent in listed
             detail = f"HTTP {response.status_code} after {self._restarts} restart(s)"
@@ -555,13 +520,13 @@ class DaemonApiTarget:
         if self._down:
             problems.append("the daemon is down: its sessions cannot be read back")
         try:
-            for sample in [] if self._down else [*self._samples, *self._lost_samples]:
+            for sample in [] if self._down else [*self._samples.items, *self._lost_samples]:
                 problem = await self._check_session(sample)
                 checked += 1
                 if problem is not None:
-                    _bounded_append(problems, problem)
-        except _Lost:
-            _bounded_append(problems, "the daemon stopped answering while sessions were read")
+                    bounded_append(problems, problem)
+        except Lost:
+            bounded_append(problems, "the daemon stopped answering while sessions were read")
         detail = f"{checked} session(s) read back after {self._generation} kill(s)"
         if problems:
             detail += "; " + "; ".join(problems[:5])
@@ -569,10 +534,46 @@ class DaemonApiTarget:
             name="daemon_sessions_whole_invocations", held=not problems, detail=detail
         )
 
+    async def _kernel(self) -> dict[str, int] | None:
+        """The daemon's kernel counters now (None when it exposes none)."""
+        try:
+            response = await self._api.http().get(OBSERVABILITY)
+            return kernel_counters(response.json()) if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
+
+    async def _kernel_invariant(self) -> InvariantResult:
+        """The kernel counters settle back to the baseline (polled for `SETTLE_TIMEOUT`)."""
+        if self._down:
+            return kernel_invariant(None, None, "the daemon is down")
+        baseline, now = self._kernel_baseline, await self._kernel()
+        deadline = time.monotonic() + SETTLE_TIMEOUT
+        while baseline and now and kernel_problems(baseline, now):
+            if time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.1)
+            now = await self._kernel()
+        return kernel_invariant(baseline, now)
+
+    async def _deleted_invariant(self) -> InvariantResult:
+        """Every session this target created is deleted: the sampled ones now, with
+        those whose delete failed during the load."""
+        pending = [(sample.user, sample.session) for sample in self._samples.items]
+        pending += [(sample.user, sample.session) for sample in self._lost_samples]
+        pending += self._undeleted
+        self._undeleted = []
+        for user, session in [] if self._down else pending:
+            await self._delete(user, session)
+        left = (len(pending) if self._down else len(self._undeleted)) + self._undeleted_dropped
+        detail = f"{self._deleted} deleted; " + (
+            f"{left} could not be deleted" if left else "none left on the daemon"
+        )
+        return InvariantResult(name="daemon_sessions_deleted", held=not left, detail=detail)
+
     async def _check_session(self, sample: _Sample) -> str | None:
         """What is wrong with one stored session, or None (see `session_problem`)."""
-        path = _path("sessions", APP_NAME, sample.user, sample.session)
-        response = await self._request("GET", path)
+        path = api_path("sessions", APP_NAME, sample.user, sample.session)
+        response = await self._api.request("GET", path)
         if response.status_code == 404 and sample.outcome is Outcome.LOST:
             return None  # killed before its first event was stored
         if response.status_code != 200:
@@ -583,46 +584,6 @@ class DaemonApiTarget:
 def make_daemon_target(scenario: Scenario) -> DaemonApiTarget:
     """The engine's target for a daemon scenario (installed when this module loads)."""
     return DaemonApiTarget()
-
-
-def _in_process(scenario: Scenario) -> bool:
-    """Serve the spawned daemon in this process only for listener kills: a SIGKILL of
-    the daemon would kill the harness with it."""
-    chaos = scenario.chaos
-    return chaos is not None and chaos.kill_listener_every_s > 0 and not chaos.kill_daemon_every_s
-
-
-# -- helpers -----------------------------------------------------------------------------
-
-
-def _outcome(terminal: dict[str, Any]) -> Outcome:
-    match terminal.get("type"):
-        case "completed":
-            return Outcome.COMPLETED
-        case "cancelled":
-            return Outcome.CANCELLED
-    return Outcome.FAILED  # failed, paused (never asked for) or unknown
-
-
-def _path(*segments: str) -> str:
-    return "/dev/v1/" + "/".join(quote(segment, safe="") for segment in segments)
-
-
-def _event(action: str, target: str, outcome: str) -> ChaosEvent:
-    return ChaosEvent(t_s=0.0, action=action, target=target, outcome=outcome)
-
-
-def _bounded_append(items: list[str], item: str, limit: int = 64) -> None:
-    if len(items) < limit:
-        items.append(item)
-
-
-def _keep(samples: list[_Sample], sample: _Sample) -> None:
-    if len(samples) < MAX_LOST_SESSIONS:
-        samples.append(sample)
-
-
-# END
 
 
 install_daemon_target(make_daemon_target)

@@ -24,17 +24,23 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from adk_actors.stress import invariants
 from adk_actors.stress.inprocess import InProcessTarget
-from adk_actors.stress.latency import Reservoir
+from adk_actors.stress.latency import Reservoir, SampleReservoir
 from adk_actors.stress.records import (
     REPORT_SCHEMA_VERSION,
+    ChaosAction,
     ChaosEvent,
+    ChaosOutcome,
     InvariantResult,
     Outcome,
     ProgressSnapshot,
+    StressInterrupted,
     StressReport,
     TimelinePoint,
+    chaos_event,
 )
 from adk_actors.stress.scenario import Scenario, encode_scenario, load_scenario
 from adk_actors.stress.target import Target
@@ -44,18 +50,24 @@ from supervision.logs import get_logger
 _log = get_logger("adk_actors.stress")
 
 ProgressCallback = Callable[[ProgressSnapshot], None]
+StopCallback = Callable[[int], None]
 TargetFactory = Callable[[Scenario], Target]
 
 RUN_GRACE_S = 10.0
 """Past a run's own deadline, how long the engine waits for the target to end it
 before counting it failed."""
-CHAOS_TIMEOUT_S = 10.0
+CHAOS_TIMEOUT_S = 90.0
+"""How long one chaos action may take: a listener restart takes up to 20 s, a daemon
+restart up to about a minute; an action given up on would be recorded as skipped while
+it goes on."""
 MAX_CHAOS_IN_FLIGHT = 8
 """Chaos actions running at once; a scheduled action past it is recorded as skipped."""
 MAX_CHAOS_EVENTS = 10_000
-"""Chaos events kept in the report (all are counted)."""
+"""Chaos events kept in the report, a uniform sample over the whole run past it (all
+are counted: `chaos_total`, `chaos_counts`)."""
 MAX_TIMELINE = 10_000
-"""Timeline points kept; past it every other point is dropped (the shape stays)."""
+"""Timeline points kept (even); when full, neighbouring points are merged pairwise and
+later points each cover twice as many sample intervals (uniform resolution)."""
 INTERVAL_RESERVOIR = 4096
 LATENCY_QUANTILES = (50.0, 90.0, 95.0, 99.0)
 _JOIN_POLL_S = 0.2
@@ -88,16 +100,19 @@ def run_scenario(
     on_progress: ProgressCallback | None = None,
     target: Target | None = None,
     stop: threading.Event | None = None,
+    on_stop: StopCallback | None = None,
 ) -> StressReport:
     """Run `scenario` to its end and return the report (blocking).
 
     `target` overrides the one the scenario names (tests, embedding); `on_progress`
     is called on the engine's thread every sample interval and once at the end.
     Setting `stop` ends the load early: no new run starts, the runs in flight end,
-    and the report covers what ran. A first Ctrl-C does the same and is raised once
-    the target has closed (a second one leaves at once).
+    and the report (``interrupted``) covers what ran. A first Ctrl-C does the same
+    (`on_stop` is called with the runs still in flight) and then raises
+    `StressInterrupted` carrying that report; a second one leaves at once.
     """
     checked = load_scenario(scenario)
+    chosen = target if target is not None else make_target(checked)
     if not _running.acquire(blocking=False):
         raise AdkError("stress_already_running", "a stress scenario is already running")
     stopping = stop if stop is not None else threading.Event()
@@ -105,11 +120,11 @@ def run_scenario(
     box: dict[str, Any] = {}
     finished = threading.Event()
 
+    engine = _Engine(checked, chosen, stopping)
+
     def main() -> None:
         try:
-            box["report"] = asyncio.run(
-                run_scenario_async(checked, on_progress, target, stop=stopping)
-            )
+            box["report"] = asyncio.run(engine.run(on_progress))
         except BaseException as error:
             box["error"] = error
         finally:
@@ -130,15 +145,18 @@ def run_scenario(
                     raise
                 interrupted = True
                 stopping.set()
-                _log.warning("adk.stress.interrupted")
+                in_flight = len(engine.tally.in_flight)
+                _log.warning("adk.stress.interrupted", in_flight=in_flight)
+                if on_stop is not None:
+                    on_stop(in_flight)
         thread.join(_JOIN_POLL_S)  # it only returns from `main` now
     finally:
         _running.release()
     if "error" in box:
         raise box["error"]
-    if interrupted:
-        raise KeyboardInterrupt
     report: StressReport = box["report"]
+    if interrupted:
+        raise StressInterrupted(report)
     return report
 
 
@@ -191,7 +209,9 @@ class Tally:
         return sum(self.counts.values()) - self.completed
 
     def invariants(self, daemon_kills: int) -> list[InvariantResult]:
-        """The engine's own checks: one terminal per run; LOST only after daemon kills."""
+        """The engine's own checks: its accounting (every run it started ended once in
+        its books; the runtime's side is the target's ``every_run_one_terminal``), and
+        LOST only after daemon kills."""
         return [
             invariants.one_terminal(
                 self.started, self.counts, self.duplicates, len(self.in_flight)
@@ -207,9 +227,17 @@ class _Engine:
         self.target = target
         self.tally = Tally(scenario.seed)
         self.timeline: list[TimelinePoint] = []
-        self.chaos_events: list[ChaosEvent] = []
+        self.stride = 1
+        """Sample intervals per timeline point (doubles at each compaction)."""
+        self.last_weight = 0
+        """Sample intervals merged into the newest point so far."""
+        self.chaos_events: SampleReservoir[ChaosEvent] = SampleReservoir(
+            MAX_CHAOS_EVENTS, rng=random.Random(scenario.seed + 3)
+        )
         self.chaos_count = 0
+        self.chaos_counts: dict[str, dict[str, int]] = {}
         self.daemon_kills = 0
+        self.interrupted = False
         self.t0 = 0.0
         self.last_sample = (0.0, 0)
         self.load_done = asyncio.Event()
@@ -258,6 +286,7 @@ class _Engine:
 
     def _more(self, index: int) -> bool:
         if self.stop is not None and self.stop.is_set():
+            self.interrupted = True
             return False
         if self.scenario.count is not None:
             return index < self.scenario.count
@@ -358,13 +387,25 @@ class _Engine:
             latency_p95_ms=p95,
             latency_p99_ms=p99,
         )
-        if len(self.timeline) >= MAX_TIMELINE:
-            self.timeline = self.timeline[::2]
-        self.timeline.append(point)
+        self._add_point(point)
         tally.interval = Reservoir(INTERVAL_RESERVOIR, seed=tally.started)
         self.last_sample = (now, tally.completed)
         if self.on_progress is not None:
             self._progress(point)
+
+    def _add_point(self, point: TimelinePoint) -> None:
+        """Add one interval's point: merged into the newest point until that covers
+        `stride` intervals; a full timeline is halved by merging neighbours."""
+        if self.timeline and self.last_weight < self.stride:
+            before = self.timeline[-2] if len(self.timeline) > 1 else None
+            self.timeline[-1] = merge_points(before, self.timeline[-1], point)
+            self.last_weight += 1
+            return
+        if len(self.timeline) >= MAX_TIMELINE:
+            self.timeline = halve_timeline(self.timeline)
+            self.stride *= 2
+        self.timeline.append(point)
+        self.last_weight = 1
 
     def _progress(self, point: TimelinePoint) -> None:
         assert self.on_progress is not None
@@ -395,19 +436,27 @@ class _Engine:
         rates = chaos.rates() if chaos is not None else {}
         if chaos is None or not rates:
             return
-        rng = random.Random(chaos.seed)
+        rng = random.Random(chaos.seed)  # actions and victims
+        timing = random.Random(chaos.seed)  # the times alone: the schedule is the seed's
         if await self._stopped_within(chaos.start_after_s):
             return
         actions, weights = list(rates), list(rates.values())
         total = sum(weights)
         running: set[asyncio.Task[None]] = set()
-        while not await self._stopped_within(rng.expovariate(total)):
+        due = time.monotonic()
+        while True:
+            # absolute times: the time an action takes never delays the next ones
+            due += timing.expovariate(total)
+            wait = due - time.monotonic()
+            if wait > 0 and await self._stopped_within(wait):
+                break
+            if self.load_done.is_set():
+                break
             action = rng.choices(actions, weights=weights)[0]
             at = time.monotonic() - self.t0
             if len(running) >= MAX_CHAOS_IN_FLIGHT:
-                self._record(
-                    at, ChaosEvent(t_s=0.0, action=action, target="", outcome="skipped: busy")
-                )
+                self._record(at, chaos_event(action, ChaosOutcome.SKIPPED, reason="busy"))
+                await asyncio.sleep(0)
                 continue
             task = asyncio.create_task(self._chaos_one(action, at, random.Random(rng.random())))
             running.add(task)
@@ -415,28 +464,21 @@ class _Engine:
         if running:
             await asyncio.gather(*running, return_exceptions=True)
 
-    async def _chaos_one(self, action: str, at: float, rng: random.Random) -> None:
+    async def _chaos_one(self, action: ChaosAction, at: float, rng: random.Random) -> None:
         try:
             event = await asyncio.wait_for(self.target.chaos(action, rng), CHAOS_TIMEOUT_S)
         except Exception as error:
-            event = ChaosEvent(
-                t_s=0.0, action=action, target="", outcome=f"skipped: {type(error).__name__}"
-            )
+            event = chaos_event(action, ChaosOutcome.SKIPPED, reason=type(error).__name__)
         self._record(at, event)
 
     def _record(self, at: float, event: ChaosEvent) -> None:
+        """Count every event exactly (`chaos_counts`); keep a uniform sample of them."""
         self.chaos_count += 1
-        if event.action == "kill_daemon" and not event.outcome.startswith("skipped"):
+        by_outcome = self.chaos_counts.setdefault(event.action.value, {})
+        by_outcome[event.outcome.value] = by_outcome.get(event.outcome.value, 0) + 1
+        if event.action is ChaosAction.KILL_DAEMON and event.outcome is not ChaosOutcome.SKIPPED:
             self.daemon_kills += 1
-        if len(self.chaos_events) < MAX_CHAOS_EVENTS:
-            self.chaos_events.append(
-                ChaosEvent(
-                    t_s=round(at, 6),
-                    action=event.action,
-                    target=event.target,
-                    outcome=event.outcome,
-                )
-            )
+        self.chaos_events.add(msgspec.structs.replace(event, t_s=round(at, 6)))
 
     async def _stopped_within(self, seconds: float) -> bool:
         """Sleep `seconds` unless the load ends first; true when it has ended."""
@@ -471,12 +513,52 @@ class _Engine:
             throughput_per_s=self.tally.completed / duration if duration > 0 else 0.0,
             restarts=self.target.restarts(),
             timeline=list(self.timeline),
-            chaos=sorted(self.chaos_events, key=lambda event: event.t_s),
+            chaos=sorted(self.chaos_events.items, key=lambda event: event.t_s),
             invariants=held,
             invariant_details=results,
             environment=_environment(),
             passed=all(result.held for result in results),
+            interrupted=self.interrupted,
+            chaos_total=self.chaos_count,
+            chaos_counts={action: dict(n) for action, n in sorted(self.chaos_counts.items())},
         )
+
+
+def merge_points(
+    before: TimelinePoint | None, first: TimelinePoint, second: TimelinePoint
+) -> TimelinePoint:
+    """One point covering `first`'s and `second`'s intervals (neighbours; `before` is
+    the point ending where `first`'s interval starts, None at the start of the run).
+    Counts are cumulative (the later point's); throughput is recomputed over the whole
+    span; each latency percentile is the larger of the two, so a spike never vanishes."""
+    start_t = before.t_s if before is not None else 0.0
+    start_completed = before.completed if before is not None else 0
+    span = second.t_s - start_t
+    throughput = (second.completed - start_completed) / span if span > 0 else 0.0
+    return msgspec.structs.replace(
+        second,
+        throughput_per_s=throughput,
+        latency_p50_ms=_larger(first.latency_p50_ms, second.latency_p50_ms),
+        latency_p95_ms=_larger(first.latency_p95_ms, second.latency_p95_ms),
+        latency_p99_ms=_larger(first.latency_p99_ms, second.latency_p99_ms),
+    )
+
+
+def halve_timeline(points: list[TimelinePoint]) -> list[TimelinePoint]:
+    """`points` with each pair of neighbours merged (an odd last point kept as is)."""
+    merged: list[TimelinePoint] = []
+    for n in range(0, len(points) - 1, 2):
+        before = merged[-1] if merged else None
+        merged.append(merge_points(before, points[n], points[n + 1]))
+    if len(points) % 2:
+        merged.append(points[-1])
+    return merged
+
+
+def _larger(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None:
+        return b if a is None else a
+    return max(a, b)
 
 
 def _environment() -> dict[str, Any]:

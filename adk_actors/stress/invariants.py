@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from adk_actors.events import Event
 from adk_actors.stress.records import InvariantResult, Outcome
 
+MAX_LISTED_SESSIONS = 500
+"""Sessions `sessions_bounded` counts at most (the store's longest listing)."""
 MAX_PROBLEMS_SHOWN = 5
 """Examples a failed check names in its detail (the rest are counted)."""
 _MESSAGE = re.compile(r"message (\d{1,7})")
@@ -21,10 +23,28 @@ _MESSAGE = re.compile(r"message (\d{1,7})")
 def one_terminal(
     started: int, counts: Mapping[str, int], duplicates: int, unfinished: int
 ) -> InvariantResult:
-    """``every_run_one_terminal``: every started run ended exactly once."""
+    """``engine_accounting``: every run the engine started ended exactly once in its own
+    books (the runtime's side is ``every_run_one_terminal``, checked by the target)."""
     ended = sum(counts.get(outcome.value, 0) for outcome in Outcome)
     held = started == ended and duplicates == 0 and unfinished == 0
     detail = f"started {started}, ended {ended}, duplicate terminals {duplicates}, unfinished {unfinished}"
+    return InvariantResult(name="engine_accounting", held=held, detail=detail)
+
+
+def runs_one_terminal(
+    started: int, answered: int, unanswered: Mapping[str, int], disagreed: Sequence[str]
+) -> InvariantResult:
+    """``every_run_one_terminal``, from the runtime: every run the target started was
+    answered with a terminal by its waiter (`unanswered`: the others, by the wait's
+    error reason), and asked again (a second waiter, then its status) the runtime gave
+    the same terminal (`disagreed`: the runs it reported differently)."""
+    missing = sum(unanswered.values())
+    held = started == answered + missing and missing == 0 and not disagreed
+    why = ", ".join(f"{reason} {n}" for reason, n in sorted(unanswered.items()))
+    detail = _problems(
+        f"started {started}, answered {answered}, without a terminal {missing} ({why or 'none'})",
+        disagreed,
+    )
     return InvariantResult(name="every_run_one_terminal", held=held, detail=detail)
 
 
@@ -37,14 +57,19 @@ def no_unexpected_lost(counts: Mapping[str, int], daemon_kills: int) -> Invarian
     )
 
 
-def no_leaked_permits(status: Mapping[str, object]) -> InvariantResult:
-    """``no_leaked_permits``: the admission controller holds no active or queued permit."""
-    active, queued = status.get("active", 0), status.get("queued", 0)
-    return InvariantResult(
-        name="no_leaked_permits",
-        held=active == 0 and queued == 0,
-        detail=f"admission active {active}, queued {queued}",
-    )
+def no_leaked_permits(
+    status: Mapping[str, object], peak: int, *, exercised: bool = True
+) -> InvariantResult:
+    """``no_leaked_permits``: the admission controller holds no active or queued permit,
+    and (when the load's runs take permits: `exercised`) the load did take some
+    (`peak`: the most seen active at once; 0 fails the check, which was then not
+    exercised). A renamed status key raises."""
+    active, queued = status["active"], status["queued"]
+    detail = f"admission active {active}, queued {queued}; peak active during the load {peak}"
+    if peak <= 0:
+        detail += " (not exercised: no run took a permit)"
+    held = active == 0 and queued == 0 and (peak > 0 or not exercised)
+    return InvariantResult(name="no_leaked_permits", held=held, detail=detail)
 
 
 def no_leaked_processes(baseline: int, now: int) -> InvariantResult:
@@ -105,13 +130,28 @@ def supervisor_counts(baseline: Mapping[str, int], now: Mapping[str, int]) -> In
     return InvariantResult(name="supervisor_counts_baseline", held=not off, detail=detail)
 
 
-def sessions_consistent(checked: int, problems: Sequence[str]) -> InvariantResult:
+def sessions_consistent(
+    checked: int, problems: Sequence[str], not_completed: int = 0
+) -> InvariantResult:
     """``sessions_consistent``: each checked session holds exactly the events of its
-    completed invocations (and nothing partial from ended ones)."""
+    completed invocations, and every stored invocation (failed, cancelled and killed
+    ones too: `not_completed` of the checked sessions are theirs) ends exactly once."""
+    summary = f"{checked} sessions checked"
+    if not_completed:
+        summary += f" ({not_completed} of runs that did not complete)"
     return InvariantResult(
-        name="sessions_consistent",
-        held=not problems,
-        detail=_problems(f"{checked} sessions checked", problems),
+        name="sessions_consistent", held=not problems, detail=_problems(summary, problems)
+    )
+
+
+def sessions_bounded(stored: int, bound: int, deleted: int) -> InvariantResult:
+    """``sessions_bounded``: the runs' sessions left in the store at the end are within
+    the bound (the checked sample and the live generations; counted up to
+    `MAX_LISTED_SESSIONS`): ended runs' sessions were deleted as the load went on."""
+    return InvariantResult(
+        name="sessions_bounded",
+        held=stored <= bound,
+        detail=f"{stored} sessions stored at the end (bound {bound}), {deleted} deleted",
     )
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "Plots",
     "PlotsUnavailable",
     "Plotter",
+    "check_report_dir",
     "make_plots",
     "render_html",
     "render_markdown",
@@ -70,6 +71,22 @@ def write_reports(
         plots=isinstance(plots, Plots),
     )
     return paths
+
+
+def check_report_dir(directory: Path | str) -> None:
+    """Create `directory` if missing and see that a file can be written in it, before
+    a run whose report would go there (``stress_report_write_failed`` if not)."""
+    target = Path(directory)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        descriptor, probe = tempfile.mkstemp(prefix=".write-probe.", dir=target)
+        os.close(descriptor)
+        os.unlink(probe)
+    except OSError as error:
+        raise AdkError(
+            "stress_report_write_failed",
+            f"cannot write the stress report into {target}: {error.strerror or error}",
+        ) from None
 
 
 def _draw(plotter: Plotter, report: StressReport) -> Plots | PlotsUnavailable:

@@ -15,15 +15,19 @@ from html import escape
 from adk_actors.stress.records import StressReport
 from adk_actors.stress.report_markdown import (
     LATENCY_KEYS,
+    chaos_kept_note,
     chaos_summary,
+    chaos_total,
     number,
+    outcome_text,
     scenario_name,
     summary_rows,
 )
 from adk_actors.stress.report_plots import Plots, PlotsUnavailable
 
 MAX_CHAOS_ROWS = 1000
-"""report.html lists this many chaos events (the first ones); report.json has them all."""
+"""report.html lists this many of the kept chaos events (the first ones); report.json
+has every kept one, and `chaos_counts` counts them all."""
 MAX_SCENARIO_CHARS = 64 * 1024
 
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -103,10 +107,12 @@ def _plots(report: StressReport, plots: Plots | PlotsUnavailable) -> str:
             f"{escape(plots.message)}</p>"
         )
     note = ""
-    if plots.chaos_marked < len(report.chaos):
+    total = chaos_total(report)
+    if plots.chaos_marked < total:
         note = (
-            f"<p>The plots mark the first {plots.chaos_marked} of {len(report.chaos)} "
-            "chaos events.</p>"
+            f'<p data-testid="chaos-marked">The plots mark {plots.chaos_marked} of the '
+            f"{total} chaos events (evenly spaced over the {len(report.chaos)} the report "
+            "kept).</p>"
         )
     return (
         f"{note}"
@@ -132,7 +138,7 @@ def _invariants(report: StressReport) -> str:
 
 
 def _chaos(report: StressReport) -> str:
-    if not report.chaos:
+    if not chaos_total(report):
         return '<p data-testid="no-chaos">No chaos events.</p>'
     summary = _table(
         "chaos-summary",
@@ -141,18 +147,19 @@ def _chaos(report: StressReport) -> str:
         numeric=(2,),
     )
     rows = [
+        f'<p data-testid="chaos-kept">{escape(chaos_kept_note(report))}</p>',
         '<table data-testid="chaos"><thead><tr><th>t (s)</th><th>action</th><th>target</th>'
-        "<th>outcome</th></tr></thead><tbody>"
+        "<th>outcome</th></tr></thead><tbody>",
     ]
     for event in report.chaos[:MAX_CHAOS_ROWS]:
         rows.append(
             f'<tr data-testid="chaos-event"><td class="num">{event.t_s:.2f}</td>'
             f"<td>{escape(event.action)}</td><td>{escape(event.target)}</td>"
-            f"<td>{escape(event.outcome)}</td></tr>"
+            f"<td>{escape(outcome_text(event))}</td></tr>"
         )
     rows.append("</tbody></table>")
     more = len(report.chaos) - MAX_CHAOS_ROWS
-    tail = f"<p>({more} more in report.json)</p>" if more > 0 else ""
+    tail = f"<p>({more} more kept in report.json)</p>" if more > 0 else ""
     return summary + "".join(rows) + tail
 
 

@@ -11,11 +11,12 @@ import json
 from collections import Counter
 from typing import Any
 
-from adk_actors.stress.records import StressReport
+from adk_actors.stress.records import ChaosEvent, StressReport
 
 MAX_CELL_CHARS = 500
 MAX_CHAOS_ROWS = 100
-"""report.md lists this many chaos events (the first ones) after the per-action summary."""
+"""report.md lists this many of the kept chaos events (the first ones) after the exact
+per-action summary."""
 LATENCY_KEYS = ("p50", "p90", "p95", "p99", "max", "mean")
 
 
@@ -43,21 +44,22 @@ def render_markdown(report: StressReport) -> str:
         held = "yes" if item.held else "**NO**"
         lines.append(f"| {cell(item.name)} | {held} | {cell(item.detail)} |")
     lines += ["", "## Chaos events", ""]
-    if not report.chaos:
+    if not chaos_total(report):
         lines.append("No chaos events.")
     else:
         lines += ["| action | outcome | events |", "| --- | --- | ---: |"]
         for (action, outcome), count in chaos_summary(report):
             lines.append(f"| {cell(action)} | {cell(outcome)} | {count} |")
         shown = report.chaos[:MAX_CHAOS_ROWS]
+        lines += ["", chaos_kept_note(report)]
         lines += ["", "| t (s) | action | target | outcome |", "| ---: | --- | --- | --- |"]
         for event in shown:
             lines.append(
                 f"| {event.t_s:.2f} | {cell(event.action)} | {cell(event.target)} "
-                f"| {cell(event.outcome)} |"
+                f"| {cell(outcome_text(event))} |"
             )
         if len(report.chaos) > len(shown):
-            lines += ["", f"({len(report.chaos) - len(shown)} more in report.json)"]
+            lines += ["", f"({len(report.chaos) - len(shown)} more kept in report.json)"]
     lines.append("")
     return "\n".join(lines)
 
@@ -74,7 +76,7 @@ def scenario_name(report: StressReport) -> str:
 def summary_rows(report: StressReport) -> list[tuple[str, str]]:
     """The headline figures, as (label, text) rows shared by report.md and report.html."""
     scenario = report.scenario
-    return [
+    rows = [
         ("result", "passed" if report.passed else "failed"),
         ("kind", text_of(scenario.get("kind"))),
         ("target", text_of(scenario.get("target"))),
@@ -83,14 +85,42 @@ def summary_rows(report: StressReport) -> list[tuple[str, str]]:
         ("runs", str(sum(report.counts.values()))),
         ("throughput", f"{report.throughput_per_s:.2f} runs/s"),
         ("restarts", str(report.restarts)),
-        ("chaos events", str(len(report.chaos))),
+        ("chaos events", str(chaos_total(report))),
     ]
+    if report.interrupted:
+        rows.insert(1, ("interrupted", "yes: stopped early, the report covers what ran"))
+    return rows
+
+
+def chaos_total(report: StressReport) -> int:
+    """Every chaos event of the run (a report without `chaos_total`: those it kept)."""
+    return max(report.chaos_total, len(report.chaos))
 
 
 def chaos_summary(report: StressReport) -> list[tuple[tuple[str, str], int]]:
-    """Chaos events counted by (action, outcome kind), ``skipped: why`` kept whole."""
-    counted = Counter((event.action, event.outcome) for event in report.chaos)
+    """Every chaos event counted by (action, outcome): exact from `chaos_counts`, else
+    from the events kept."""
+    if report.chaos_counts:
+        return sorted(
+            ((action, outcome), count)
+            for action, outcomes in report.chaos_counts.items()
+            for outcome, count in outcomes.items()
+        )
+    counted = Counter((str(event.action), str(event.outcome)) for event in report.chaos)
     return sorted(counted.items())
+
+
+def chaos_kept_note(report: StressReport) -> str:
+    """Which events the report lists: all of them, or a uniform sample."""
+    total, kept = chaos_total(report), len(report.chaos)
+    if kept >= total:
+        return f"All {total} events:"
+    return f"{kept} of the {total} events, a uniform sample kept by the engine:"
+
+
+def outcome_text(event: ChaosEvent) -> str:
+    """An event's outcome with why it was skipped (``skipped: why``)."""
+    return f"{event.outcome}: {event.reason}" if event.reason else str(event.outcome)
 
 
 def text_of(value: Any) -> str:

@@ -1,5 +1,7 @@
-"""The stress report's plots: throughput and latency percentiles over time, with every
-chaos event marked, drawn by matplotlib as SVG text to embed inline in report.html.
+"""The stress report's plots: throughput and latency percentiles over time, with the
+chaos events the report kept marked, drawn by matplotlib as SVG text to embed inline in
+report.html. Past `MAX_CHAOS_MARKS` kept events, an evenly spaced subset of them is
+marked, so marks cover the whole run; the page says how many.
 
 matplotlib is optional (the ``stress`` extra): without it `make_plots` returns a typed
 `PlotsUnavailable` (and logs it) instead of failing, and the page says what to install.
@@ -16,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from adk_actors.stress.records import ChaosEvent, StressReport, TimelinePoint
+from adk_actors.stress.records import ChaosEvent, ChaosOutcome, StressReport, TimelinePoint
 from supervision.logs import get_logger
 
 try:
@@ -32,7 +34,7 @@ _log = get_logger("adk_actors.stress")
 PLOTS_UNAVAILABLE = "stress_plots_unavailable"
 INSTALL_HINT = "pip install 'adk-actors[stress]' (matplotlib)"
 MAX_CHAOS_MARKS = 1000
-"""Each plot marks at most this many chaos events (the first ones); the tables list them."""
+"""Each plot marks at most this many chaos events (evenly spaced over the kept ones)."""
 FULL_HEIGHT_MARKS = 60
 """Up to this many chaos events are drawn as full-height lines; more as short ticks
 along the bottom of the plot (one row per action), so the series stay readable."""
@@ -77,7 +79,7 @@ def make_plots(
         return missing
     points = _thinned(report)
     times = [point.t_s for point in points]
-    marked = report.chaos[:MAX_CHAOS_MARKS]
+    marked = marked_events(report)
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "adk-stress"}):
         throughput = _figure(
             figure_class,
@@ -126,7 +128,7 @@ def _figure(
             color=_ACTION_COLORS[slot % len(_ACTION_COLORS)],
             linestyle=_ACTION_STYLES[slot % len(_ACTION_STYLES)] if full else "-",
             linewidth=1.1,
-            alpha=0.3 if event.outcome.startswith("skipped") else 0.8,
+            alpha=0.3 if event.outcome is ChaosOutcome.SKIPPED else 0.8,
             label=_label(f"chaos: {event.action}"),
         )
         mark.set_gid(f"{prefix}-chaos-{index}")
@@ -144,6 +146,16 @@ def _figure(
     text = buffer.getvalue()
     start = _SVG_START.search(text)
     return text[start.start() :] if start else text
+
+
+def marked_events(report: StressReport) -> list[ChaosEvent]:
+    """The kept chaos events the plots mark: all of them up to `MAX_CHAOS_MARKS`, else
+    that many evenly spaced over them (the first and the last included)."""
+    kept = report.chaos
+    if len(kept) <= MAX_CHAOS_MARKS:
+        return list(kept)
+    last = len(kept) - 1
+    return [kept[round(index * last / (MAX_CHAOS_MARKS - 1))] for index in range(MAX_CHAOS_MARKS)]
 
 
 def _dedupe_legend(axes: Axes) -> None:

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from adk_actors.stress.records import ChaosAction
 from providers.errors import AdkError, decode_options
 
 REASON = "invalid_stress_scenario"
@@ -24,7 +25,13 @@ MAX_DURATION_S = 86_400.0
 MAX_AGENTS = 10_000
 MAX_RATE_PER_S = 100_000.0
 MAX_TOOL_CALLS = 16
-MAX_CHAOS_PER_S = 1000.0
+MAX_CHAOS_PER_S = 200.0
+"""The highest total chaos rate the engine delivers as configured (its schedule keeps
+absolute times); above it a scenario is refused, never silently under-delivered."""
+MIN_LISTENER_EVERY_S = 0.5
+MIN_DAEMON_EVERY_S = 2.0
+"""A daemon restart takes about a second: a kill every 2 s or more (on average) leaves
+it time to serve between kills."""
 MAX_LATENCY_S = 60.0
 DEFAULT_MAX_BACKLOG = 1024
 MAX_BACKLOG = 100_000
@@ -113,16 +120,26 @@ class Chaos(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     kill_listener_every_s: _Every = 0.0
     kill_daemon_every_s: _Every = 0.0
 
-    def rates(self) -> dict[str, float]:
+    def __post_init__(self) -> None:
+        for key, period, floor in (
+            ("kill_listener_every_s", self.kill_listener_every_s, MIN_LISTENER_EVERY_S),
+            ("kill_daemon_every_s", self.kill_daemon_every_s, MIN_DAEMON_EVERY_S),
+        ):
+            if 0 < period < floor:
+                raise ValueError(f"{key} is 0 (never) or at least {floor} s")
+        if sum(self.rates().values()) > MAX_CHAOS_PER_S:
+            raise ValueError(f"the chaos rates add up to more than {MAX_CHAOS_PER_S} per s")
+
+    def rates(self) -> dict[ChaosAction, float]:
         """Action -> events per second, for the actions this schedule runs (rate > 0)."""
         every = {
-            "kill_listener": self.kill_listener_every_s,
-            "kill_daemon": self.kill_daemon_every_s,
+            ChaosAction.KILL_LISTENER: self.kill_listener_every_s,
+            ChaosAction.KILL_DAEMON: self.kill_daemon_every_s,
         }
         rates = {
-            "kill_run_workers": float(self.kill_run_workers_per_s),
-            "kill_agents": float(self.kill_agents_per_s),
-            "kill_invocation_servers": float(self.kill_invocation_servers_per_s),
+            ChaosAction.KILL_RUN_WORKERS: float(self.kill_run_workers_per_s),
+            ChaosAction.KILL_AGENTS: float(self.kill_agents_per_s),
+            ChaosAction.KILL_INVOCATION_SERVERS: float(self.kill_invocation_servers_per_s),
             **{action: 1.0 / period for action, period in every.items() if period > 0},
         }
         return {action: rate for action, rate in rates.items() if rate > 0}

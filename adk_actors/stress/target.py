@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from typing import Protocol
 
-from adk_actors.stress.records import ChaosEvent, InvariantResult, Outcome
+from adk_actors.stress.records import ChaosAction, ChaosEvent, InvariantResult, Outcome
 from adk_actors.stress.scenario import Scenario
 
 __all__ = ["Target"]
@@ -27,7 +27,7 @@ class Target(Protocol):
         """Run unit `index` of `kind` before `deadline` (``time.monotonic()``)."""
         ...
 
-    async def chaos(self, action: str, rng: random.Random) -> ChaosEvent:
+    async def chaos(self, action: ChaosAction, rng: random.Random) -> ChaosEvent:
         """Do one chaos `action`, choosing the victim with `rng`; the engine fills `t_s`."""
         ...
 

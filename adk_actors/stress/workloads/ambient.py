@@ -19,10 +19,9 @@ from typing import Any
 from adk_actors import ambient
 from adk_actors.agents import spawn_agent, stop_agent
 from adk_actors.ambient.options import MAX_CONCURRENCY, MAX_QUEUE, MAX_TIMEOUT
-from adk_actors.outcomes import Cancelled, Completed
 from adk_actors.runner import Runner
 from adk_actors.sessions import InMemorySessionService
-from adk_actors.stress.records import InvariantResult, Outcome
+from adk_actors.stress.records import InvariantResult, Outcome, outcome_of
 from adk_actors.stress.scenario import Scenario
 from adk_actors.stress.workloads.base import (
     DEFAULT_SETTLE_S,
@@ -134,13 +133,7 @@ class AmbientWorkload:
             return Outcome.FAILED
         self._terminals[type(outcome).__name__] += 1
         await self._forget_session(receipt.ref)
-        match outcome:
-            case Completed():
-                return Outcome.COMPLETED
-            case Cancelled():
-                return Outcome.CANCELLED
-            case _:
-                return Outcome.FAILED
+        return outcome_of(outcome)
 
     async def _forget_session(self, ref: str) -> None:
         """Delete the event's session: a long run must not keep one per event."""

@@ -22,11 +22,11 @@ from typing import Any
 
 from adk_actors import runs
 from adk_actors.agents import spawn_agent, stop_agent
-from adk_actors.outcomes import Cancelled, Completed, Paused
+from adk_actors.outcomes import Completed, Paused
 from adk_actors.runner import Runner
 from adk_actors.sessions import InMemorySessionService
 from adk_actors.stress.latency import draw_delay
-from adk_actors.stress.records import InvariantResult, Outcome
+from adk_actors.stress.records import InvariantResult, Outcome, outcome_of
 from adk_actors.stress.scenario import Model, Scenario
 from adk_actors.stress.workloads.base import (
     DEFAULT_SETTLE_S,
@@ -92,7 +92,7 @@ class _Model:
 
     def __call__(self, history: Sequence[Content], tools: Sequence[ToolDeclaration]) -> Any:
         with self._lock:
-            delay = draw_delay(self._model, self._rng)
+            delay = draw_delay(self._model.latency, self._rng)
         last = history[-1]
         responses = [part for part in last.parts if isinstance(part, FunctionResponsePart)]
         if not responses:
@@ -183,7 +183,7 @@ class ApprovalsWorkload:
             if first is not None:
                 self._unpaused[type(first).__name__] += 1
                 self._bypassed += isinstance(first, Completed)
-            return _outcome(first)
+            return outcome_of(first)
         self._paused += 1
         approve = index % 2 == 0
         try:
@@ -206,7 +206,7 @@ class ApprovalsWorkload:
             if final.output != expected:
                 self._wrong_decisions += 1
                 return Outcome.FAILED
-        return _outcome(final)
+        return outcome_of(final)
 
     def _resume_call(self, run_id: str, approve: bool) -> str:
         return runs.resume(run_id, {"confirmed": approve}, runner=self._runner, user_id=USER_ID)
@@ -321,16 +321,6 @@ class ApprovalsWorkload:
             f"{pending} paused runs never resumed; {pending_sessions} sessions still "
             "hold a paused invocation",
         )
-
-
-def _outcome(outcome: Any) -> Outcome:
-    match outcome:
-        case Completed():
-            return Outcome.COMPLETED
-        case Cancelled():
-            return Outcome.CANCELLED
-        case _:
-            return Outcome.FAILED
 
 
 async def _cancel(run_id: str) -> None:

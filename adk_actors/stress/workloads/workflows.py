@@ -2,8 +2,9 @@
 
 `open` spawns a few agents on the scenario's scripted model and compiles one workflow
 per agent pair (``draft`` by one agent, then ``review`` by the next); `run_one` starts a
-run with the item's deadline and awaits its outcome (`adk.workflows.wait_async`), then
-asks the run's status, so a run whose status disagrees with the outcome it gave (two
+run with the item's deadline and awaits its outcome in one call
+(`adk.workflows.run_async`: the wait is registered with the start, so a run that ends
+before the await reaches it still answers), then asks the run's status, so a run whose status disagrees with the outcome it gave (two
 terminals) is caught. `close` checks that every started run reached exactly one terminal
 with both agents' answers, and that the workflow supervisor is back to its baseline.
 """
@@ -18,7 +19,7 @@ from typing import Any
 from adk_actors import workflows
 from adk_actors.agents import spawn_agent, stop_agent
 from adk_actors.app import WORKFLOW_SUPERVISOR
-from adk_actors.stress.records import InvariantResult, Outcome
+from adk_actors.stress.records import InvariantResult, Outcome, outcome_of
 from adk_actors.stress.scenario import Scenario
 from adk_actors.stress.workloads.base import (
     DEFAULT_SETTLE_S,
@@ -68,7 +69,8 @@ class WorkflowsWorkload:
         self._refused: Counter[str] = Counter()
         self._mismatches = 0
         self._wrong_outputs = 0
-        self._unanswered = 0
+        self._unanswered: Counter[str] = Counter()
+        """Started runs whose wait gave no outcome, by the wait's error reason."""
 
     async def open(self, scenario: Scenario, provider: ScriptedProvider) -> None:
         tag = uuid.uuid4().hex[:8]
@@ -93,38 +95,41 @@ class WorkflowsWorkload:
 
     async def _run(self, key: int, index: int, deadline: float) -> Outcome:
         compiled, reviewer = self._compiled[index % len(self._compiled)]
+
+        def started(ref: str) -> None:
+            self._started += 1
+            self._in_flight[key] = ref
+
         try:
-            ref: str = await run_blocking(
-                workflows.start,
+            outcome = await workflows.run_async(
                 compiled,
                 {"item": index},
                 deadline=deadline,
                 retention=RETENTION_S,
+                wait_timeout=remaining(deadline) + WAIT_GRACE_S,
+                on_start=started,
             )
         except AdkError as error:
-            self._refused[str(error.reason)[:64]] += 1
-            return Outcome.REJECTED  # refused before anything ran, as the runs kind counts it
-        self._started += 1
-        self._in_flight[key] = ref
-        try:
-            outcome = await workflows.wait_async(ref, timeout=remaining(deadline) + WAIT_GRACE_S)
-        except AdkError as error:
-            self._unanswered += 1
-            _log.warning("stress.workflow_unanswered", ref=ref, reason=str(error.reason)[:64])
+            reason = str(error.reason)[:64]
+            ref = self._in_flight[key]
+            if ref is None:
+                self._refused[reason] += 1
+                return Outcome.REJECTED  # refused before anything ran, as the runs kind counts it
+            self._unanswered[reason] += 1
+            _log.warning("stress.workflow_unanswered", ref=ref, reason=reason)
             await _cancel(ref)
             return Outcome.FAILED
+        ref = self._in_flight[key]
+        assert ref is not None
         self._terminals[type(outcome).__name__] += 1
         await self._cross_check(ref, outcome)
-        match outcome:
-            case workflows.Completed(state=state):
-                if state.get("item") != index or state.get("last_agent") != reviewer:
-                    self._wrong_outputs += 1
-                    return Outcome.FAILED
-                return Outcome.COMPLETED
-            case workflows.Cancelled():
-                return Outcome.CANCELLED
-            case _:
+        result = outcome_of(outcome)
+        if result is Outcome.COMPLETED and isinstance(outcome, workflows.Completed):
+            state = outcome.state
+            if state.get("item") != index or state.get("last_agent") != reviewer:
+                self._wrong_outputs += 1
                 return Outcome.FAILED
+        return result
 
     async def _cross_check(self, ref: str, outcome: workflows.Outcome) -> None:
         """The run's status must name the terminal `wait_async` returned."""
@@ -160,21 +165,23 @@ class WorkflowsWorkload:
     def terminal_invariant(self, in_flight: int) -> InvariantResult:
         """Every started run reached exactly one terminal, with both agents' answers."""
         terminals = sum(self._terminals.values())
+        unanswered = sum(self._unanswered.values())
         held = (
             in_flight == 0
-            and terminals + self._unanswered == self._started
-            and self._unanswered == 0
+            and terminals + unanswered == self._started
+            and unanswered == 0
             and self._mismatches == 0
             and self._wrong_outputs == 0
         )
         outcomes = ", ".join(f"{name} {n}" for name, n in sorted(self._terminals.items()))
         refused = ", ".join(f"{reason} {n}" for reason, n in sorted(self._refused.items()))
+        why = ", ".join(f"{reason} {n}" for reason, n in sorted(self._unanswered.items()))
         return invariant(
             "workflows_one_terminal_each",
             held,
             f"{self._started} started, {terminals} terminals ({outcomes or 'none'}), "
-            f"{in_flight} still in flight after settling, {self._unanswered} without an "
-            f"outcome, {self._mismatches} whose status disagreed, {self._wrong_outputs} "
+            f"{in_flight} still in flight after settling, {unanswered} without an "
+            f"outcome ({why or 'none'}), {self._mismatches} whose status disagreed, {self._wrong_outputs} "
             f"completed without both answers; refused at start: {refused or 'none'}",
         )
 

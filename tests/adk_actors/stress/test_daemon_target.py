@@ -25,10 +25,23 @@ from typing import Any
 import httpx
 import pytest
 
-from adk_actors.stress.daemon_process import session_problem
+from adk_actors.serving.listener import UvicornOptions
+from adk_actors.stress import scenario as scenario_module
+from adk_actors.stress.daemon_checks import (
+    kernel_counters,
+    kernel_invariant,
+    session_problem,
+    terminal_invariant,
+)
+from adk_actors.stress.daemon_process import (
+    LISTENER_RESTART_TIMEOUT,
+    SCRIPT_STEPS,
+    agent_config,
+)
 from adk_actors.stress.daemon_target import DaemonApiTarget
 from adk_actors.stress.engine import run_scenario
-from adk_actors.stress.records import ChaosEvent, InvariantResult, Outcome
+from adk_actors.stress.latency import LOGNORMAL_CAP, draw_delay
+from adk_actors.stress.records import ChaosEvent, ChaosOutcome, InvariantResult, Outcome
 from adk_actors.stress.scenario import Scenario, load_scenario
 from providers.errors import AdkError
 
@@ -122,11 +135,15 @@ def test_fifty_runs_at_concurrency_eight_hold_every_invariant() -> None:
         "daemon_runs_reach_one_terminal": True,
         "daemon_lost_only_across_kill": True,
         "daemon_sessions_whole_invocations": True,
+        "daemon_no_leaks": True,
+        "daemon_sessions_deleted": True,
         "daemon_clean_exit": True,
         "daemon_no_child_processes": True,
     }, driven.invariants
     details = {result.name: result.detail for result in driven.invariants}
     assert details["daemon_sessions_whole_invocations"].startswith("50 session(s)")
+    assert details["daemon_no_leaks"].startswith("settled: task_threads_busy 0, task_queue 0")
+    assert details["daemon_sessions_deleted"] == "50 deleted; none left on the daemon"
     assert details["daemon_clean_exit"] == "exit code 0 on SIGTERM"
     assert driven.restarts == 0
 
@@ -215,18 +232,25 @@ def test_url_mode_drives_a_daemon_it_did_not_start(
     scenario = _scenario(target={"daemon": {"url": url}}, count=10, concurrency=4)
     driven = asyncio.run(_drive(target, scenario, chaos_after=5))
     assert Counter(driven.outcomes) == {Outcome.COMPLETED: 10}
-    assert driven.chaos[0].outcome == "skipped: the daemon was not spawned here"
+    assert driven.chaos[0].outcome is ChaosOutcome.SKIPPED  # refused at open when scheduled
     held = _held(driven.invariants)
     assert held == {
         "daemon_runs_reach_one_terminal": True,
         "daemon_lost_only_across_kill": True,
         "daemon_sessions_whole_invocations": True,
-    }
+        "daemon_no_leaks": True,
+        "daemon_sessions_deleted": True,
+    }, driven.invariants
     again = asyncio.run(_drive(DaemonApiTarget(), scenario))  # the same daemon, fresh sessions
     assert Counter(again.outcomes) == {Outcome.COMPLETED: 10}
     assert all(_held(again.invariants).values()), again.invariants
-    response = httpx.get(f"{url}/dev/v1/agents", headers={"authorization": f"Bearer {TOKEN}"})
+    headers = {"authorization": f"Bearer {TOKEN}"}
+    response = httpx.get(f"{url}/dev/v1/agents", headers=headers)
     assert response.json()["agents"] == [{"name": "UrlAgent"}]  # left running
+    # the user's daemon keeps none of the sessions the harness created
+    for user in range(4):
+        listed = httpx.get(f"{url}/dev/v1/sessions/stress/user-{user}", headers=headers)
+        assert listed.status_code == 200 and listed.json()["sessions"] == [], listed.text
     process.send_signal(signal.SIGTERM)
     assert process.wait(30) == 0
 
@@ -258,7 +282,9 @@ def test_a_run_past_its_deadline_is_cancelled_and_ends_once() -> None:
     held = _held(driven.invariants)
     assert all(held.values()), driven.invariants
     details = {result.name: result.detail for result in driven.invariants}
-    assert details["daemon_runs_reach_one_terminal"] == ("3 runs accepted; terminals: cancelled=3")
+    assert details["daemon_runs_reach_one_terminal"] == (
+        "3 runs accepted; terminals: cancelled=3; 3 checked against the daemon's record"
+    )
 
 
 def test_url_mode_with_a_wrong_token_is_refused_at_open(
@@ -291,6 +317,87 @@ def test_an_unsupported_kind_is_refused_at_open(fields: dict[str, Any], kind: st
     assert refused.value.reason == ("stress_kind_not_supported", kind)
     assert f"kind {kind} is not supported against a daemon" in str(refused.value)
     assert asyncio.run(target.close()) == _no_daemon_invariants()
+
+
+@pytest.mark.parametrize(
+    ("target", "chaos", "action"),
+    [
+        ({"daemon": {"spawn": True}}, {"kill_run_workers_per_s": 5}, "kill_run_workers"),
+        ({"daemon": {"spawn": True}}, {"kill_agents_per_s": 1}, "kill_agents"),
+        (
+            {"daemon": {"spawn": True}},
+            {"kill_invocation_servers_per_s": 1},
+            "kill_invocation_servers",
+        ),
+        ({"daemon": {"url": "http://127.0.0.1:9"}}, {"kill_listener_every_s": 5}, "kill_listener"),
+        (
+            {"daemon": {"spawn": True}},
+            {"kill_listener_every_s": 5, "kill_daemon_every_s": 5},
+            "kill_listener",
+        ),
+    ],
+)
+def test_a_chaos_action_the_daemon_target_cannot_do_is_refused_at_open(
+    target: dict[str, Any], chaos: dict[str, Any], action: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: these were accepted and every event was recorded "skipped"; now `open`
+    refuses them, before anything is spawned or reached."""
+    monkeypatch.setenv("ADK_DEV_TOKEN", TOKEN)
+    target_ = DaemonApiTarget()
+    with pytest.raises(AdkError) as refused:
+        asyncio.run(target_.open(_scenario(target=target, chaos=chaos)))
+    assert refused.value.reason == ("stress_chaos_not_supported", action)
+    assert f"chaos {action} cannot run against this daemon target" in str(refused.value)
+    assert asyncio.run(target_.close()) == _no_daemon_invariants()
+
+
+def test_the_listener_restart_wait_covers_the_listeners_own_rebind() -> None:
+    """The rebind of a killed listener may wait the listener's whole stop timeout for
+    the old uvicorn to let the port go; the harness waited only 8 s of it before."""
+    assert UvicornOptions().stop_timeout < LISTENER_RESTART_TIMEOUT
+
+
+def test_the_spawned_agent_draws_latency_from_the_shared_model() -> None:
+    """The daemon's scripted delays are `latency.draw_delay`'s, seeded as in process
+    (before: a second lognormal copy capped at 10 x p99 instead of 4 x; seed 8 draws
+    one past the cap)."""
+    scenario = _scenario(
+        seed=8,
+        model={"latency": {"distribution": "lognormal", "median_s": 0.001, "p99_s": 1.0}},
+    )
+    rng = random.Random(8)
+    expected = [round(draw_delay(scenario.model.latency, rng), 6) for _ in range(SCRIPT_STEPS)]
+    assert [step["delay"] for step in agent_config(scenario)["script"]] == expected
+    assert max(expected) == LOGNORMAL_CAP * 1.0
+
+
+def test_a_terminal_the_daemons_record_disagrees_with_breaks_one_terminal() -> None:
+    """The stream's terminal is checked against ``GET /dev/v1/runs/{id}`` (before, the
+    target counted only the terminals it read itself, which could not disagree)."""
+    terminals = {outcome: 0 for outcome in Outcome}
+    terminals[Outcome.COMPLETED] = 2
+    agreed = terminal_invariant(2, terminals, 0, 2, [])
+    assert agreed.held and agreed.detail.endswith("2 checked against the daemon's record")
+    disagreed = terminal_invariant(2, terminals, 0, 2, ["r1: streamed completed, recorded failed"])
+    assert not disagreed.held and "disagreeing: r1: streamed completed" in disagreed.detail
+
+
+def test_the_kernel_check_sees_a_leak_and_a_missing_endpoint() -> None:
+    """`daemon_no_leaks` from two ``/dev/v1/observability`` answers: a busy pool task
+    or a transient process left past the baseline breaks it; no counters is not a pass."""
+    base = {"processes": 16, "registered": 15, "task_threads_busy": 0, "task_queue": 0}
+    base["task_threads_abandoned"] = 0
+    baseline = kernel_counters({"kernel": base})
+    assert baseline is not None and baseline["unregistered_processes"] == 1
+    retained = kernel_counters({"kernel": {**base, "processes": 96, "registered": 95}})
+    assert kernel_invariant(baseline, retained).held  # retained runs are registered
+    leaked = kernel_counters({"kernel": {**base, "processes": 18}})
+    result = kernel_invariant(baseline, leaked)
+    assert not result.held and "unregistered_processes 3 (baseline 1)" in result.detail
+    busy = kernel_counters({"kernel": {**base, "task_threads_busy": 1}})
+    assert not kernel_invariant(baseline, busy).held
+    assert kernel_counters({"schema_version": 1}) is None
+    assert not kernel_invariant(baseline, None).held
 
 
 def _no_daemon_invariants() -> list[InvariantResult]:
@@ -421,9 +528,13 @@ def test_a_listener_kill_is_restarted_by_its_supervisor_and_no_run_is_lost() -> 
 # -- through the engine ------------------------------------------------------------------
 
 
-def test_the_engine_runs_a_daemon_scenario_with_daemon_kills() -> None:
+def test_the_engine_runs_a_daemon_scenario_with_daemon_kills(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """`run_scenario` with a spawned daemon and a kill schedule: the report passes,
-    counts every run once, and LOST only across the kills it records."""
+    counts every run once, and LOST only across the kills it records. (The scenario's
+    floor on the kill period is lowered so that 1.5 s of load sees kills.)"""
+    monkeypatch.setattr(scenario_module, "MIN_DAEMON_EVERY_S", 0.1)
     scenario = _scenario(
         count=None,
         duration_s=1.5,
@@ -434,7 +545,7 @@ def test_the_engine_runs_a_daemon_scenario_with_daemon_kills() -> None:
     report = run_scenario(scenario)
     kills = [event for event in report.chaos if event.action == "kill_daemon"]
     assert kills, "the seeded schedule kills the daemon within the 1.5 s of load"
-    assert all(event.outcome == "restarted" for event in kills)
+    assert all(event.outcome is ChaosOutcome.RESTARTED for event in kills)
     assert report.restarts == len(kills)
     started = sum(report.counts.values())
     assert report.counts["completed"] + report.counts["lost"] == started

@@ -19,17 +19,25 @@ import adk_actors as adk
 import supervision as sv
 from adk_actors import stress
 from adk_actors.agents import list_agents
-from adk_actors.stress import invariants
-from adk_actors.stress.engine import Tally
+from adk_actors.stress import engine, invariants
+from adk_actors.stress.engine import Tally, halve_timeline
 from adk_actors.stress.inprocess import InProcessTarget
 from adk_actors.stress.latency import Reservoir, draw_delay
-from adk_actors.stress.records import Outcome, ProgressSnapshot, StressReport
+from adk_actors.stress.records import (
+    Outcome,
+    ProgressSnapshot,
+    StressInterrupted,
+    StressReport,
+    TimelinePoint,
+)
 from adk_actors.stress.scenario import Model, load_scenario
 from providers.errors import AdkError
 from supervision import aio as sv_aio
 
-ENGINE_INVARIANTS = {"every_run_one_terminal", "no_unexpected_lost"}
+ENGINE_INVARIANTS = {"engine_accounting", "no_unexpected_lost"}
 TARGET_INVARIANTS = {
+    "every_run_one_terminal",
+    "sessions_bounded",
     "no_open_invocations",
     "no_leaked_permits",
     "no_leaked_processes",
@@ -186,6 +194,7 @@ def test_stop_ends_the_load_early(load: dict[str, object]) -> None:
         stop=stop,
     )
     assert_held(report)
+    assert report.interrupted  # the report says it covers only what ran
     assert report.duration_s < 60
     assert sum(report.counts.values()) == report.timeline[-1].started
 
@@ -199,11 +208,18 @@ def test_ctrl_c_stops_the_load_then_closes_the_target() -> None:
             interrupts.append(1)
             _thread.interrupt_main()  # what Ctrl-C does to the waiting caller
 
-    with pytest.raises(KeyboardInterrupt):
+    stopping: list[int] = []
+    with pytest.raises(StressInterrupted) as caught:
         stress.run_scenario(
             {"duration_s": 600, "agents": 2, "concurrency": 4, "sample_interval_s": 0.1},
             on_progress=interrupt,
+            on_stop=stopping.append,
         )
+    assert isinstance(caught.value, KeyboardInterrupt)  # plain callers still stop
+    report = caught.value.report  # the report already built is handed back
+    assert report.interrupted and report.invariant_details
+    assert sum(report.counts.values()) == report.timeline[-1].started > 0
+    assert len(stopping) == 1 and stopping[0] >= 0  # told how many runs were in flight
     assert interrupts == [1]
     assert [name for name in list_agents() if name.startswith("Stress_")] == []
     assert adk.runs.stats() == {"actors": 0, "retained": 0, "pending_handoffs": 0}
@@ -307,16 +323,17 @@ def test_the_settle_timeout_is_bounded() -> None:
         assert caught.value.reason == "invalid_settle_timeout"
 
 
-def test_a_second_terminal_breaks_one_terminal_per_run() -> None:
+def test_the_engines_own_accounting_is_named_as_such() -> None:
+    """The engine's books (not the runtime: see test_inprocess's cross-check)."""
     tally = Tally(seed=1)
     tally.begin(0)
     tally.begin(1)
     tally.end(0, Outcome.COMPLETED, 0.01)
-    assert {r.name: r.held for r in tally.invariants(0)}["every_run_one_terminal"] is False
+    assert {r.name: r.held for r in tally.invariants(0)}["engine_accounting"] is False
     tally.end(1, Outcome.FAILED, 0.01)
     assert all(r.held for r in tally.invariants(0))
     tally.end(1, Outcome.COMPLETED, 0.01)  # the same run ends twice
-    broken = {r.name: r for r in tally.invariants(0)}["every_run_one_terminal"]
+    broken = {r.name: r for r in tally.invariants(0)}["engine_accounting"]
     assert not broken.held
     assert "duplicate terminals 1" in broken.detail
     assert tally.counts["completed"] == 1  # the second terminal was not counted
@@ -331,10 +348,23 @@ def test_lost_runs_need_a_daemon_kill() -> None:
 
 
 def test_leaks_break_their_invariants() -> None:
-    leaked = invariants.no_leaked_permits({"active": 1, "queued": 0})
+    leaked = invariants.no_leaked_permits({"active": 1, "queued": 0}, 4)
     assert not leaked.held and "active 1" in leaked.detail
-    assert not invariants.no_leaked_permits({"active": 0, "queued": 2}).held
-    assert invariants.no_leaked_permits({"active": 0, "queued": 0}).held
+    assert not invariants.no_leaked_permits({"active": 0, "queued": 2}, 4).held
+    assert invariants.no_leaked_permits({"active": 0, "queued": 0}, 4).held
+    unexercised = invariants.no_leaked_permits({"active": 0, "queued": 0}, 0)
+    assert not unexercised.held and "not exercised" in unexercised.detail
+    assert invariants.no_leaked_permits({"active": 0, "queued": 0}, 0, exercised=False).held
+    with pytest.raises(KeyError):  # a renamed status key fails loudly, never reads as 0
+        invariants.no_leaked_permits({"permits": 0, "queued": 0}, 4)
+    stored = invariants.sessions_bounded(stored=300, bound=272, deleted=10)
+    assert not stored.held and "300 sessions stored" in stored.detail
+    assert invariants.sessions_bounded(stored=12, bound=272, deleted=900).held
+    twice = invariants.runs_one_terminal(3, 3, {}, ["run-1: Completed, then Failed"])
+    assert not twice.held and "then Failed" in twice.detail
+    unanswered = invariants.runs_one_terminal(3, 2, {"not_found": 1}, [])
+    assert not unanswered.held and "not_found 1" in unanswered.detail
+    assert invariants.runs_one_terminal(3, 3, {}, []).held
     assert not invariants.no_leaked_processes(baseline=20, now=21).held
     assert invariants.no_leaked_processes(baseline=20, now=20).held
     threads = invariants.no_leaked_threads(10, 11, new_threads={"worker": 1})
@@ -369,7 +399,7 @@ def test_reservoir_percentiles_and_bounds() -> None:
 
 def test_model_delays_follow_the_scenario() -> None:
     rng = random.Random(5)
-    uniform = Model(latency=(0.01, 0.02))
+    uniform = Model(latency=(0.01, 0.02)).latency
     assert all(0.01 <= draw_delay(uniform, rng) <= 0.02 for _ in range(200))
     lognormal = load_scenario(
         {
@@ -377,7 +407,7 @@ def test_model_delays_follow_the_scenario() -> None:
             "concurrency": 1,
             "model": {"latency": {"distribution": "lognormal", "median_s": 0.01, "p99_s": 0.1}},
         }
-    ).model
+    ).model.latency
     draws = sorted(draw_delay(lognormal, rng) for _ in range(2000))
     assert 0.007 < draws[1000] < 0.014  # the median
     assert draws[-1] <= 0.4  # capped at four times the 99th percentile
@@ -390,7 +420,99 @@ def test_decode_report_refuses_a_bad_report() -> None:
     report = stress.run_scenario({"count": 2, "agents": 1, "concurrency": 1})
     encoded = stress.encode_report(report)
     with pytest.raises(AdkError):
-        stress.decode_report(encoded | {"schema_version": 2})
+        stress.decode_report(encoded | {"schema_version": 1})
     with pytest.raises(AdkError):
         stress.decode_report(encoded | {"extra": True})
     assert msgspec.json.decode(msgspec.json.encode(encoded)) == encoded
+
+
+# -- chaos schedule, chaos counts, timeline --------------------------------------------------
+
+
+def _scheduled(seed: int, rate: float, window: float) -> int:
+    """How many events the seeded schedule has due within `window` seconds."""
+    rng, due, n = random.Random(seed), 0.0, 0
+    while True:
+        due += rng.expovariate(rate)
+        if due > window:
+            return n
+        n += 1
+
+
+@pytest.mark.timeout(60)
+def test_chaos_is_delivered_at_its_rate_and_counted_past_the_kept_events(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At the highest rate allowed the seeded schedule is delivered (absolute times:
+    the time each action takes never delays the next), every event is counted exactly
+    (`chaos_total`, `chaos_counts`) although only a few are kept, and the kept ones are a
+    sample of the whole run, not its first events."""
+    monkeypatch.setattr(engine, "MAX_CHAOS_EVENTS", 20)
+    report = stress.run_scenario(
+        {
+            "duration_s": 1.2,
+            "agents": 2,
+            "concurrency": 4,
+            "sample_interval_s": 0.2,
+            "chaos": {"start_after_s": 0.0, "seed": 3, "kill_run_workers_per_s": 200},
+        }
+    )
+    # the schedule runs from the start until the load is over (about `duration_s`)
+    scheduled = _scheduled(3, 200.0, report.duration_s - 0.05)
+    assert report.chaos_total >= 0.97 * scheduled
+    assert len(report.chaos) == 20 < report.chaos_total
+    counted = sum(n for outcomes in report.chaos_counts.values() for n in outcomes.values())
+    assert counted == report.chaos_total
+    assert set(report.chaos_counts) == {"kill_run_workers"}
+    assert max(event.t_s for event in report.chaos) > 0.6  # not only the first 20 events
+    assert stress.decode_report(json.loads(json.dumps(stress.encode_report(report)))) == report
+
+
+def _point(t: float, completed: int, p99: float | None) -> TimelinePoint:
+    return TimelinePoint(
+        t_s=t,
+        started=completed,
+        completed=completed,
+        errors=0,
+        in_flight=0,
+        throughput_per_s=0.0,
+        latency_p50_ms=p99,
+        latency_p95_ms=p99,
+        latency_p99_ms=p99,
+    )
+
+
+def test_halving_the_timeline_merges_neighbours() -> None:
+    """Merged pairs keep the cumulative counts, recompute throughput over their span and
+    keep the larger percentile (a spike never vanishes)."""
+    points = [
+        _point(1.0, 10, 5.0),
+        _point(2.0, 30, 50.0),
+        _point(3.0, 30, None),
+        _point(4.0, 70, 1.0),
+    ]
+    merged = halve_timeline(points)
+    assert [p.t_s for p in merged] == [2.0, 4.0]
+    assert [p.completed for p in merged] == [30, 70]
+    assert [p.throughput_per_s for p in merged] == [15.0, 20.0]
+    assert [p.latency_p99_ms for p in merged] == [50.0, 1.0]
+    assert halve_timeline(points[:3])[-1] == points[2]  # an odd last point is kept
+
+
+@pytest.mark.timeout(60)
+def test_a_full_timeline_keeps_uniform_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the cap, points are merged pairwise and later ones cover as many intervals:
+    the spacing stays uniform over the whole run and no completion is lost from the
+    throughput series."""
+    monkeypatch.setattr(engine, "MAX_TIMELINE", 6)
+    report = stress.run_scenario(
+        {"duration_s": 1.3, "agents": 1, "concurrency": 2, "sample_interval_s": 0.05}
+    )
+    timeline = report.timeline
+    assert 3 <= len(timeline) <= 6
+    starts = [0.0] + [p.t_s for p in timeline[:-1]]
+    spans = [p.t_s - start for p, start in zip(timeline, starts, strict=True)]
+    full = spans[:-1]  # the newest point may still be filling
+    assert max(full) <= 1.6 * min(full)
+    delivered = sum(p.throughput_per_s * span for p, span in zip(timeline, spans, strict=True))
+    assert delivered == pytest.approx(timeline[-1].completed)

@@ -3,16 +3,24 @@ scenario, its own runtime when none is running, and the history check it relies 
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import adk_actors as adk
 from adk_actors import stress
 from adk_actors.agents import list_agents
+from adk_actors.outcomes import Cancelled, Completed
+from adk_actors.sessions import InMemorySessionService
+from adk_actors.stress.inprocess import InProcessTarget
 from adk_actors.stress.invariants import check_history
-from adk_actors.stress.records import ProgressSnapshot, StressReport
+from adk_actors.stress.records import InvariantResult, Outcome, ProgressSnapshot, StressReport
+from adk_actors.stress.scenario import load_scenario
+from providers.errors import AdkError
 
 
 def held(report: StressReport) -> dict[str, bool]:
@@ -68,10 +76,101 @@ def test_shared_sessions_take_a_bounded_number_of_runs_each() -> None:
 
 @pytest.mark.timeout(60)
 def test_runs_with_sessions_of_their_own_check_a_bounded_sample() -> None:
-    report = stress.run_scenario({"count": 600, "agents": 4, "concurrency": 32})
+    report = stress.run_scenario(
+        {"count": 120, "agents": 2, "concurrency": 16},
+        target=InProcessTarget(checked_sessions=16),
+    )
     held(report)
-    detail = {r.name: r.detail for r in report.invariant_details}["sessions_consistent"]
-    assert detail == "512 sessions checked"
+    details = {r.name: r.detail for r in report.invariant_details}
+    assert details["sessions_consistent"] == "16 sessions checked"
+    # the others were deleted as their runs ended: the store never grew with the load
+    assert details["sessions_bounded"].startswith("16 sessions stored at the end (bound 32)")
+
+
+@pytest.mark.timeout(60)
+def test_failed_runs_sessions_are_checked_and_none_is_left_behind() -> None:
+    """Kind runs under kills: the sample holds failed runs' sessions as well as
+    completed ones', each stored invocation must end exactly once (killed ones closed by
+    the lost-run path), and every unsampled session is deleted whatever its outcome."""
+    report = stress.run_scenario(
+        {
+            "count": 160,
+            "agents": 2,
+            "concurrency": 16,
+            "model": {"latency": [0.01, 0.02]},
+            "sample_interval_s": 0.1,
+            "chaos": {
+                "start_after_s": 0.0,
+                "seed": 5,
+                "kill_run_workers_per_s": 60,
+                "kill_invocation_servers_per_s": 60,
+            },
+        },
+        target=InProcessTarget(checked_sessions=48),
+    )
+    held(report)
+    assert report.counts["failed"] > 0
+    details = {r.name: r.detail for r in report.invariant_details}
+    assert "of runs that did not complete" in details["sessions_consistent"]
+    stored = int(details["sessions_bounded"].split(" ")[0])
+    assert stored <= 48
+
+
+@pytest.mark.timeout(60)
+def test_old_generations_of_shared_sessions_are_checked_and_deleted() -> None:
+    """Kind sessions with 2 runs a session: one agent gives 4 slots, so 80 runs make 10
+    generations of 4 sessions; each is checked once its runs ended and then deleted, so
+    at most the two newest generations are stored at any time."""
+    report = stress.run_scenario(
+        {"kind": "sessions", "count": 80, "agents": 1, "concurrency": 4},
+        target=InProcessTarget(runs_per_session=2),
+    )
+    held(report)
+    details = {r.name: r.detail for r in report.invariant_details}
+    assert details["sessions_consistent"] == "40 sessions checked"
+    stored = int(details["sessions_bounded"].split(" ")[0])
+    assert stored <= 8 and "40 deleted" in details["sessions_bounded"]
+
+
+def test_the_target_options_are_bounded() -> None:
+    for options in ({"runs_per_session": 0}, {"checked_sessions": 10_000}):
+        with pytest.raises(AdkError) as caught:
+            InProcessTarget(**options)  # type: ignore[arg-type]
+        assert caught.value.reason[0] == "invalid_stress_target"
+
+
+@pytest.mark.timeout(60)
+def test_every_run_one_terminal_asks_the_runtime() -> None:
+    """The check reads the runtime, not the engine's books: a run the runtime reports
+    differently when asked again (here: a first answer that was not the run's terminal)
+    and a run nobody could wait for both break it."""
+
+    async def main() -> list[InvariantResult]:
+        target = InProcessTarget()
+        await target.open(load_scenario({"count": 1, "agents": 1, "concurrency": 1}))
+        outcome = await target.run_one("runs", 0, time.monotonic() + 10)
+        run_id = adk.runs.start(target._runners[0], "stress", "r1", "message 1", retention=0.5)
+        answer = await adk.runs.wait_async(run_id, timeout=10)
+        await target._cross_check(run_id, Cancelled("made up"))
+        results = await target.close()
+        assert outcome is Outcome.COMPLETED and isinstance(answer, Completed)
+        return results
+
+    results = {result.name: result for result in asyncio.run(main())}
+    broken = results["every_run_one_terminal"]
+    assert not broken.held
+    assert "Cancelled, then Completed" in broken.detail
+
+
+@pytest.mark.timeout(60)
+def test_runs_take_admission_permits_that_all_return() -> None:
+    """The stress Runners ask for permits as the daemon's do: the peak is seen during
+    the load and every permit is back at the end."""
+    report = stress.run_scenario({"count": 30, "agents": 2, "concurrency": 8})
+    held(report)
+    detail = {r.name: r.detail for r in report.invariant_details}["no_leaked_permits"]
+    peak = int(detail.rsplit(" ", 1)[1])
+    assert detail.startswith("admission active 0, queued 0") and peak >= 1
 
 
 @pytest.mark.timeout(90)
@@ -135,3 +234,30 @@ def test_check_history_finds_what_is_wrong() -> None:
         "s: run 3 has 0 terminal events"  # an invocation that never ended
     ]
     sessions.close()
+
+
+@pytest.mark.timeout(60)
+def test_blocking_facade_calls_stay_off_the_engines_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`runs.start` and the session deletes block their caller: the target makes them
+    from a worker thread, so the loop that timestamps completions never stalls on them."""
+    on_loop: list[str] = []
+
+    def spy(name: str, call: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                asyncio.get_running_loop()
+                on_loop.append(name)
+            except RuntimeError:
+                pass  # a worker thread: no loop runs here
+            return call(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(adk.runs, "start", spy("runs.start", adk.runs.start))
+    delete = InMemorySessionService.delete_session
+    monkeypatch.setattr(InMemorySessionService, "delete_session", spy("delete_session", delete))
+    report = stress.run_scenario(
+        {"count": 40, "agents": 2, "concurrency": 8}, target=InProcessTarget(checked_sessions=4)
+    )
+    held(report)
+    assert on_loop == []

@@ -1,6 +1,7 @@
 """The stress report files: report.json decodes strictly, report.md has the summary and
 the invariants table, report.html is one self-contained page with matplotlib's plots
-inline (every chaos event marked) and every user string escaped; without matplotlib
+inline (the kept chaos events marked, evenly spaced past the cap) and every user string
+escaped; the chaos total and exact counts, not only the kept events; without matplotlib
 the page says which extra to install and the other files are unchanged."""
 
 from __future__ import annotations
@@ -13,8 +14,12 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from adk_actors.stress import report_plots
 from adk_actors.stress.records import (
+    REPORT_SCHEMA_VERSION,
+    ChaosAction,
     ChaosEvent,
+    ChaosOutcome,
     InvariantResult,
     Outcome,
     StressReport,
@@ -41,6 +46,8 @@ def make_report(
     failed: bool = False,
     name: str = "unit",
     points: int = 12,
+    chaos_total: int | None = None,
+    interrupted: bool = False,
 ) -> StressReport:
     """A report as the engine builds one: a timeline, chaos events, invariants."""
     timeline = [
@@ -60,12 +67,17 @@ def make_report(
     events = [
         ChaosEvent(
             t_s=1.5 + i,
-            action=("kill_run_workers", "kill_agents")[i % 2],
+            action=(ChaosAction.KILL_RUN_WORKERS, ChaosAction.KILL_AGENTS)[i % 2],
             target=f"run-{i} {HOSTILE}",
-            outcome="killed" if i % 3 else "skipped: nothing running",
+            outcome=ChaosOutcome.KILLED if i % 3 else ChaosOutcome.SKIPPED,
+            reason="" if i % 3 else "nothing running",
         )
         for i in range(chaos)
     ]
+    chaos_counts: dict[str, dict[str, int]] = {}
+    for event in events:
+        by_outcome = chaos_counts.setdefault(event.action.value, {})
+        by_outcome[event.outcome.value] = by_outcome.get(event.outcome.value, 0) + 1
     details = [
         InvariantResult(name="one_terminal_per_run", held=True, detail="108 runs, 108 terminals"),
         InvariantResult(name="no_leaked_permits", held=not failed, detail=f"leaked 0 {HOSTILE}"),
@@ -74,7 +86,7 @@ def make_report(
     counts["completed"] = 100
     counts["failed"] = 8
     return StressReport(
-        schema_version=1,
+        schema_version=REPORT_SCHEMA_VERSION,
         scenario={"name": name, "kind": "mixed", "target": "inprocess", "duration_s": 12.0},
         started_at="2026-12-01T08:00:00Z",
         duration_s=12.0,
@@ -88,6 +100,9 @@ def make_report(
         invariant_details=details,
         environment={"python": "3.11", "cpu_count": 2},
         passed=not failed,
+        interrupted=interrupted,
+        chaos_total=len(events) if chaos_total is None else chaos_total,
+        chaos_counts=chaos_counts,
     )
 
 
@@ -127,6 +142,49 @@ def test_html_marks_every_chaos_event_in_both_plots(tmp_path: Path) -> None:
     assert page.count('data-testid="chaos-event"') == 7
     # The legend names each action once, whatever the number of marks.
     assert page.count("chaos: kill_agents") == 2  # once per plot
+
+
+def test_the_report_counts_every_chaos_event_not_only_those_kept(tmp_path: Path) -> None:
+    """Past the engine's cap the report keeps a sample of the events: the summary, the
+    per-action table and the page give the total and the exact counts, and say the
+    listed events are a sample (before: `len(report.chaos)`, silently short)."""
+    kept = make_report(chaos=6)
+    report = StressReport(
+        **{
+            **{field: getattr(kept, field) for field in kept.__struct_fields__},
+            "chaos_total": 50_000,
+            "chaos_counts": {
+                "kill_agents": {"killed": 30_000},
+                "kill_run_workers": {"killed": 20_000},
+            },
+        }
+    )
+    paths = write_reports(report, tmp_path)
+    markdown = paths["markdown"].read_text()
+    assert "| chaos events | 50000 |" in markdown
+    assert "| kill_agents | killed | 30000 |" in markdown
+    assert "6 of the 50000 events, a uniform sample kept by the engine:" in markdown
+    page = paths["html"].read_text()
+    assert "6 of the 50000 events, a uniform sample kept by the engine:" in page
+    assert "The plots mark 6 of the 50000 chaos events" in page
+    assert decode_report(json.loads(paths["json"].read_text())).chaos_total == 50_000
+
+
+def test_a_skipped_event_shows_why_and_an_interrupted_run_says_so(tmp_path: Path) -> None:
+    markdown = write_reports(make_report(interrupted=True), tmp_path)["markdown"].read_text()
+    assert "| skipped: nothing running |" in markdown
+    assert "| interrupted | yes: stopped early, the report covers what ran |" in markdown
+
+
+def test_past_the_mark_cap_the_marks_span_the_whole_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: only the first events were marked, so the end of a long run had none."""
+    monkeypatch.setattr(report_plots, "MAX_CHAOS_MARKS", 10)
+    report = make_report(chaos=50, points=60)
+    marked = report_plots.marked_events(report)
+    assert len(marked) == 10
+    assert marked[0] == report.chaos[0] and marked[-1] == report.chaos[-1]
+    plots = make_plots(report)
+    assert isinstance(plots, Plots) and plots.chaos_marked == 10
 
 
 def test_many_chaos_events_are_still_each_marked(tmp_path: Path) -> None:

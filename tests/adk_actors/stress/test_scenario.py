@@ -174,3 +174,35 @@ def test_read_scenario(tmp_path: Path) -> None:
     with pytest.raises(AdkError) as too_big:
         stress.read_scenario(huge)
     assert too_big.value.reason == ("invalid_stress_scenario", "file")
+
+
+DAEMON = {**BASE, "target": {"daemon": {"spawn": True}}}
+
+
+@pytest.mark.parametrize(
+    "chaos",
+    [
+        {"kill_listener_every_s": 1e-6},  # a million events a second
+        {"kill_listener_every_s": 0.4},
+        {"kill_daemon_every_s": 1.0},  # faster than a daemon restarts
+        {"kill_agents_per_s": 201},
+        {"kill_agents_per_s": 150, "kill_run_workers_per_s": 60},  # 210 in all
+        {"kill_agents_per_s": 100, "kill_listener_every_s": 0.5, "kill_daemon_every_s": 0.5},
+    ],
+)
+def test_chaos_rates_and_periods_are_bounded(chaos: dict[str, float]) -> None:
+    """Periods are 0 (never) or at least their floor, and the rates add up to at most
+    what the engine delivers as configured; typed refusals name the key."""
+    assert refused({**DAEMON, "chaos": chaos}).reason == ("invalid_stress_scenario", "chaos")
+
+
+def test_chaos_at_the_bounds_loads() -> None:
+    chaos = {
+        "kill_listener_every_s": 0.5,
+        "kill_daemon_every_s": 2.0,
+        "kill_agents_per_s": 100,
+        "kill_run_workers_per_s": 97.5,
+    }
+    loaded = stress.load_scenario({**DAEMON, "chaos": chaos})
+    assert loaded.chaos is not None
+    assert sum(loaded.chaos.rates().values()) == pytest.approx(200.0)

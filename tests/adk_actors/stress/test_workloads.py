@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import supervision as sv
 from adk_actors import ambient
 from adk_actors.stress.records import InvariantResult, Outcome
 from adk_actors.stress.scenario import Scenario, load_scenario
@@ -134,6 +135,33 @@ def test_workflows_closed_early_report_runs_in_flight() -> None:
     assert "4 still in flight after settling" in terminal.detail
     assert outcomes == [Outcome.CANCELLED] * 4  # close cancelled what it left behind
     assert not children_invariant(3, 1).held and children_invariant(1, 1).held
+
+
+def test_a_workflow_without_an_outcome_names_why() -> None:
+    """A run whose coordinator is killed gives no outcome: the item fails, and the
+    invariant says why (the wait's error reason), not only how many."""
+    gate = Gate()
+    workload = WorkflowsWorkload(settle_s=0.2)
+
+    async def main() -> tuple[Outcome, list[InvariantResult]]:
+        await workload.open(scenario("workflows"), gate.provider())
+        task = asyncio.ensure_future(workload.run_one(0, time.monotonic() + 20.0))
+        deadline = time.monotonic() + 5.0
+        while gate.calls == 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        (ref,) = [ref for ref in workload._in_flight.values() if ref is not None]
+        coordinator = sv.whereis(("adk.workflow", ref))
+        assert coordinator is not None
+        sv.exit(coordinator, "kill")
+        outcome = await asyncio.wait_for(task, 10.0)
+        gate.release.set()
+        return outcome, await workload.close()
+
+    outcome, results = asyncio.run(main())
+    assert outcome is Outcome.FAILED
+    terminal = by_name(results)["workflows_one_terminal_each"]
+    assert not terminal.held
+    assert "1 without an outcome (coordinator_stopped 1)" in terminal.detail
 
 
 def test_ambient_caps_concurrency_and_settles() -> None:
