@@ -12,24 +12,35 @@ from __future__ import annotations
 
 import concurrent.futures
 import itertools
-import math
 import shlex
 import ssl
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Annotated, Any, TypedDict, Unpack
+
+import msgspec
 
 from adk_actors.mcp.client import (
     STOP_TIMEOUT,
     AwaitReady,
+    CallTool,
     ClientConfig,
     Close,
+    GetPrompt,
+    ListPrompts,
+    ListResources,
+    ListTools,
     McpClientServer,
-    Op,
+    McpRequest,
     Outcome,
+    Ping,
+    ReadResource,
+    timed_out,
 )
 from adk_actors.mcp.client_supervisor import MCP_CLIENT_SUPERVISOR
 from adk_actors.mcp.security import (
+    DEFAULT_MAX_RESOLVED_ADDRESSES,
+    MAX_RESOLVED_ADDRESSES,
     AuthCallback,
     Endpoint,
     HttpPolicy,
@@ -40,7 +51,7 @@ from adk_actors.mcp.security import (
 )
 from adk_actors.mcp.toolset import Confirmation, McpTool, McpToolResult, remote_tools
 from adk_actors.tools import Tool, Toolset
-from providers.errors import AdkError
+from providers.errors import AdkError, decode_options
 from supervision import (
     CallTimeout,
     ChildSpec,
@@ -65,8 +76,68 @@ MAX_TOOLS = 4096
 DEFAULT_MAX_SCHEMA_BYTES = 65_536
 MAX_ARGV = 256
 MAX_ARG_BYTES = 4096
+MAX_ENV = 256
+MAX_HOSTS = 256
+REASON = "invalid_mcp_client_options"
 _REPLY_GRACE = 2.0
 _numbers = itertools.count(1)
+
+Seconds = Annotated[float, msgspec.Meta(gt=0, le=MAX_TIMEOUT)]
+Host = Annotated[str, msgspec.Meta(min_length=1, max_length=253)]
+
+
+class ConnectOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """`connect`'s plain options, decoded with `decode_options`: a bad one raises
+    ``AdkError(("invalid_mcp_client_options", key))``."""
+
+    request_timeout: Seconds = DEFAULT_REQUEST_TIMEOUT
+    """Each call's budget in seconds (one absolute deadline), unless the call passes one."""
+    connect_timeout: Seconds = DEFAULT_CONNECT_TIMEOUT
+    """Start, resolution and the initialize handshake."""
+    max_response_bytes: Annotated[int, msgspec.Meta(ge=1024, le=MAX_RESPONSE_BYTES)] = (
+        DEFAULT_MAX_RESPONSE_BYTES
+    )
+    """One response body (HTTP) or line (stdio)."""
+    max_tools: Annotated[int, msgspec.Meta(ge=1, le=MAX_TOOLS)] = DEFAULT_MAX_TOOLS
+    max_schema_bytes: Annotated[int, msgspec.Meta(ge=256, le=MAX_RESPONSE_BYTES)] = (
+        DEFAULT_MAX_SCHEMA_BYTES
+    )
+    max_resolved_addresses: Annotated[int, msgspec.Meta(ge=1, le=MAX_RESOLVED_ADDRESSES)] = (
+        DEFAULT_MAX_RESOLVED_ADDRESSES
+    )
+    allow_http_loopback: bool = False
+    allowed_hosts: Annotated[list[Host], msgspec.Meta(max_length=MAX_HOSTS)] | None = None
+    allowed_private_hosts: Annotated[list[Host], msgspec.Meta(max_length=MAX_HOSTS)] = []
+    env: (
+        Annotated[
+            dict[
+                Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ARG_BYTES)],
+                Annotated[str, msgspec.Meta(max_length=MAX_ARG_BYTES)],
+            ],
+            msgspec.Meta(max_length=MAX_ENV),
+        ]
+        | None
+    ) = None
+    cwd: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ARG_BYTES)] | None = None
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=256)] | None = None
+
+
+class ConnectKeywords(TypedDict, total=False):
+    """`connect`'s plain keyword options, for type checkers (`ConnectOptions` holds
+    their defaults and bounds and checks them at run time)."""
+
+    request_timeout: float
+    connect_timeout: float
+    max_response_bytes: int
+    max_tools: int
+    max_schema_bytes: int
+    max_resolved_addresses: int
+    allow_http_loopback: bool
+    allowed_hosts: Sequence[str] | None
+    allowed_private_hosts: Sequence[str]
+    env: Mapping[str, str] | None
+    cwd: str | None
+    name: str | None
 
 
 def connect(
@@ -74,71 +145,64 @@ def connect(
     target: str | Sequence[str],
     *,
     auth: AuthCallback | None = None,
-    allow_http_loopback: bool = False,
-    allowed_hosts: Sequence[str] | None = None,
-    allowed_private_hosts: Sequence[str] = (),
     resolver: Resolver | None = None,
     ssl_context: ssl.SSLContext | None = None,
-    max_resolved_addresses: int = 64,
-    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
-    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-    max_tools: int = DEFAULT_MAX_TOOLS,
-    max_schema_bytes: int = DEFAULT_MAX_SCHEMA_BYTES,
-    env: Mapping[str, str] | None = None,
-    cwd: str | None = None,
-    name: str | None = None,
     require_confirmation: Confirmation = None,
-    **unsupported: Any,
+    **options: Unpack[ConnectKeywords],
 ) -> McpClient:
-    """A connected MCP client (see the module doc). Bad input is a typed `AdkError`."""
-    refuse_static_headers(unsupported)
-    if unsupported:
-        raise AdkError(("invalid_mcp_client_options", sorted(unsupported)[:8]), "unknown options")
-    request_timeout = _seconds("request_timeout", request_timeout)
-    connect_timeout = _seconds("connect_timeout", connect_timeout)
-    _bound("max_response_bytes", max_response_bytes, 1024, MAX_RESPONSE_BYTES)
-    _bound("max_tools", max_tools, 1, MAX_TOOLS)
-    _bound("max_schema_bytes", max_schema_bytes, 256, MAX_RESPONSE_BYTES)
-    _bound("max_resolved_addresses", max_resolved_addresses, 1, 256)
+    """A connected MCP client (see the module doc). Bad input is a typed `AdkError`;
+    `options` are `ConnectOptions`' fields."""
+    refuse_static_headers(options)
+    unknown = sorted(
+        str(key)[:64] for key in options if key not in ConnectOptions.__struct_fields__
+    )
+    if unknown:
+        raise AdkError((REASON, "unknown_option"), f"unknown options: {', '.join(unknown[:8])}")
+    checked = decode_options(ConnectOptions, options, REASON, what="MCP client option")
+    if checked.env is not None and any("\0" in key + value for key, value in checked.env.items()):
+        raise AdkError((REASON, "env"), "env keys and values hold no NUL")
     if not (
         require_confirmation is None
         or isinstance(require_confirmation, bool | Mapping)
         or callable(require_confirmation)
     ):
         raise AdkError(
-            ("invalid_mcp_client_options", "require_confirmation"),
+            (REASON, "require_confirmation"),
             "a bool, a callable (args, ctx) or a mapping tool name -> rule",
         )
     if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
-        raise AdkError(("invalid_mcp_client_options", "ssl_context"), "an ssl.SSLContext")
+        raise AdkError((REASON, "ssl_context"), "an ssl.SSLContext")
     if auth is not None and not callable(auth):
-        raise AdkError(("invalid_mcp_client_options", "auth"), "auth is a callable")
+        raise AdkError((REASON, "auth"), "auth is a callable")
+    if resolver is not None and not callable(resolver):
+        raise AdkError((REASON, "resolver"), "resolver is a callable (host, port) -> addresses")
     common: dict[str, Any] = {
-        "connect_timeout": connect_timeout,
-        "max_response_bytes": max_response_bytes,
-        "max_tools": max_tools,
-        "max_schema_bytes": max_schema_bytes,
+        "connect_timeout": checked.connect_timeout,
+        "max_response_bytes": checked.max_response_bytes,
+        "max_tools": checked.max_tools,
+        "max_schema_bytes": checked.max_schema_bytes,
     }
     if transport == "stdio":
         if auth is not None:
-            raise AdkError(("invalid_mcp_client_options", "auth"), "stdio takes no auth")
+            raise AdkError((REASON, "auth"), "stdio takes no auth")
         config = ClientConfig(
-            "stdio", command=_argv(target), env=_env(env), cwd=_cwd(cwd), **common
+            transport="stdio", command=_argv(target), env=checked.env, cwd=checked.cwd, **common
         )
         label = f"stdio {config.command[0].rsplit('/', 1)[-1]}"
     elif transport == "streamable_http":
         endpoint = parse_endpoint(target)
         policy = HttpPolicy(
-            allow_http_loopback=allow_http_loopback is True,
-            allowed_hosts=None if allowed_hosts is None else frozenset(allowed_hosts),
-            allowed_private_hosts=frozenset(allowed_private_hosts),
+            allow_http_loopback=checked.allow_http_loopback,
+            allowed_hosts=(
+                None if checked.allowed_hosts is None else frozenset(checked.allowed_hosts)
+            ),
+            allowed_private_hosts=frozenset(checked.allowed_private_hosts),
             resolver=resolver or default_resolver,
-            max_resolved_addresses=max_resolved_addresses,
+            max_resolved_addresses=checked.max_resolved_addresses,
         )
-        _check_in_time(policy, endpoint, connect_timeout)
+        _check_in_time(policy, endpoint, checked.connect_timeout)
         config = ClientConfig(
-            "streamable_http",
+            transport="streamable_http",
             endpoint=endpoint,
             policy=policy,
             auth=auth,
@@ -152,7 +216,7 @@ def connect(
             "the HTTP+SSE transport is deprecated; use streamable_http",
         )
     else:
-        raise AdkError(("unsupported_transport", str(transport)[:32]), "stdio or streamable_http")
+        raise AdkError(("unsupported_transport", "unknown"), "stdio or streamable_http")
     supervisor = whereis(MCP_CLIENT_SUPERVISOR)
     if supervisor is None:
         raise AdkError("mcp_client_supervisor_not_running", "start the application (adk.start())")
@@ -167,21 +231,29 @@ def connect(
         pid = DynamicSupervisor.start_child(supervisor, spec)
     except MaxChildrenReached:
         raise AdkError("too_many_mcp_clients", "the MCP client supervisor is full") from None
-    except KernelError as error:
-        raise AdkError(("mcp_client_start_failed", str(error.reason)[:64])) from None
+    except KernelError:
+        raise AdkError("mcp_client_start_failed", "the client process did not start") from None
     assert pid is not None
     try:
-        info = _unwrap(call(pid, AwaitReady(), connect_timeout + 2 * _REPLY_GRACE))
+        info = _unwrap(call(pid, AwaitReady(), checked.connect_timeout + 2 * _REPLY_GRACE))
     except AdkError:
         _close(pid)
         raise
     except CallTimeout:
         exit(pid, "kill")
         raise AdkError("mcp_connect_timeout", "no initialize answer in time") from None
+    except ProcessExit:  # closed or killed during the handshake
+        raise AdkError("mcp_client_closed", "the client process ended during connect") from None
     except BaseException:
         exit(pid, "kill")
         raise
-    return McpClient(pid, name or f"mcp {label}", request_timeout, info, require_confirmation)
+    return McpClient(
+        pid,
+        checked.name or f"mcp {label}",
+        checked.request_timeout,
+        info,
+        require_confirmation,
+    )
 
 
 class McpClient(Toolset):
@@ -204,32 +276,53 @@ class McpClient(Toolset):
     def __repr__(self) -> str:
         return f"<McpClient {self.name} {self.pid}>"
 
-    def _call(self, op: str, *args: Any, timeout: float | None = None) -> Any:
-        budget = self.request_timeout if timeout is None else _seconds("timeout", timeout)
-        deadline = time.monotonic() + budget
+    def _request(
+        self, make: Callable[[float], McpRequest], timeout: float | None
+    ) -> tuple[McpRequest, float]:
+        """The request (its deadline from now) and the budget its caller waits for."""
+        budget = self.request_timeout if timeout is None else _seconds(timeout)
+        return make(time.monotonic() + budget), budget + _REPLY_GRACE
+
+    def _call(self, make: Callable[[float], McpRequest], timeout: float | None) -> Any:
+        request, wait = self._request(make, timeout)
         try:
-            return _unwrap(call(self.pid, Op(op, args, deadline), budget + _REPLY_GRACE))
-        except CallTimeout:
-            raise AdkError(("mcp_timeout", op), "no answer by the deadline") from None
-        except ProcessExit:
-            raise AdkError("mcp_client_closed", "the client process is gone") from None
+            return _unwrap(call(self.pid, request, wait))
+        except (CallTimeout, ProcessExit) as error:
+            raise _unanswered(request, error) from None
 
     def list_tools(self, *, timeout: float | None = None) -> list[McpTool]:
-        return list(self._call("list_tools", timeout=timeout))
+        return list(self._call(ListTools, timeout))
 
     def call_tool(
         self, name: str, args: Mapping[str, Any] | None = None, *, timeout: float | None = None
     ) -> McpToolResult:
-        return self._call("call_tool", _name(name), dict(args or {}), timeout=timeout)  # type: ignore[no-any-return]
+        tool, arguments = _name(name), _arguments(args)
+        result = self._call(lambda deadline: CallTool(tool, arguments, deadline), timeout)
+        assert isinstance(result, McpToolResult)
+        return result
+
+    async def acall_tool(
+        self, name: str, args: Mapping[str, Any] | None = None, *, timeout: float | None = None
+    ) -> McpToolResult:
+        """`call_tool` for asyncio code: no thread waits."""
+        tool, arguments = _name(name), _arguments(args)
+        request, wait = self._request(lambda deadline: CallTool(tool, arguments, deadline), timeout)
+        try:
+            result = _unwrap(await aio.call(self.pid, request, wait))
+        except (CallTimeout, ProcessExit) as error:
+            raise _unanswered(request, error) from None
+        assert isinstance(result, McpToolResult)
+        return result
 
     def list_resources(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
-        return list(self._call("list_resources", timeout=timeout))
+        return list(self._call(ListResources, timeout))
 
     def read_resource(self, uri: str, *, timeout: float | None = None) -> dict[str, Any]:
-        return dict(self._call("read_resource", _name(uri, "uri"), timeout=timeout))
+        checked = _name(uri, "uri")
+        return dict(self._call(lambda deadline: ReadResource(checked, deadline), timeout))
 
     def list_prompts(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
-        return list(self._call("list_prompts", timeout=timeout))
+        return list(self._call(ListPrompts, timeout))
 
     def get_prompt(
         self,
@@ -238,13 +331,13 @@ class McpClient(Toolset):
         *,
         timeout: float | None = None,
     ) -> dict[str, Any]:
-        arguments = dict(args or {})
+        prompt, arguments = _name(name), dict(args or {})
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in arguments.items()):
             raise AdkError(("invalid_mcp_request", "prompt_arguments"), "string arguments")
-        return dict(self._call("get_prompt", _name(name), arguments, timeout=timeout))
+        return dict(self._call(lambda deadline: GetPrompt(prompt, arguments, deadline), timeout))
 
     def ping(self, *, timeout: float | None = None) -> None:
-        self._call("ping", timeout=timeout)
+        self._call(Ping, timeout)
 
     def close(self) -> None:
         """Close the session (a stdio server is stopped); idempotent."""
@@ -254,21 +347,14 @@ class McpClient(Toolset):
 
     def fetch(self) -> list[Tool]:
         return remote_tools(
-            self.list_tools(), self.call_tool, f"toolset {self.name}", self.require_confirmation
+            self.list_tools(), self.acall_tool, f"toolset {self.name}", self.require_confirmation
         )
 
-    async def acall_tool(self, name: str, args: dict[str, Any]) -> McpToolResult:
-        """`call_tool` for asyncio code (the agent's tools): no thread waits."""
-        deadline = time.monotonic() + self.request_timeout
-        try:
-            outcome = await aio.call(
-                self.pid, Op("call_tool", (name, args), deadline), self.request_timeout + 1.0
-            )
-        except CallTimeout:
-            raise AdkError(("mcp_timeout", "call_tool"), "no answer by the deadline") from None
-        except ProcessExit:
-            raise AdkError("mcp_client_closed", "the client process is gone") from None
-        return _unwrap(outcome)  # type: ignore[no-any-return]
+
+def _unanswered(request: McpRequest, error: BaseException) -> AdkError:
+    if isinstance(error, CallTimeout):
+        return timed_out(request)
+    return AdkError("mcp_client_closed", "the client process is gone")
 
 
 _resolving = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="mcp-resolve")
@@ -301,20 +387,22 @@ def _unwrap(outcome: Any) -> Any:
     raise AdkError("mcp_client_failed", "unexpected answer")
 
 
-def _seconds(key: str, value: Any) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or not 0 < value <= MAX_TIMEOUT
-    ):
-        raise AdkError(("invalid_mcp_client_options", key), f"seconds in (0, {MAX_TIMEOUT}]")
-    return float(value)
+def _seconds(value: Any) -> float:
+    """A call's ``timeout=``: seconds in (0, MAX_TIMEOUT]."""
+    try:
+        return msgspec.convert(value, Seconds, strict=True)
+    except msgspec.ValidationError:
+        raise AdkError(
+            ("invalid_mcp_request", "timeout"), f"seconds in (0, {MAX_TIMEOUT}]"
+        ) from None
 
 
-def _bound(key: str, value: Any, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise AdkError(("invalid_mcp_client_options", key), f"an integer in [{low}, {high}]")
+def _arguments(args: Any) -> dict[str, Any]:
+    if args is None:
+        return {}
+    if not isinstance(args, Mapping) or not all(isinstance(key, str) for key in args):
+        raise AdkError(("invalid_mcp_request", "arguments"), "a mapping with string keys")
+    return dict(args)
 
 
 def _name(value: Any, what: str = "name") -> str:
@@ -343,20 +431,3 @@ def _argv(target: Any) -> tuple[str, ...]:
     ):
         raise AdkError(("invalid_mcp_command", "argv"), "a non-empty list of bounded strings")
     return tuple(argv)
-
-
-def _env(env: Any) -> dict[str, str] | None:
-    if env is None:
-        return None
-    if not isinstance(env, Mapping) or len(env) > 256:
-        raise AdkError(("invalid_mcp_client_options", "env"), "a mapping of strings")
-    for key, value in env.items():
-        if not isinstance(key, str) or not isinstance(value, str) or "\0" in key + value:
-            raise AdkError(("invalid_mcp_client_options", "env"), "a mapping of strings")
-    return dict(env)
-
-
-def _cwd(cwd: Any) -> str | None:
-    if cwd is not None and (not isinstance(cwd, str) or not cwd):
-        raise AdkError(("invalid_mcp_client_options", "cwd"), "a directory path")
-    return cwd

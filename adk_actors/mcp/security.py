@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 import ssl
 import urllib.parse
@@ -114,7 +115,39 @@ def _ip(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     return ip
 
 
-def is_loopback(address: str) -> bool:
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
+_COMPATIBLE = ipaddress.ip_network("::/96")
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries, by the form it has: IPv4-mapped
+    (``::ffff:a.b.c.d``), IPv4-compatible (``::a.b.c.d``), 6to4 (``2002:AABB:CCDD::/48``),
+    Teredo (``2001::/32``: its server and its client), NAT64 (``64:ff9b::/96``, and the
+    local-use ``64:ff9b:1::/48`` under both RFC 6052 layouts a /48 network may use).
+    Each is checked with the IPv4 rules, so no form tunnels to an address the IPv4
+    rules refuse."""
+    found: list[ipaddress.IPv4Address] = []
+    if ip.ipv4_mapped is not None:
+        found.append(ip.ipv4_mapped)
+    if ip.sixtofour is not None:
+        found.append(ip.sixtofour)
+    if ip.teredo is not None:
+        found.extend(ip.teredo)
+    value = int(ip)
+    if ip in _NAT64 or ip in _NAT64_LOCAL or (ip in _COMPATIBLE and value > 1):
+        found.append(ipaddress.IPv4Address(value & 0xFFFFFFFF))
+    if ip in _NAT64_LOCAL:  # RFC 6052 /48: bits 48-63 and 72-87 (bits 64-71 are zero)
+        found.append(
+            ipaddress.IPv4Address((((value >> 64) & 0xFFFF) << 16) | ((value >> 40) & 0xFFFF))
+        )
+    return found
+
+
+def is_loopback_destination(address: str) -> bool:
+    """A resolved destination address (zone ids allowed, IPv4-mapped unwrapped) that
+    is loopback: where cleartext ``http`` may go with ``allow_http_loopback``. Not
+    `adk_actors.serving.is_loopback`, which judges a *bind* host literal."""
     try:
         return _ip(address).is_loopback
     except ValueError:
@@ -122,11 +155,20 @@ def is_loopback(address: str) -> bool:
 
 
 def is_public(address: str) -> bool:
-    """A globally routable unicast address that is no cloud metadata service."""
+    """A globally routable unicast address that is no cloud metadata service; an IPv6
+    address that embeds IPv4 addresses (`embedded_ipv4`) is public only if they are."""
     try:
         ip = _ip(address)
     except ValueError:
         return False
+    if isinstance(ip, ipaddress.IPv6Address) and not all(
+        _public(inner) for inner in embedded_ipv4(ip)
+    ):
+        return False
+    return _public(ip)
+
+
+def _public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     if ip in _METADATA_ADDRESSES:
         return False
     if isinstance(ip, ipaddress.IPv4Address) and ip in _SHARED:
@@ -188,7 +230,7 @@ class HttpPolicy:
                     "mcp_dns_resolution_failed", "the resolver returned a non-address"
                 ) from None
         if endpoint.scheme == "http":
-            if not all(is_loopback(address) for address in checked):
+            if not all(is_loopback_destination(address) for address in checked):
                 raise AdkError(
                     "insecure_mcp_destination", "cleartext http is only allowed to loopback"
                 )
@@ -302,15 +344,12 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         self.endpoint = endpoint
         self.observed = observed
         self.max_response_bytes = max_response_bytes
-        self.inner = httpx2.AsyncHTTPTransport(
-            verify=ssl_context if ssl_context is not None else True,
-            trust_env=False,
-            limits=httpx2.Limits(max_connections=8, max_keepalive_connections=4),
-        )
-        pool = self.inner._pool  # rebuilt with the pinning backend (same settings)
-        assert isinstance(pool, httpcore2.AsyncConnectionPool)
+        context = ssl_context or httpx2.create_ssl_context(verify=True, trust_env=False)
+        self.inner = httpx2.AsyncHTTPTransport(verify=context, trust_env=False)
+        # httpx2 takes no network backend, so the transport's pool (the one private
+        # attribute used) is replaced by one built here, with the pinning backend
         self.inner._pool = httpcore2.AsyncConnectionPool(
-            ssl_context=pool._ssl_context,
+            ssl_context=context,
             max_connections=8,
             max_keepalive_connections=4,
             keepalive_expiry=5.0,
@@ -327,12 +366,32 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
             self.observed.redirects += 1
         if response.status_code == 404 and request.headers.get("mcp-session-id"):
             self.observed.session_lost += 1
+        if response.status_code in (401, 403):
+            self.observed.refused = auth_refusal(
+                response.status_code, response.headers.get("www-authenticate", "")
+            )
         assert isinstance(response.stream, httpx2.AsyncByteStream)
         response.stream = _BoundedStream(response.stream, self.max_response_bytes, self.observed)
         return response
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+_CHALLENGE_ERROR = re.compile(r'error\s*=\s*"?([A-Za-z_]+)', re.IGNORECASE)
+
+
+def auth_refusal(status: int, challenge: str) -> AdkError:
+    """The typed error for a 401 or 403 (RFC 6750 §3.1 ``error=`` in the challenge),
+    one of a fixed set: ``("mcp_unauthorized", "invalid_token" | "token_required")``,
+    ``("mcp_forbidden", "insufficient_scope" | "forbidden")``."""
+    found = _CHALLENGE_ERROR.search(challenge[:MAX_HEADER_BYTES])
+    code = found.group(1).lower() if found else ""
+    if status == 401:
+        why = "invalid_token" if code == "invalid_token" else "token_required"
+        return AdkError(("mcp_unauthorized", why), "the server refused the credentials (401)")
+    why = "insufficient_scope" if code == "insufficient_scope" else "forbidden"
+    return AdkError(("mcp_forbidden", why), "the server refused the request (403)")
 
 
 def same_origin(url: httpx2.URL, endpoint: Endpoint) -> bool:

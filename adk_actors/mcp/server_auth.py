@@ -19,11 +19,18 @@ RFC 9728 protected-resource document.
 - ``oauth_protected_resource`` publishes the unauthenticated metadata document at its
   ``metadata_path`` and adds ``resource_metadata`` and ``scope`` to the Bearer
   challenges; it requires both hooks (metadata without real authentication and
-  authorization is refused at start-up).
+  authorization is refused at start-up). Its settings are the msgspec struct
+  `OAuthResource` (``("invalid_mcp_oauth_resource", key)`` for a bad one).
 
-Hooks run off the event loop, under ``callback_timeout``, and fail closed: a hook that
-raises, times out or answers something else denies the request. Sessions are bound to
-`principal_scope`, the SHA-256 of the principal id (never the id itself).
+Hooks run off the event loop on a bounded pool (`server_workers.WorkerPool`, at most
+``max_callback_threads`` threads, a timed-out hook's thread counted until it ends),
+under ``callback_timeout``, and fail closed: a hook that raises, times out or answers
+something else denies the request; with every hook thread taken, the request is
+refused at once (`WorkersBusy`, which the endpoint answers with 503) and no thread is
+added. A 401 for a credential that was presented but not accepted says
+``error="invalid_token"`` (RFC 6750 §3.1); one without a credential carries no error.
+Sessions are bound to `principal_scope`, the SHA-256 of the principal id (never the
+id itself).
 """
 
 from __future__ import annotations
@@ -31,15 +38,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-import anyio
-import anyio.to_thread
+import msgspec
 
-from providers.errors import AdkError
+from adk_actors.mcp.server_workers import WorkerPool, WorkersBusy
+from providers.errors import AdkError, decode_options
 from supervision import get_logger
 
 _log = get_logger("adk_actors.mcp.server")
@@ -52,21 +58,31 @@ DEFAULT_METADATA_PATH = "/.well-known/oauth-protected-resource"
 
 
 MAX_TOKEN_CHARS = 8192
+OAUTH_REASON = "invalid_mcp_oauth_resource"
 
 Verifier = Callable[[str], "str | None"]
 AuthorizationFun = Callable[[str, str, Mapping[str, Any]], "bool | str"]
 
 
-@dataclass(frozen=True)
-class OAuthResource:
-    """The RFC 9728 protected-resource settings, checked."""
+HttpsUrl = Annotated[str, msgspec.Meta(min_length=9, max_length=2048)]
+ScopeToken = Annotated[str, msgspec.Meta(pattern=r'^[^\s"\\,]+$', max_length=256)]
+Scopes = Annotated[tuple[ScopeToken, ...], msgspec.Meta(max_length=64)]
 
-    resource: str
-    authorization_servers: tuple[str, ...]
-    scopes_supported: tuple[str, ...]
-    required_scopes: tuple[str, ...]
-    resource_metadata_url: str
-    metadata_path: str
+
+class OAuthResource(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The RFC 9728 protected-resource settings (``oauth_protected_resource``), decoded
+    by `oauth_resource`: https URLs, scope tokens, an absolute metadata path."""
+
+    resource: HttpsUrl
+    authorization_servers: Annotated[
+        tuple[HttpsUrl, ...], msgspec.Meta(min_length=1, max_length=16)
+    ]
+    resource_metadata_url: HttpsUrl
+    scopes_supported: Scopes = ()
+    required_scopes: Scopes = ()
+    metadata_path: Annotated[str, msgspec.Meta(pattern=r"^/[^?#\s]*$", max_length=256)] = (
+        DEFAULT_METADATA_PATH
+    )
 
     def document(self) -> bytes:
         return json.dumps(
@@ -77,6 +93,19 @@ class OAuthResource:
                 "bearer_methods_supported": ["header"],
             }
         ).encode()
+
+
+def oauth_resource(options: Mapping[str, Any]) -> OAuthResource:
+    """The checked `OAuthResource`; a bad key fails as
+    ``("invalid_mcp_oauth_resource", key)``."""
+    checked = decode_options(
+        OAuthResource, options, OAUTH_REASON, what="oauth_protected_resource option"
+    )
+    for key in ("resource", "resource_metadata_url"):
+        _https(getattr(checked, key), key)
+    for url in checked.authorization_servers:
+        _https(url, "authorization_servers")
+    return checked
 
 
 class ServerAuth:
@@ -90,6 +119,7 @@ class ServerAuth:
         authorization_fun: AuthorizationFun | None,
         oauth: Mapping[str, Any] | None,
         callback_timeout: float,
+        max_callback_threads: int = 16,
     ) -> None:
         if auth_token is not None and (
             not isinstance(auth_token, str) or len(auth_token.encode()) < MIN_TOKEN_BYTES
@@ -110,7 +140,8 @@ class ServerAuth:
         self._verifier = verifier
         self._authorization_fun = authorization_fun
         self.callback_timeout = callback_timeout
-        self.oauth = None if oauth is None else _oauth(oauth)
+        self.hooks = WorkerPool(max_callback_threads, "auth-hooks")
+        self.oauth = None if oauth is None else oauth_resource(oauth)
         if self.oauth is not None and (verifier is None or authorization_fun is None):
             raise AdkError(
                 "mcp_oauth_requires_auth_hooks",
@@ -142,7 +173,7 @@ class ServerAuth:
                 return TOKEN_PRINCIPAL
         if self._verifier is None:
             return None
-        principal = await _hook(self._verifier, (token,), self.callback_timeout, "verifier")
+        principal = await self._hook(self._verifier, (token,), "verifier")
         if not isinstance(principal, str) or not 0 < len(principal) <= MAX_PRINCIPAL_CHARS:
             return None
         if self._digest is not None and principal == TOKEN_PRINCIPAL:
@@ -154,16 +185,28 @@ class ServerAuth:
         that fails, times out or answers anything but True denies."""
         if self._authorization_fun is None:
             return True
-        allowed = await _hook(
-            self._authorization_fun,
-            (principal, method, dict(resource)),
-            self.callback_timeout,
-            "authorization_fun",
+        allowed = await self._hook(
+            self._authorization_fun, (principal, method, dict(resource)), "authorization_fun"
         )
         return allowed is True
 
+    async def _hook(self, fn: Callable[..., Any], args: tuple[Any, ...], what: str) -> Any:
+        """Run a hook on the bounded pool under ``callback_timeout``; None when it fails
+        (fail closed). `WorkersBusy` passes through: the request is refused, not denied."""
+        try:
+            return await self.hooks.run(lambda: fn(*args), self.callback_timeout)
+        except WorkersBusy:
+            _log.debug("adk.mcp.server.hooks_busy", hook=what)
+            raise
+        except TimeoutError:
+            _log.warning("adk.mcp.server.hook_timeout", hook=what)
+        except Exception as error:
+            _log.warning("adk.mcp.server.hook_failed", hook=what, error_class=type(error).__name__)
+        return None
+
     def challenge(self, error: str | None = None) -> str:
-        """A ``WWW-Authenticate`` value (with ``error`` for ``insufficient_scope``)."""
+        """A ``WWW-Authenticate`` value, with ``error`` (``invalid_token`` for a refused
+        credential, ``insufficient_scope`` for a denied operation) when given."""
         parts = ['Bearer realm="mcp"']
         if error is not None:
             parts.append(f'error="{error}"')
@@ -191,58 +234,7 @@ def principal_scope(principal: str) -> str:
     return hashlib.sha256(principal.encode()).hexdigest()
 
 
-async def _hook(fn: Callable[..., Any], args: tuple[Any, ...], timeout: float, what: str) -> Any:
-    """Run a hook on a worker thread under `timeout`; None when it fails (fail closed)."""
-    try:
-        with anyio.fail_after(timeout):
-            return await anyio.to_thread.run_sync(lambda: fn(*args), abandon_on_cancel=True)
-    except TimeoutError:
-        _log.warning("adk.mcp.server.hook_timeout", hook=what)
-    except Exception as error:
-        _log.warning("adk.mcp.server.hook_failed", hook=what, error_class=type(error).__name__)
-    return None
-
-
-def _https(value: Any, what: str) -> str:
-    if not isinstance(value, str):
-        raise AdkError(("invalid_mcp_oauth_resource", what), f"{what} is an https URL")
+def _https(value: str, what: str) -> None:
     parts = urlsplit(value)
     if parts.scheme != "https" or not parts.hostname or parts.fragment or parts.username:
-        raise AdkError(("invalid_mcp_oauth_resource", what), f"{what} is an https URL")
-    return value
-
-
-def _words(value: Any, what: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        raise AdkError(("invalid_mcp_oauth_resource", what), f"{what} is a list of scopes")
-    words = tuple(value)
-    for word in words:
-        if not isinstance(word, str) or not word or any(c in word for c in ' "\\'):
-            raise AdkError(("invalid_mcp_oauth_resource", what), f"{what} holds scope tokens")
-    return words
-
-
-def _oauth(options: Mapping[str, Any]) -> OAuthResource:
-    if not isinstance(options, Mapping):
-        raise AdkError(
-            ("invalid_mcp_oauth_resource", "oauth_protected_resource"), "a mapping of settings"
-        )
-    servers = options.get("authorization_servers")
-    if isinstance(servers, str) or not isinstance(servers, Sequence) or not servers:
-        raise AdkError(
-            ("invalid_mcp_oauth_resource", "authorization_servers"),
-            "authorization_servers is a non-empty list of https URLs",
-        )
-    path = options.get("metadata_path", DEFAULT_METADATA_PATH)
-    if not isinstance(path, str) or not path.startswith("/") or "?" in path or "#" in path:
-        raise AdkError(("invalid_mcp_oauth_resource", "metadata_path"), "an absolute path")
-    return OAuthResource(
-        resource=_https(options.get("resource"), "resource"),
-        authorization_servers=tuple(_https(s, "authorization_servers") for s in servers),
-        scopes_supported=_words(options.get("scopes_supported"), "scopes_supported"),
-        required_scopes=_words(options.get("required_scopes"), "required_scopes"),
-        resource_metadata_url=_https(options.get("resource_metadata_url"), "resource_metadata_url"),
-        metadata_path=path,
-    )
+        raise AdkError((OAUTH_REASON, what), f"{what} is an https URL")

@@ -14,7 +14,13 @@
 HTTP and stdio. A tool call runs through our tool machinery (`ToolCatalog.call`:
 argument validation, sanitized failures, results checked as JSON) under
 ``request_timeout``; its failure is a tool result with ``isError`` (the client and the
-model see the structural error, never an exception's text), not a protocol error. An
+model see the structural error, never an exception's text), not a protocol error.
+Blocking code (sync tools, resource and prompt callbacks) runs on the catalog's
+`WorkerPool` (``max_workers`` threads alive at most, a timed-out call's thread counted
+until it ends; past it the call is ``-32000`` "Server busy"). A result larger than
+``max_response_bytes`` is refused: a tool's as the tool error
+``mcp_response_too_large`` (the tool machinery's own 1 MiB bound applies first), a
+resource's or a prompt's as ``-32603`` ``response_too_large``. An
 unknown tool, resource or prompt, or a missing required prompt argument, is a JSON-RPC
 error. A tool needing human approval fails closed (no Runner can pause here).
 """
@@ -30,13 +36,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-import anyio.to_thread
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from adk_actors.agents import AgentRef, invoke
+from adk_actors.mcp.server_workers import WorkerPool, WorkersBusy
 from adk_actors.tools import Tool, ToolCatalog, ToolContext, Toolset, ToolsetSnapshot
 from adk_actors.tools.catalog import confirmation_refusal, structural_error
 from adk_actors.tools.suspension import Suspension
@@ -49,14 +55,14 @@ _log = get_logger("adk_actors.mcp.server")
 MAX_ITEMS = 1024
 MAX_URI_CHARS = 2048
 MAX_PROMPT_ARGUMENTS = 64
-MAX_CONTENT_BYTES = 4 << 20
-"""A resource's contents or a prompt's messages larger than this are refused
-(``response_too_large``); a tool's result is bounded by the tool machinery (1 MiB)."""
+DEFAULT_MAX_RESPONSE_BYTES = 4 << 20
+DEFAULT_MAX_WORKERS = 32
 MCP_APP_NAME = "mcp"
 REQUEST = "request"
 RESOURCE_NOT_FOUND = -32002
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
+SERVER_ERROR = -32000
 _STABLE_REASON = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 
@@ -111,6 +117,8 @@ class McpCatalog:
         prompts: Sequence[Mapping[str, Any]] = (),
         *,
         request_timeout: float = 30.0,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_workers: int = DEFAULT_MAX_WORKERS,
     ) -> None:
         for what, items in (("tools", tools), ("resources", resources), ("prompts", prompts)):
             if isinstance(items, str | bytes | Mapping) or len(items) > MAX_ITEMS:
@@ -118,6 +126,8 @@ class McpCatalog:
                     ("invalid_mcp_server_option", what), f"{what} is a list of at most {MAX_ITEMS}"
                 )
         self.request_timeout = request_timeout
+        self.max_response_bytes = max_response_bytes
+        self.workers = WorkerPool(max_workers, "calls")
         converted: list[Tool | Toolset | ToolsetSnapshot] = []
         for item in tools:
             if isinstance(item, AgentRef):
@@ -163,12 +173,18 @@ class McpCatalog:
         tool = self.tools.tool(name)
         if tool is None:
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {name[:128]}")
-        payload = await self._run_tool(tool, name, dict(arguments or {}))
+        try:
+            payload = await self._run_tool(tool, name, dict(arguments or {}))
+        except WorkersBusy:
+            raise MCPError(SERVER_ERROR, "Server busy") from None
         failed = payload.get("success") is False
         if not failed and set(payload) == {"result"} and isinstance(payload["result"], str):
             text = payload["result"]
         else:
             text = json.dumps(payload, ensure_ascii=False)
+        if _size(text) > self.max_response_bytes:
+            payload = structural_error("mcp_response_too_large", operation=name)
+            failed, text = True, json.dumps(payload)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],
             structured_content=None if failed else payload,
@@ -180,12 +196,12 @@ class McpCatalog:
         call = FunctionCallPart(name, args, call_id)
         ctx = ToolContext(app_name=MCP_APP_NAME, call_id=call_id)
         try:
+            if not self.tools.is_async(name):
+                response = await self.workers.run(
+                    lambda: self.tools.call(call, ctx), self.request_timeout
+                )
+                return response.response
             with anyio.fail_after(self.request_timeout):
-                if not self.tools.is_async(name):
-                    response = await anyio.to_thread.run_sync(
-                        lambda: self.tools.call(call, ctx), abandon_on_cancel=True
-                    )
-                    return response.response
                 refusal = self.tools.check_arguments(name, args)
                 if refusal is None:
                     refusal = confirmation_refusal(tool, call, ctx)
@@ -198,6 +214,8 @@ class McpCatalog:
         except TimeoutError:
             _log.warning("adk.mcp.server.tool_timeout", tool=name)
             return structural_error("mcp_timeout", operation=name)
+        except WorkersBusy:
+            raise
         except AdkError as error:
             reason = error.reason if isinstance(error.reason, str) else "tool_failed"
             if not _STABLE_REASON.fullmatch(reason):
@@ -217,7 +235,7 @@ class McpCatalog:
         if resource is None:
             raise MCPError(RESOURCE_NOT_FOUND, "Resource not found")
         value = await self._callback(resource.read, (), f"resource {uri[:128]}")
-        if isinstance(value, str | bytes | bytearray) and len(value) > MAX_CONTENT_BYTES:
+        if isinstance(value, str | bytes | bytearray) and _size(value) > self.max_response_bytes:
             raise MCPError(INTERNAL_ERROR, "response_too_large")
         if isinstance(value, str):
             content: types.TextResourceContents | types.BlobResourceContents = (
@@ -259,16 +277,17 @@ class McpCatalog:
             result = types.GetPromptResult.model_validate(value)
         except ValidationError:
             raise MCPError(INTERNAL_ERROR, "Prompt returned an invalid result") from None
-        if len(result.model_dump_json(by_alias=True)) > MAX_CONTENT_BYTES:
+        if len(result.model_dump_json(by_alias=True)) > self.max_response_bytes:
             raise MCPError(INTERNAL_ERROR, "response_too_large")
         return result
 
     async def _callback(self, fn: Callable[..., Any], args: tuple[Any, ...], what: str) -> Any:
         try:
-            with anyio.fail_after(self.request_timeout):
-                return await anyio.to_thread.run_sync(lambda: fn(*args), abandon_on_cancel=True)
+            return await self.workers.run(lambda: fn(*args), self.request_timeout)
         except TimeoutError:
             raise MCPError(INTERNAL_ERROR, "mcp_timeout") from None
+        except WorkersBusy:
+            raise MCPError(SERVER_ERROR, "Server busy") from None
         except MCPError:
             raise
         except Exception as error:  # the callback's text stays here
@@ -323,6 +342,13 @@ def build_server(catalog: McpCatalog, name: str = "adk-mcp", version: str = "1")
     )
     server.middleware = []  # no OpenTelemetry span per message here
     return server
+
+
+def _size(value: str | bytes | bytearray) -> int:
+    """The bytes `value` takes in an answer (base64 for bytes)."""
+    if isinstance(value, str):
+        return len(value.encode("utf-8", "surrogatepass"))
+    return (len(value) + 2) // 3 * 4
 
 
 # -- checking the registry items ---------------------------------------------------------

@@ -9,17 +9,26 @@ sits in front of it and enforces what the SDK does not, before a message reaches
   anything else is 405;
 - an ``Origin`` header must be one of ``allowed_origins`` (403 otherwise);
 - authentication (`ServerAuth`: 401 with a Bearer challenge, carrying
-  ``resource_metadata`` and ``scope`` under OAuth) and, per message and per DELETE,
-  authorization (403 ``insufficient_scope``);
+  ``error="invalid_token"`` when a credential was refused, and ``resource_metadata``
+  and ``scope`` under OAuth) and, per message and per DELETE, authorization (403
+  ``insufficient_scope``); with every hook thread busy, 503 (no thread is added);
 - a body larger than ``max_body_bytes`` is 413 (read at most that many bytes);
-- ``initialize`` opens a session (``max_sessions`` at most: ``-32000`` past it) and an
+- ``initialize`` opens a session (``max_sessions`` at most, initializes in progress
+  included, the SDK's own cap the same: ``-32000`` "Session capacity reached" past it,
+  whoever notices) and an
   unsupported requested version is negotiated down to 2025-11-25 (2025-06-18 is
   honoured); every later message needs ``mcp-protocol-version`` (400 without it or
   with a version other than the session's) and ``mcp-session-id``, bound to the
   principal's scope (`SessionTable`: 404 for an unknown, expired or foreign id); until
   ``notifications/initialized`` only ``ping`` is served (400), and it is sent once;
-- a repeated request id in a session is ``-32600``; past ``max_concurrency`` requests
-  in flight, a request is ``-32000`` (the ones in flight complete);
+- a request id is a string of at most 128 characters or a 64-bit integer (400
+  ``-32600`` otherwise); an id repeated among the session's recent ids is ``-32600``;
+  once the session has admitted ``max_session_requests`` requests it is closed in both
+  tables and the next request gets 404 (the client initializes again); past
+  ``max_concurrency`` requests in flight (counting timed-out calls whose threads still
+  run), a request is ``-32000`` (the ones in flight complete);
+- an answer larger than ``max_response_bytes`` (encoded) is replaced by ``-32603``
+  "Response exceeds limit";
 - DELETE ends the session: 204, then 404.
 
 JSON-RPC refusals go back with HTTP 200 (they answer a request id); transport refusals
@@ -31,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from mcp.server.lowlevel import Server
@@ -40,7 +48,9 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import Message, Receive, Scope, Send
 
 from adk_actors.mcp.server_auth import ServerAuth, principal_scope
-from adk_actors.mcp.server_sessions import SessionTable
+from adk_actors.mcp.server_options import ServerOptions
+from adk_actors.mcp.server_sessions import Admission, SessionPhase, SessionTable
+from adk_actors.mcp.server_workers import WorkerPool, WorkersBusy
 from supervision import get_logger
 
 _log = get_logger("adk_actors.mcp.server")
@@ -51,20 +61,11 @@ SESSION_HEADER = "mcp-session-id"
 VERSION_HEADER = "mcp-protocol-version"
 INVALID_REQUEST = -32600
 PARSE_ERROR = -32700
+INTERNAL_ERROR = -32603
 SERVER_ERROR = -32000
-
-
-@dataclass(frozen=True)
-class HttpOptions:
-    """The endpoint's checked bounds (times in seconds)."""
-
-    path: str
-    max_body_bytes: int
-    max_concurrency: int
-    max_sessions: int
-    session_ttl: float
-    max_session_requests: int
-    allowed_origins: frozenset[str]
+MAX_REQUEST_ID_CHARS = 128
+_MAX_INT_ID = 1 << 63
+CAPACITY_REACHED = "Session capacity reached"
 
 
 class McpHttpApp:
@@ -76,10 +77,16 @@ class McpHttpApp:
     app), it starts over: a new manager and an empty session table (clients see 404 and
     initialize again)."""
 
-    def __init__(self, server: Server[Any], options: HttpOptions, auth: ServerAuth) -> None:
+    def __init__(
+        self, server: Server[Any], options: ServerOptions, auth: ServerAuth, workers: WorkerPool
+    ) -> None:
         self.options = options
         self.auth = auth
+        self.workers = workers
+        """The catalog's pool: its abandoned threads count against ``max_concurrency``."""
         self._server = server
+        self._path = options.endpoint_path
+        self._origins = frozenset(options.allowed_origins)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._fresh()
 
@@ -94,7 +101,7 @@ class McpHttpApp:
             security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
             session_idle_timeout=options.session_ttl,
             max_request_body_size=options.max_body_bytes,
-            max_sessions=options.max_sessions * 2,  # ours is the bound; theirs may lag expiry
+            max_sessions=options.max_sessions,  # ours closes theirs, so they agree
         )
         self._in_flight = 0
         self._ready: asyncio.Event | None = None
@@ -124,6 +131,8 @@ class McpHttpApp:
         if self._stop is not None and self._task is not None:
             self._stop.set()
             await self._task
+        self.workers.release_idle()
+        self.auth.hooks.release_idle()
 
     # -- requests ------------------------------------------------------------------------
 
@@ -142,27 +151,38 @@ class McpHttpApp:
             else:
                 await _respond(send, 405, b"", {"allow": "GET"})
             return
-        if path not in (self.options.path, self.options.path + "/"):
+        if path not in (self._path, self._path + "/"):
             await _error(send, 404, "not_found")
             return
         origin = headers.get("origin")
-        if origin is not None and origin not in self.options.allowed_origins:
+        if origin is not None and origin not in self._origins:
             await _error(send, 403, "origin_not_allowed")
             return
         method = scope["method"]
         if method not in ("POST", "DELETE"):
             await _error(send, 405, "method_not_allowed", {"allow": "POST, DELETE"})
             return
-        principal = await self.auth.authenticate(headers.get("authorization"))
+        try:
+            await self._authenticated(scope, receive, send, headers, method)
+        except WorkersBusy:
+            await _error(send, 503, "server_busy", {"retry-after": "1"}, code=SERVER_ERROR)
+
+    async def _authenticated(
+        self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str], method: str
+    ) -> None:
+        authorization = headers.get("authorization")
+        principal = await self.auth.authenticate(authorization)
         if principal is None:
-            await _error(send, 401, "unauthorized", {"www-authenticate": self.auth.challenge()})
+            challenge = self.auth.challenge(None if authorization is None else "invalid_token")
+            await _error(send, 401, "unauthorized", {"www-authenticate": challenge})
             return
         await self._started()
+        await self._expire()
         if method == "DELETE":
             if not await self.auth.authorize(principal, "sessions/delete", {"kind": "session"}):
                 await self._forbidden(send)
                 return
-            await self._delete(scope, receive, send, headers, principal)
+            await self._delete(send, headers, principal)
             return
         body = await _read_body(receive, self.options.max_body_bytes)
         if body is None:
@@ -170,13 +190,35 @@ class McpHttpApp:
             return
         await self._post(scope, receive, send, headers, principal, body)
 
+    async def _expire(self) -> None:
+        """End in the SDK the sessions our table let go idle."""
+        for session_id in self.sessions.expire():
+            await self._end_sdk_session(session_id)
+
+    async def _end_sdk_session(self, session_id: str) -> None:
+        """Terminate the SDK's session `session_id` (a DELETE of our own; its answer is
+        dropped)."""
+        scope: Scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "DELETE",
+            "scheme": "http",
+            "path": self._path,
+            "raw_path": self._path.encode(),
+            "query_string": b"",
+            "root_path": "",
+            "headers": [(SESSION_HEADER.encode(), session_id.encode("latin-1"))],
+            "client": None,
+            "server": None,
+        }
+        await self._manager.handle_request(scope, _no_body, _discard)
+
     async def _forbidden(self, send: Send) -> None:
         challenge = self.auth.challenge("insufficient_scope")
         await _error(send, 403, "insufficient_scope", {"www-authenticate": challenge})
 
-    async def _delete(
-        self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str], principal: str
-    ) -> None:
+    async def _delete(self, send: Send, headers: dict[str, str], principal: str) -> None:
         session_id = headers.get(SESSION_HEADER)
         if session_id is None:
             await _error(send, 400, "missing_session_id")
@@ -186,7 +228,7 @@ class McpHttpApp:
             await _error(send, 404, "Session not found")
             return
         self.sessions.close(session_id)  # 404 from now on, whatever the SDK answers
-        await self._manager.handle_request(scope, _replay(b"", receive), _discard)
+        await self._end_sdk_session(session_id)
         await _respond(send, 204, b"", {})
 
     async def _post(
@@ -211,6 +253,9 @@ class McpHttpApp:
         is_request = isinstance(method, str) and "id" in message
         if (is_request and not isinstance(request_id, str | int)) or isinstance(request_id, bool):
             await _error(send, 400, "invalid_request", code=INVALID_REQUEST)
+            return
+        if not _bounded_id(request_id):
+            await _error(send, 400, "invalid_request_id", code=INVALID_REQUEST)
             return
         if isinstance(method, str) and not 0 < len(method) <= 128:
             await _error(send, 400, "invalid_request", code=INVALID_REQUEST)
@@ -241,10 +286,10 @@ class McpHttpApp:
             return
         confirming = method == "notifications/initialized" and not is_request
         if confirming:
-            if record.ready:
+            if record.phase is not SessionPhase.AWAITING_INITIALIZED:
                 await _error(send, 400, "already_initialized")
                 return
-            record.ready = True
+            record.move(SessionPhase.READY)
         elif not record.ready and method != "ping":
             await _error(send, 400, "session_not_ready")
             return
@@ -252,17 +297,30 @@ class McpHttpApp:
             await self._manager.handle_request(scope, _replay(body, receive), send)
             return
         assert isinstance(method, str) and request_id is not None
-        if not self.sessions.admit(record, request_id):
-            await _rpc_error(send, request_id, INVALID_REQUEST, "Duplicate or exhausted request id")
+        admission = self.sessions.admit(session_id, record, request_id)
+        if admission is Admission.EXHAUSTED:
+            if record.in_flight == 0:  # else the last request in flight ends it
+                await self._end_sdk_session(session_id)
+            await _error(send, 404, "Session not found")
             return
-        if self._in_flight >= self.options.max_concurrency:
+        if admission is Admission.REPEATED:
+            await _rpc_error(send, request_id, INVALID_REQUEST, "Duplicate request id")
+            return
+        if self._in_flight + self.workers.abandoned >= self.options.max_concurrency:
             await _rpc_error(send, request_id, SERVER_ERROR, "Server busy")
             return
+        self.sessions.count(record, request_id)
         self._in_flight += 1
+        record.in_flight += 1
         try:
-            await self._manager.handle_request(scope, _replay(body, receive), send)
+            bounded = _BoundedAnswer(send, request_id, self.options.max_response_bytes)
+            await self._manager.handle_request(scope, _replay(body, receive), bounded)
+            await bounded.flush()
         finally:
             self._in_flight -= 1
+            record.in_flight -= 1
+        if record.phase is SessionPhase.EXHAUSTED and record.in_flight == 0:
+            await self._end_sdk_session(session_id)
 
     async def _initialize(
         self,
@@ -285,24 +343,94 @@ class McpHttpApp:
         negotiated = (
             requested if requested in SUPPORTED_PROTOCOL_VERSIONS else LATEST_PROTOCOL_VERSION
         )
-        if self.sessions.full():
-            await _rpc_error(send, request_id, SERVER_ERROR, "Session capacity reached")
+        if not self.sessions.reserve():
+            await _rpc_error(send, request_id, SERVER_ERROR, CAPACITY_REACHED)
             return
         body = json.dumps({**message, "params": {**params, "protocolVersion": negotiated}})
-        opened: dict[str, Any] = {}
+        refused = False
 
         async def watch(event: Message) -> None:
+            nonlocal refused
             if event["type"] == "http.response.start":
-                opened["status"] = event["status"]
-                for name, value in event.get("headers", []):
-                    if name.decode("latin-1").lower() == SESSION_HEADER:
-                        opened["session"] = value.decode("latin-1")
-                if opened["status"] == 200 and "session" in opened:
-                    self.sessions.open(opened["session"], scope_key, negotiated, request_id)
-            await send(event)
+                status = event["status"]
+                session = next(
+                    (
+                        value.decode("latin-1")
+                        for name, value in event.get("headers", [])
+                        if name.decode("latin-1").lower() == SESSION_HEADER
+                    ),
+                    None,
+                )
+                if status == 200 and session is not None:
+                    self.sessions.open(session, scope_key, negotiated, request_id)
+                refused = status == 503  # the SDK's cap: answered as ours below
+            if not refused:
+                await send(event)
 
-        # the session is recorded before the answer leaves, so no later request races it
-        await self._manager.handle_request(scope, _replay(body.encode(), receive), watch)
+        try:
+            # recorded before the answer leaves, so no later request races it
+            await self._manager.handle_request(scope, _replay(body.encode(), receive), watch)
+        finally:
+            self.sessions.release()
+        if refused:
+            await _rpc_error(send, request_id, SERVER_ERROR, CAPACITY_REACHED)
+
+
+class _BoundedAnswer:
+    """A `send` holding one JSON answer of the SDK; past `limit` bytes it is replaced by
+    ``-32603`` "Response exceeds limit" (what was held is dropped)."""
+
+    def __init__(self, send: Send, request_id: str | int, limit: int) -> None:
+        self._send = send
+        self._request_id = request_id
+        self._limit = limit
+        self._start: Message | None = None
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._complete = False
+        self._done = False
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self._start = message
+            return
+        if message["type"] != "http.response.body" or self._done:
+            await self._send(message)
+            return
+        body = message.get("body", b"")
+        self._size += len(body)
+        if self._size <= self._limit:
+            self._chunks.append(body)
+        else:
+            self._chunks.clear()
+        if not message.get("more_body", False):
+            self._complete = True
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Send what is held (once the body is complete, or when the SDK is done: an
+        answer it left unfinished becomes ``-32603``)."""
+        if self._done or self._start is None:
+            return
+        self._done = True
+        if self._size > self._limit:
+            _log.warning("adk.mcp.server.response_too_large", limit=self._limit)
+            await _rpc_error(self._send, self._request_id, INTERNAL_ERROR, "Response exceeds limit")
+            return
+        if not self._complete:
+            await _rpc_error(self._send, self._request_id, INTERNAL_ERROR, "Internal error")
+            return
+        await self._send(self._start)
+        await self._send({"type": "http.response.body", "body": b"".join(self._chunks)})
+
+
+def _bounded_id(request_id: Any) -> bool:
+    """Is `request_id` (absent, a string or an int) within the id bounds?"""
+    if isinstance(request_id, str):
+        return len(request_id) <= MAX_REQUEST_ID_CHARS
+    if isinstance(request_id, int):
+        return -_MAX_INT_ID <= request_id < _MAX_INT_ID
+    return True
 
 
 def _resource(method: str, params: Any) -> Mapping[str, Any]:
@@ -358,6 +486,10 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 async def _discard(message: Message) -> None:
     return None
+
+
+async def _no_body() -> Message:
+    return {"type": "http.request", "body": b"", "more_body": False}
 
 
 async def _respond(send: Send, status: int, body: bytes, headers: Mapping[str, str]) -> None:

@@ -3,9 +3,9 @@
 An `McpClient` is an `adk.Toolset`: `fetch()` lists the server's tools and wraps each
 in an `McpRemoteTool`, whose declaration is the server's ``inputSchema`` (so the
 catalog validates arguments against it like any local tool's) and whose
-`execute` (on a pool thread, like any blocking tool: the toolset guard that checks
-the catalog before each run is synchronous) calls the client process with the
-arguments alone: the
+`execute` (``async``: it runs on the reactor and awaits the client process's answer,
+so no thread waits for the server) calls the client process with the arguments
+alone: the
 `ToolContext` (app, user, session, invocation, state) is never sent. Timeouts,
 structural errors, confirmation and policy are the agent's, exactly as for local
 tools. MCP names are kept when they are valid tool names; any other character
@@ -21,9 +21,10 @@ server sent it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
+
+import msgspec
 
 from adk_actors.tools import Tool, ToolContext
 from providers.errors import AdkError
@@ -31,8 +32,7 @@ from providers.errors import AdkError
 _INVALID = re.compile(r"[^A-Za-z0-9_]")
 
 
-@dataclass(frozen=True)
-class McpTool:
+class McpTool(msgspec.Struct, frozen=True, kw_only=True):
     """A tool as the server lists it."""
 
     name: str
@@ -40,7 +40,7 @@ class McpTool:
     input_schema: dict[str, Any]
     title: str | None = None
     output_schema: dict[str, Any] | None = None
-    annotations: dict[str, Any] = field(default_factory=dict)
+    annotations: dict[str, Any] = {}
 
     def to_dict(self) -> dict[str, Any]:
         found: dict[str, Any] = {
@@ -57,8 +57,7 @@ class McpTool:
         return found
 
 
-@dataclass(frozen=True)
-class McpToolResult:
+class McpToolResult(msgspec.Struct, frozen=True, kw_only=True):
     """What ``tools/call`` answered."""
 
     content: list[dict[str, Any]]
@@ -88,11 +87,12 @@ def model_name(mcp_name: str) -> str:
     return name
 
 
-CallTool = Callable[[str, dict[str, Any]], McpToolResult]
+CallTool = Callable[[str, dict[str, Any]], Awaitable[McpToolResult]]
+"""``McpClient.acall_tool``: the awaitable call an `McpRemoteTool` makes."""
 
 
 class McpRemoteTool(Tool):
-    """One server tool; `execute` waits for the client process's answer."""
+    """One server tool; `execute` awaits the client process's answer."""
 
     parallel_safe = True
 
@@ -107,9 +107,9 @@ class McpRemoteTool(Tool):
         self.source = source
         self._call = call
 
-    def execute(self, args: dict[str, Any], ctx: ToolContext) -> Any:
+    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> Any:
         del ctx  # invocation context is never sent to an MCP server
-        result = self._call(self.mcp_name, dict(args))
+        result = await self._call(self.mcp_name, dict(args))
         return result.for_model()
 
 

@@ -23,8 +23,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from tests.cli.conftest import REPO, base_env
 
 COMMAND = [sys.executable, "-m", "adk_actors.cli.mcp_command", "serve-stdio"]
-"""The command group's own entry point (``adk mcp serve-stdio`` once it is registered in
-the ``adk`` script runs the same command)."""
+"""The command group's own entry point: ``adk mcp serve-stdio`` (the group is registered in
+the ``adk`` script) runs the same command; this form needs no installed script."""
 
 CONFIG = {
     "name": "StdioAgent",

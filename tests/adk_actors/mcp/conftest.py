@@ -1,13 +1,11 @@
-"""MCP client tests: the MCP client supervisor, and real servers on 127.0.0.1.
+"""MCP tests: real servers on 127.0.0.1 and the helpers the test files share.
 
-The autouse `app` fixture of tests/adk_actors/conftest.py starts the runtime; until
-the root tree starts the MCP client supervisor itself, `mcp_clients` starts it through
-its public start function (and stops it after the test).
+The autouse `app` fixture of tests/adk_actors/conftest.py starts the runtime, whose
+root tree starts the MCP client supervisor (`mcp_clients` checks that it is there).
 """
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import sys
 import threading
@@ -19,7 +17,8 @@ import pytest
 import uvicorn
 
 from adk_actors import mcp
-from supervision import ProcessExit, stop, unlink, whereis
+from providers.errors import AdkError
+from supervision import whereis
 
 HERE = Path(__file__).parent
 SDK_SERVER = [sys.executable, str(HERE / "servers" / "sdk_server.py")]
@@ -28,15 +27,15 @@ EVERYTHING = REPO / ".mcp-node" / "node_modules" / ".bin" / "mcp-server-everythi
 
 
 @pytest.fixture(autouse=True)
-def mcp_clients(app: Any) -> Iterator[None]:
-    started = None
-    if whereis(mcp.MCP_CLIENT_SUPERVISOR) is None:
-        started = mcp.start_mcp_client_supervisor()
-        unlink(started)
-    yield
-    if started is not None:
-        with contextlib.suppress(ProcessExit):
-            stop(started, "shutdown", timeout=30)
+def mcp_clients(app: Any) -> None:
+    assert whereis(mcp.MCP_CLIENT_SUPERVISOR) is not None, "the root tree starts it"
+
+
+def reason(fn: Callable[[], Any]) -> Any:
+    """The `AdkError` reason `fn()` raises (it must raise one)."""
+    with pytest.raises(AdkError) as info:
+        fn()
+    return info.value.reason
 
 
 class HttpServer:

@@ -7,20 +7,15 @@ call, resources, prompts, close) and behaviors.md §12 (client line).
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
-import pytest
-
-import adk_actors as adk
 from adk_actors import mcp
-from tests.adk_actors.mcp.conftest import EVERYTHING, SDK_SERVER
+from tests.adk_actors.mcp.conftest import EVERYTHING, HERE, SDK_SERVER, reason
 from tests.adk_actors.mcp.servers import sdk_server
 
-
-def reason(fn):
-    with pytest.raises(adk.AdkError) as info:
-        fn()
-    return info.value.reason
+RAW_SERVER = [sys.executable, str(HERE / "servers" / "raw_server.py")]
 
 
 def exercise(client):
@@ -62,8 +57,13 @@ def test_stdio_command_as_a_string_and_bad_commands():
         "invalid_mcp_command",
         "unparsable",
     )
-    assert reason(lambda: mcp.connect("stdio", ["/nonexistent/mcp-server"]))[0] == (
-        "mcp_transport_failed"
+    assert reason(lambda: mcp.connect("stdio", ["/nonexistent/mcp-server"])) == (
+        "mcp_transport_failed",
+        "start_failed",
+    )
+    assert reason(lambda: mcp.connect("websocket", "ws://127.0.0.1:1/")) == (
+        "unsupported_transport",
+        "unknown",
     )
     assert reason(lambda: mcp.connect("sse", "http://127.0.0.1:1/sse")) == (
         "unsupported_transport",
@@ -124,24 +124,69 @@ def test_bounds_on_responses_tools_and_schemas(http_server):
     assert reason(lambda: over_http.call_tool("big", {"size": 10_000})) == "mcp_response_too_large"
     assert over_http.call_tool("add", {"a": 1, "b": 1}).content[0]["text"] == "2"
     over_http.close()
-    over_stdio = mcp.connect("stdio", SDK_SERVER, max_response_bytes=4096, max_tools=3)
+    over_stdio = mcp.connect("stdio", SDK_SERVER, max_response_bytes=4096)
     assert reason(lambda: over_stdio.call_tool("big", {"size": 10_000})) == (
         "mcp_response_too_large"
     )
-    assert reason(lambda: over_stdio.list_tools()) == "mcp_too_many_tools"
+    # a stdio line past the bound ends the session (the stream is not read past it)
+    assert reason(lambda: over_stdio.list_tools()) in (
+        "mcp_response_too_large",
+        "mcp_client_closed",
+    )
     over_stdio.close()
+    few_tools = mcp.connect("stdio", SDK_SERVER, max_tools=3)
+    assert reason(lambda: few_tools.list_tools()) == "mcp_too_many_tools"
+    few_tools.close()
     small_schemas = mcp.connect("stdio", SDK_SERVER, max_schema_bytes=256)
-    assert reason(lambda: small_schemas.list_tools())[0] == "mcp_tool_schema_too_large"
+    assert reason(lambda: small_schemas.list_tools()) == "mcp_tool_schema_too_large"
     small_schemas.close()
-    assert reason(lambda: mcp.connect("stdio", SDK_SERVER, request_timeout=0)) == (
-        "invalid_mcp_client_options",
-        "request_timeout",
+
+
+def test_a_huge_stdio_line_is_refused_at_the_bound(tmp_path):
+    """max_response_bytes bounds stdio output as it does HTTP bodies: a 256 MiB line is
+    ``mcp_response_too_large`` as soon as the bound is passed (reads are bounded
+    chunks, never the whole line), the session ends and the server is stopped."""
+    pidfile = tmp_path / "server.pid"
+    client = mcp.connect(
+        "stdio",
+        [*RAW_SERVER, str(pidfile), "big", str(256 << 20)],
+        max_response_bytes=64 * 1024,
+        request_timeout=20,
     )
-    assert reason(lambda: mcp.connect("stdio", SDK_SERVER, max_tools=0)) == (
-        "invalid_mcp_client_options",
-        "max_tools",
-    )
+    started = time.monotonic()
+    assert reason(lambda: client.list_tools()) == "mcp_response_too_large"
+    assert time.monotonic() - started < 3.0
+    server = Path(f"/proc/{int(pidfile.read_text())}")
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and server.exists():
+        time.sleep(0.05)
+    assert not server.exists(), "the server outlived the session"
+    assert reason(lambda: client.list_tools()) in ("mcp_response_too_large", "mcp_client_closed")
+    client.close()
+
+
+def test_connect_options_are_decoded_with_stable_reasons():
+    """Options are one msgspec struct (`ConnectOptions`); a bad value names its key, an
+    unknown option is one fixed reason (its name is in the message, never the reason)."""
+    for options, key in [
+        ({"request_timeout": 0}, "request_timeout"),
+        ({"request_timeout": float("nan")}, "request_timeout"),
+        ({"connect_timeout": True}, "connect_timeout"),
+        ({"max_tools": 0}, "max_tools"),
+        ({"max_response_bytes": 10}, "max_response_bytes"),
+        ({"env": {"A": 1}}, "env"),
+        ({"env": {"A": "x\0y"}}, "env"),
+        ({"cwd": ""}, "cwd"),
+        ({"allowed_hosts": "example.com"}, "allowed_hosts"),
+    ]:
+        assert reason(lambda options=options: mcp.connect("stdio", SDK_SERVER, **options)) == (
+            "invalid_mcp_client_options",
+            key,
+        )
     assert reason(lambda: mcp.connect("stdio", SDK_SERVER, colour="red")) == (
         "invalid_mcp_client_options",
-        ["colour"],
+        "unknown_option",
     )
+    client = mcp.connect("stdio", SDK_SERVER)
+    assert reason(lambda: client.list_tools(timeout=-1)) == ("invalid_mcp_request", "timeout")
+    client.close()

@@ -5,14 +5,19 @@ temporary child of the client supervisor")."""
 from __future__ import annotations
 
 import os
+import sys
+import threading
 import time
 
 import pytest
 
 import adk_actors as adk
 from adk_actors import mcp
-from supervision import DynamicSupervisor, exit, stop, whereis
-from tests.adk_actors.mcp.conftest import SDK_SERVER
+from adk_actors.mcp.client import ClientConfig, Phase, _Runner
+from supervision import DynamicSupervisor, exit, self_pid, stop, whereis
+from tests.adk_actors.mcp.conftest import HERE, SDK_SERVER
+
+RAW_SERVER = [sys.executable, str(HERE / "servers" / "raw_server.py")]
 
 
 def alive(os_pid: int) -> bool:
@@ -71,22 +76,99 @@ def test_clients_are_temporary_and_independent():
 
 
 def test_a_crashed_stdio_server_ends_its_client():
+    """A stdio server that dies ends its client process (it leaves the supervisor), and
+    every later call is a typed error, not a hang."""
     client = mcp.connect("stdio", SDK_SERVER)
     server_pid = int(client.call_tool("pid").content[0]["text"])
     os.kill(server_pid, 9)
+    assert wait_until(lambda: client.pid not in children(), 5.0), "the client outlived its server"
+    for call in (lambda: client.call_tool("add", {"a": 1, "b": 2}, timeout=5), client.list_tools):
+        with pytest.raises(adk.AdkError) as info:
+            call()
+        assert info.value.reason == "mcp_client_closed"
+    client.close()  # still idempotent
+
+
+def _kill_the_new_client(before, after_seconds, killed):
+    """From another thread: kill the first client that is not in `before`."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        new = [pid for pid in children() if pid not in before]
+        if new:
+            time.sleep(after_seconds)
+            exit(new[0], "kill")
+            killed.append(new[0])
+            return
+        time.sleep(0.01)
+
+
+def test_killing_a_client_during_the_handshake_stops_its_stdio_server(tmp_path):
+    """Killing the client while `initialize` is unanswered stops the stdio server at
+    once (stop interrupts the handshake: the server ignores stdin closing and SIGTERM,
+    so only the group kill ends it), and `connect` raises a typed error."""
+    pidfile = tmp_path / "server.pid"
+    killed = []
+    killer = threading.Thread(target=_kill_the_new_client, args=(set(children()), 0.5, killed))
+    killer.start()
+    started = time.monotonic()
     with pytest.raises(adk.AdkError) as info:
-        client.call_tool("add", {"a": 1, "b": 2}, timeout=5)
-    assert info.value.reason in ("mcp_connection_closed", "mcp_client_closed")
-    client.close()
+        mcp.connect("stdio", [*RAW_SERVER, str(pidfile), "hang"], connect_timeout=20)
+    killer.join()
+    assert info.value.reason == "mcp_client_closed"
+    assert time.monotonic() - started < 3.0
+    server_pid = int(pidfile.read_text())
+    assert wait_until(lambda: not alive(server_pid), 4.0), "the stdio server outlived its client"
+    assert killed and killed[0] not in children()
+
+
+def test_closing_the_application_during_the_handshake_stops_the_stdio_server(tmp_path):
+    """A clean stop (the supervisor's shutdown runs `terminate`) interrupts the
+    handshake as well: no waiting for connect_timeout."""
+    pidfile = tmp_path / "server.pid"
+    failures = []
+
+    def connecting():
+        try:
+            mcp.connect("stdio", [*RAW_SERVER, str(pidfile), "hang"], connect_timeout=20)
+        except adk.AdkError as error:
+            failures.append(error.reason)
+
+    thread = threading.Thread(target=connecting)
+    thread.start()
+    assert wait_until(lambda: pidfile.exists() and pidfile.read_text(), 5.0)
+    server_pid = int(pidfile.read_text())
+    started = time.monotonic()
+    stop(mcp.MCP_CLIENT_SUPERVISOR, "shutdown", timeout=30)
+    assert time.monotonic() - started < 5.0
+    thread.join(10)
+    assert failures == ["mcp_client_closed"]
+    assert wait_until(lambda: not alive(server_pid), 4.0)
 
 
 def test_connect_needs_the_supervisor():
     """Without the MCP client supervisor (the application is stopped) connect is a
     typed refusal, not a client outside supervision."""
     adk.stop()
-    pid = whereis(mcp.MCP_CLIENT_SUPERVISOR)
-    if pid is not None:  # started by the test fixture, not the tree
-        stop(pid, "shutdown")
+    assert whereis(mcp.MCP_CLIENT_SUPERVISOR) is None
     with pytest.raises(adk.AdkError) as info:
         mcp.connect("stdio", SDK_SERVER)
     assert info.value.reason == "mcp_client_supervisor_not_running"
+
+
+def test_the_client_phase_moves_only_along_its_transitions():
+    """connecting -> ready -> (reopening -> ready)* -> stopping | failed; anything else
+    is refused (a bug, never a silent state)."""
+    runner = _Runner(ClientConfig(transport="stdio", command=("true",)), self_pid())
+    try:
+        assert runner.phase is Phase.CONNECTING
+        for phase in (Phase.READY, Phase.REOPENING, Phase.READY, Phase.FAILED):
+            runner._enter(phase)
+        for phase in Phase:
+            with pytest.raises(RuntimeError):
+                runner._enter(phase)
+        fresh = _Runner(ClientConfig(transport="stdio", command=("true",)), self_pid())
+        with pytest.raises(RuntimeError):
+            fresh._enter(Phase.REOPENING)  # never reopens a session it never had
+        fresh.loop.close()
+    finally:
+        runner.loop.close()

@@ -7,18 +7,10 @@ from __future__ import annotations
 import uuid
 
 import httpx
-import pytest
 
-import adk_actors as adk
 from adk_actors import mcp
-from tests.adk_actors.mcp.conftest import Recorder
+from tests.adk_actors.mcp.conftest import Recorder, reason
 from tests.adk_actors.mcp.servers import sdk_server
-
-
-def reason(fn):
-    with pytest.raises(adk.AdkError) as info:
-        fn()
-    return info.value.reason
 
 
 def connect(server):

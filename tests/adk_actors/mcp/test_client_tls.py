@@ -16,18 +16,11 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from mcp.server.transport_security import TransportSecuritySettings
 
-import adk_actors as adk
 from adk_actors import mcp
-from tests.adk_actors.mcp.conftest import Recorder
+from tests.adk_actors.mcp.conftest import Recorder, reason
 from tests.adk_actors.mcp.servers import sdk_server
 
 HOST = "mcp.tls.test"
-
-
-def reason(fn):
-    with pytest.raises(adk.AdkError) as info:
-        fn()
-    return info.value.reason
 
 
 def _name(common):

@@ -7,6 +7,7 @@ a resolver stub: no traffic is ever sent to them."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import threading
 import time
 
@@ -16,15 +17,15 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 import adk_actors as adk
 from adk_actors import mcp
-from adk_actors.mcp.security import Observed, OriginAuth, is_public, parse_endpoint
-from tests.adk_actors.mcp.conftest import Recorder
+from adk_actors.mcp.security import (
+    Observed,
+    OriginAuth,
+    embedded_ipv4,
+    is_public,
+    parse_endpoint,
+)
+from tests.adk_actors.mcp.conftest import Recorder, reason
 from tests.adk_actors.mcp.servers import sdk_server
-
-
-def reason(fn):
-    with pytest.raises(adk.AdkError) as info:
-        fn()
-    return info.value.reason
 
 
 class StubResolver:
@@ -37,6 +38,12 @@ class StubResolver:
     def __call__(self, host, port):
         self.asked.append((host, port))
         return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+
+@adk.tool
+def echo_tool(text: str) -> str:
+    """Echo `text`."""
+    return text
 
 
 def recorded_sdk_app(recorders, **options):
@@ -109,6 +116,95 @@ def test_address_rules():
     assert is_public("8.8.8.8") and is_public("2001:4860:4860::8888")
     assert not is_public("169.254.169.254") and not is_public("fd00:ec2::254")
     assert not is_public("::ffff:127.0.0.1")
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "2002:a9fe:a9fe::1",  # 6to4 of 169.254.169.254 (metadata)
+        "2002:7f00:1::1",  # 6to4 of 127.0.0.1
+        "2002:a00:1::1",  # 6to4 of 10.0.0.1
+        "2002:c0a8:101::1",  # 6to4 of 192.168.1.1
+        "2002:6440:1::1",  # 6to4 of 100.64.0.1 (shared)
+        "64:ff9b::a9fe:a9fe",  # NAT64 well-known prefix
+        "64:ff9b::7f00:1",
+        "64:ff9b:1::a00:1",  # NAT64 local-use prefix (/96 layout)
+        "64:ff9b:1:a00:0:100::",  # NAT64 local-use prefix (/48 layout) of 10.0.0.1
+        "::ffff:169.254.169.254",  # IPv4-mapped
+        "::ffff:10.0.0.1",
+        "::127.0.0.1",  # IPv4-compatible
+        "::10.0.0.1",
+        "2001:0:4136:e378:8000:63bf:f5ff:fffe",  # Teredo, client 10.0.0.1
+    ],
+)
+def test_ipv6_forms_that_embed_a_private_ipv4_are_refused(address):
+    """Every IPv6 form that carries an IPv4 address (6to4, NAT64, IPv4-mapped,
+    IPv4-compatible, Teredo) is judged by the IPv4 rules too: none tunnels to a
+    private, loopback, shared or metadata address."""
+    assert not is_public(address)
+    resolver = StubResolver([address])
+    assert reason(
+        lambda: mcp.connect("streamable_http", "https://mcp.example.test/mcp", resolver=resolver)
+    ) == ("mcp_private_destination_rejected")
+
+
+def test_embedded_ipv4_is_extracted_from_every_form():
+    found = {
+        address: [str(ip) for ip in embedded_ipv4(ipaddress.IPv6Address(address))]
+        for address in (
+            "2002:808:808::1",
+            "64:ff9b::808:808",
+            "::ffff:8.8.8.8",
+            "::8.8.8.8",
+            "2001:0:4136:e378:8000:63bf:f5ff:fffe",
+            "2606:4700::1111",
+        )
+    }
+    assert found == {
+        "2002:808:808::1": ["8.8.8.8"],
+        "64:ff9b::808:808": ["8.8.8.8"],
+        "::ffff:8.8.8.8": ["8.8.8.8"],
+        "::8.8.8.8": ["8.8.8.8"],
+        "2001:0:4136:e378:8000:63bf:f5ff:fffe": ["65.54.227.120", "10.0.0.1"],
+        "2606:4700::1111": [],
+    }
+    assert is_public("2002:808:808::1")  # 6to4 of a public address stays public
+
+
+def test_401_and_403_have_their_own_reasons():
+    """A 401 (no or a wrong bearer) and a 403 (authorization refused) are typed as
+    ``mcp_unauthorized`` and ``mcp_forbidden`` from the Bearer challenge, not as a
+    generic JSON-RPC error."""
+    token = "t" * 32
+
+    def authorize(principal, method, resource):
+        return method != "tools/call" or "insufficient_scope"
+
+    server = mcp.serve(tools=[echo_tool], auth_token=token, authorization_fun=authorize)
+    try:
+        assert reason(
+            lambda: mcp.connect("streamable_http", server.url, allow_http_loopback=True)
+        ) == ("mcp_unauthorized", "token_required")
+        wrong = {"Authorization": "Bearer " + "w" * 32}
+        assert reason(
+            lambda: mcp.connect(
+                "streamable_http", server.url, allow_http_loopback=True, auth=lambda: wrong
+            )
+        ) == ("mcp_unauthorized", "invalid_token")
+        client = mcp.connect(
+            "streamable_http",
+            server.url,
+            allow_http_loopback=True,
+            auth=lambda: {"Authorization": f"Bearer {token}"},
+        )
+        assert [tool.name for tool in client.list_tools()] == ["echo_tool"]
+        assert reason(lambda: client.call_tool("echo_tool", {"text": "hi"})) == (
+            "mcp_forbidden",
+            "insufficient_scope",
+        )
+        client.close()
+    finally:
+        server.stop()
 
 
 def test_hosts_and_urls():

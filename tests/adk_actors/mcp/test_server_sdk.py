@@ -9,13 +9,21 @@ Follows the spec's "MCP clients and Streamable HTTP server" example (weather too
 from __future__ import annotations
 
 import asyncio
+import datetime
+import ipaddress
+import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx2
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -105,7 +113,10 @@ def _serve(servers: list[McpServer], **options: Any) -> McpServer:
 
 @asynccontextmanager
 async def _client(
-    url: str, token: str | None = TOKEN, session_ids: list[str] | None = None
+    url: str,
+    token: str | None = TOKEN,
+    session_ids: list[str] | None = None,
+    verify: ssl.SSLContext | bool = True,
 ) -> AsyncIterator[ClientSession]:
     async def remember(response: httpx2.Response) -> None:
         sid = response.headers.get("mcp-session-id")
@@ -114,7 +125,9 @@ async def _client(
 
     headers = {"authorization": f"Bearer {token}"} if token else {}
     async with (
-        httpx2.AsyncClient(headers=headers, event_hooks={"response": [remember]}) as http,
+        httpx2.AsyncClient(
+            headers=headers, event_hooks={"response": [remember]}, verify=verify
+        ) as http,
         streamable_http_client(url, http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
@@ -341,3 +354,85 @@ def test_http_app_mounts_in_another_asgi_app(http_server: Callable[..., Any]) ->
     assert _run(call_once)
     served.restart()
     assert _run(call_once)
+
+
+def _name(common: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
+
+
+def _pki(folder: Path) -> ssl.SSLContext:
+    """A test CA and a certificate for the address 127.0.0.1 (cert.pem, key.pem in
+    `folder`); the client context trusting that CA."""
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(_name("adk mcp test ca"))
+        .issuer_name(_name("adk mcp test ca"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    address = x509.IPAddress(ipaddress.ip_address("127.0.0.1"))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name("127.0.0.1"))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([address]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    (folder / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (folder / "key.pem").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return ssl.create_default_context(cadata=ca.public_bytes(serialization.Encoding.PEM).decode())
+
+
+def test_direct_tls_round_trip(servers: list[McpServer], tmp_path: Path) -> None:
+    """Follows erlang_adk mcp_server_direct_tls_public_boundary_round_trip_test_ (review
+    finding 11): served with tls_certfile/tls_keyfile, the endpoint is https; the SDK
+    client trusting the test CA verifies the certificate and calls a tool; a client
+    without that CA is refused by TLS, and cleartext gets no MCP answer."""
+    context = _pki(tmp_path)
+    server = _serve(
+        servers,
+        tools=[get_weather],
+        auth_token=TOKEN,
+        tls_certfile=str(tmp_path / "cert.pem"),
+        tls_keyfile=str(tmp_path / "key.pem"),
+    )
+    assert server.url.startswith("https://127.0.0.1:")
+
+    async def call_once() -> None:
+        async with _client(server.url, verify=context) as session:
+            result = await session.call_tool("get_weather", {"city": "Pune"})
+            assert result.is_error is False
+            assert result.structured_content == {"city": "Pune", "forecast": "sunny"}
+
+    _run(call_once)
+
+    async def untrusted() -> None:
+        async with httpx2.AsyncClient() as http:
+            with pytest.raises(httpx2.ConnectError) as refused:
+                await http.post(server.url, json={})
+            assert "CERTIFICATE_VERIFY_FAILED" in str(refused.value)
+            cleartext = server.url.replace("https://", "http://")
+            try:
+                answer = await http.post(cleartext, json={})
+            except httpx2.HTTPError:
+                return
+            assert answer.status_code == 400  # uvicorn's TLS port, not an MCP answer
+
+    _run(untrusted)

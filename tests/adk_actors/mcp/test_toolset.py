@@ -61,6 +61,7 @@ def test_an_agent_answers_with_an_mcp_tool_over_http(http_server, sessions):
 
     server = http_server(make_app)
     client = mcp.connect("streamable_http", server.base + "/mcp", allow_http_loopback=True)
+    assert all(tool.is_async for tool in client.fetch())  # awaited on the reactor, no thread
     model = adk.ScriptedProvider(
         [{"tool_calls": [{"name": "add", "args": {"a": 2, "b": 40}}]}, "The sum is 42."]
     )
