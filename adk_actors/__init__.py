@@ -8,12 +8,14 @@ text = adk.prompt(agent, "What is the weather in Tokyo?")
 adk.stop_agent(agent)
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from adk_actors import (
     aio,
     ambient,
     app,
     application,
-    evaluation,
     events,
     graph,
     mcp,
@@ -21,7 +23,6 @@ from adk_actors import (
     plugins,
     runs,
     sessions,
-    stress,
     workflows,
 )
 from adk_actors.agents import (
@@ -53,6 +54,21 @@ providers = _protocol
 `capabilities`, `validate_config`, `register_provider` and `ScriptedProvider`."""
 
 app.install(application.start_tree)  # the tree's composition root, behind `start`
+
+if TYPE_CHECKING:
+    from adk_actors import evaluation, stress
+
+_ON_FIRST_USE = frozenset({"evaluation", "stress"})
+"""Areas a running agent never needs, loaded on first use (PEP 562): `adk.evaluation`
+and `adk.stress` (the stress harness brings the daemon, uvicorn and matplotlib), so
+``import adk_actors`` stays as quick as the runtime itself."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ON_FIRST_USE:
+        return importlib.import_module(f"adk_actors.{name}")
+    raise AttributeError(f"module 'adk_actors' has no attribute {name!r}")
+
 
 __all__ = [
     "AdkError",

@@ -67,7 +67,6 @@ from adk_actors.stress.daemon_process import (
     env_token,
 )
 from adk_actors.stress.daemon_spawn import STOP_TIMEOUT, DaemonProcess
-from adk_actors.stress.engine import install_daemon_target
 from adk_actors.stress.latency import SampleReservoir
 from adk_actors.stress.records import (
     ChaosEvent,
@@ -579,11 +578,3 @@ class DaemonApiTarget:
         if response.status_code != 200:
             return f"{sample.session}: read answered {response.status_code}"
         return session_problem(response.json(), sample.message, sample.outcome, sample.state_index)
-
-
-def make_daemon_target(scenario: Scenario) -> DaemonApiTarget:
-    """The engine's target for a daemon scenario (installed when this module loads)."""
-    return DaemonApiTarget()
-
-
-install_daemon_target(make_daemon_target)

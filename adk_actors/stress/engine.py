@@ -27,6 +27,7 @@ from typing import Any
 import msgspec
 
 from adk_actors.stress import invariants
+from adk_actors.stress.daemon_target import DaemonApiTarget
 from adk_actors.stress.inprocess import InProcessTarget
 from adk_actors.stress.latency import Reservoir, SampleReservoir
 from adk_actors.stress.records import (
@@ -51,7 +52,6 @@ _log = get_logger("adk_actors.stress")
 
 ProgressCallback = Callable[[ProgressSnapshot], None]
 StopCallback = Callable[[int], None]
-TargetFactory = Callable[[Scenario], Target]
 
 RUN_GRACE_S = 10.0
 """Past a run's own deadline, how long the engine waits for the target to end it
@@ -75,23 +75,11 @@ _JOIN_POLL_S = 0.2
 longest sleep between two open-loop arrivals."""
 
 _running = threading.Lock()
-_daemon_factory: TargetFactory | None = None
-
-
-def install_daemon_target(factory: TargetFactory) -> None:
-    """Make `factory` what builds the target of a daemon scenario (`daemon_target.py`
-    installs its own when imported; the package imports it)."""
-    global _daemon_factory
-    _daemon_factory = factory
 
 
 def make_target(scenario: Scenario) -> Target:
     """The target a scenario names: the runtime in this process, or a daemon's API."""
-    if not scenario.is_daemon:
-        return InProcessTarget()
-    if _daemon_factory is None:
-        raise AdkError("stress_target_unavailable", "the daemon target is not installed")
-    return _daemon_factory(scenario)
+    return DaemonApiTarget() if scenario.is_daemon else InProcessTarget()
 
 
 def run_scenario(

@@ -25,6 +25,10 @@ import threading
 from typing import Any
 
 import structlog
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+
+import adk_actors as adk
 
 MAX_CONCURRENCY = 256
 """Our server's in-flight bound, above the benchmark's widest fan-out (default 32)."""
@@ -44,8 +48,6 @@ def _wait_for_stdin_eof() -> None:
 
 
 def _our_tools() -> list[Any]:
-    import adk_actors as adk
-
     @adk.tool
     def add(a: int, b: int) -> int:
         """Add two integers.
@@ -60,8 +62,6 @@ def _our_tools() -> list[Any]:
 
 
 def _sdk_server() -> Any:
-    from mcp.server.mcpserver import MCPServer
-
     server = MCPServer("bench-sdk-server")
 
     @server.tool()
@@ -73,8 +73,6 @@ def _sdk_server() -> Any:
 
 
 def ours_http() -> None:
-    import adk_actors as adk
-
     adk.start()
     server = adk.mcp.serve(tools=_our_tools(), max_concurrency=MAX_CONCURRENCY)
     print(server.url, flush=True)
@@ -84,8 +82,6 @@ def ours_http() -> None:
 
 
 def sdk_http(json_response: bool = False) -> None:
-    import uvicorn
-
     app = _sdk_server().streamable_http_app(json_response=json_response)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -104,11 +100,8 @@ def sdk_http(json_response: bool = False) -> None:
 
 
 def ours_stdio() -> None:
-    import adk_actors as adk
-    from adk_actors.mcp import serve_stdio
-
     adk.start()
-    serve_stdio(_our_tools())
+    adk.mcp.serve_stdio(_our_tools())
     adk.stop()
 
 
