@@ -11,7 +11,6 @@ counters are back to zero; then it unregisters the trigger and stops the agent.
 
 from __future__ import annotations
 
-import itertools
 import uuid
 from collections import Counter
 from typing import Any
@@ -26,6 +25,7 @@ from adk_actors.stress.scenario import Scenario
 from adk_actors.stress.workloads.base import (
     DEFAULT_SETTLE_S,
     INVALID,
+    ItemsInFlight,
     invariant,
     remaining,
     settle_seconds,
@@ -70,8 +70,7 @@ class AmbientWorkload:
         self._agent: str | None = None
         self._event_timeout = 1.0
         self._sessions = InMemorySessionService()
-        self._keys = itertools.count()
-        self._in_flight: dict[int, str | None] = {}
+        self._in_flight = ItemsInFlight()
         """Items under way -> their event's ref once accepted (bounded by the concurrency)."""
         self._accepted = 0
         self._duplicates = 0
@@ -101,12 +100,7 @@ class AmbientWorkload:
         )
 
     async def run_one(self, index: int, deadline: float) -> Outcome:
-        key = next(self._keys)
-        self._in_flight[key] = None
-        try:
-            return await self._run(key, index, deadline)
-        finally:
-            del self._in_flight[key]
+        return await self._in_flight.run(lambda key: self._run(key, index, deadline))
 
     async def _run(self, key: int, index: int, deadline: float) -> Outcome:
         event = {

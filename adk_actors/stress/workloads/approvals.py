@@ -12,7 +12,6 @@ that no approval is left pending.
 
 from __future__ import annotations
 
-import itertools
 import random
 import threading
 import uuid
@@ -30,6 +29,7 @@ from adk_actors.stress.records import InvariantResult, Outcome, outcome_of
 from adk_actors.stress.scenario import Model, Scenario
 from adk_actors.stress.workloads.base import (
     DEFAULT_SETTLE_S,
+    ItemsInFlight,
     invariant,
     remaining,
     settle_seconds,
@@ -119,8 +119,7 @@ class ApprovalsWorkload:
         self._tool = _Publish()
         self._sessions = InMemorySessionService()
         self._runner: Runner | None = None
-        self._keys = itertools.count()
-        self._in_flight: dict[int, str | None] = {}
+        self._in_flight = ItemsInFlight()
         """Items under way -> the run to cancel at close (bounded by the concurrency)."""
         self._started = 0
         self._paused = 0
@@ -146,12 +145,7 @@ class ApprovalsWorkload:
         self._runner = Runner(name, APP_NAME, self._sessions)
 
     async def run_one(self, index: int, deadline: float) -> Outcome:
-        key = next(self._keys)
-        self._in_flight[key] = None
-        try:
-            return await self._run(key, index, deadline)
-        finally:
-            del self._in_flight[key]
+        return await self._in_flight.run(lambda key: self._run(key, index, deadline))
 
     async def _run(self, key: int, index: int, deadline: float) -> Outcome:
         runner = self._runner

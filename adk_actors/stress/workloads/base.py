@@ -8,6 +8,7 @@ scripted model, then calls `run_one` concurrently and `close` once to collect in
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
@@ -42,6 +43,24 @@ class Workload(Protocol):
     async def close(self) -> list[InvariantResult]:
         """Settle, check the kind's invariants and tear down what `open` started."""
         ...
+
+
+class ItemsInFlight(dict[int, str | None]):
+    """A workload's items under way: key -> the runtime's reference once it has one
+    (bounded by the engine's concurrency); what `close` waits for and cancels."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._keys = itertools.count()
+
+    async def run(self, item: Callable[[int], Awaitable[Outcome]]) -> Outcome:
+        """Run `item(key)` under a fresh key, tracked here until it ends."""
+        key = next(self._keys)
+        self[key] = None
+        try:
+            return await item(key)
+        finally:
+            del self[key]
 
 
 def invariant(name: str, held: bool, detail: str) -> InvariantResult:

@@ -11,7 +11,6 @@ with both agents' answers, and that the workflow supervisor is back to its basel
 
 from __future__ import annotations
 
-import itertools
 import uuid
 from collections import Counter
 from typing import Any
@@ -23,6 +22,7 @@ from adk_actors.stress.records import InvariantResult, Outcome, outcome_of
 from adk_actors.stress.scenario import Scenario
 from adk_actors.stress.workloads.base import (
     DEFAULT_SETTLE_S,
+    ItemsInFlight,
     invariant,
     remaining,
     settle_seconds,
@@ -61,8 +61,7 @@ class WorkflowsWorkload:
         self._agents: list[str] = []
         self._compiled: list[tuple[workflows.CompiledWorkflow, str]] = []
         self._baseline = 0
-        self._keys = itertools.count()
-        self._in_flight: dict[int, str | None] = {}
+        self._in_flight = ItemsInFlight()
         """Items under way -> their run's ref once started (bounded by the concurrency)."""
         self._started = 0
         self._terminals: Counter[str] = Counter()
@@ -86,12 +85,7 @@ class WorkflowsWorkload:
         self._baseline = await _active_children()
 
     async def run_one(self, index: int, deadline: float) -> Outcome:
-        key = next(self._keys)
-        self._in_flight[key] = None
-        try:
-            return await self._run(key, index, deadline)
-        finally:
-            del self._in_flight[key]
+        return await self._in_flight.run(lambda key: self._run(key, index, deadline))
 
     async def _run(self, key: int, index: int, deadline: float) -> Outcome:
         compiled, reviewer = self._compiled[index % len(self._compiled)]
