@@ -20,6 +20,11 @@ _MESSAGE = re.compile(r"message (\d{1,7})")
 """The user message of stress run N (what the scripted model echoes)."""
 
 
+def tally(counts: Mapping[str, int]) -> str:
+    """Counts for a detail line, by name: ``"a 2, b 1"``, or ``"none"``."""
+    return ", ".join(f"{name} {n}" for name, n in sorted(counts.items())) or "none"
+
+
 def one_terminal(
     started: int, counts: Mapping[str, int], duplicates: int, unfinished: int
 ) -> InvariantResult:
@@ -40,9 +45,9 @@ def runs_one_terminal(
     the same terminal (`disagreed`: the runs it reported differently)."""
     missing = sum(unanswered.values())
     held = started == answered + missing and missing == 0 and not disagreed
-    why = ", ".join(f"{reason} {n}" for reason, n in sorted(unanswered.items()))
     detail = _problems(
-        f"started {started}, answered {answered}, without a terminal {missing} ({why or 'none'})",
+        f"started {started}, answered {answered}, without a terminal {missing} "
+        f"({tally(unanswered)})",
         disagreed,
     )
     return InvariantResult(name="every_run_one_terminal", held=held, detail=detail)

@@ -20,6 +20,7 @@ from adk_actors.agents import spawn_agent, stop_agent
 from adk_actors.ambient.options import MAX_CONCURRENCY, MAX_QUEUE, MAX_TIMEOUT
 from adk_actors.runner import Runner
 from adk_actors.sessions import InMemorySessionService
+from adk_actors.stress.invariants import tally
 from adk_actors.stress.records import InvariantResult, Outcome, outcome_of
 from adk_actors.stress.scenario import Scenario
 from adk_actors.stress.workloads.base import (
@@ -205,15 +206,15 @@ class AmbientWorkload:
             and trigger_submitted == self._accepted
             and trigger_terminal == self._accepted
         )
-        outcomes = ", ".join(f"{name} {n}" for name, n in sorted(self._terminals.items()))
-        refused = ", ".join(f"{reason} {n}" for reason, n in sorted(self._refused.items()))
+        outcomes = tally(self._terminals)
+        refused = tally(self._refused)
         return invariant(
             "ambient_all_complete",
             held,
-            f"{self._accepted} accepted, {terminals} terminals ({outcomes or 'none'}); the "
+            f"{self._accepted} accepted, {terminals} terminals ({outcomes}); the "
             f"trigger counted {trigger_submitted} submitted and {trigger_terminal} terminal; "
             f"{in_flight} still in flight after settling, {self._unanswered} without an "
-            f"outcome, {self._duplicates} unexpected duplicates; refused: {refused or 'none'}",
+            f"outcome, {self._duplicates} unexpected duplicates; refused: {refused}",
         )
 
 

@@ -24,6 +24,7 @@ from adk_actors.agents import spawn_agent, stop_agent
 from adk_actors.outcomes import Completed, Paused
 from adk_actors.runner import Runner
 from adk_actors.sessions import InMemorySessionService
+from adk_actors.stress.invariants import tally
 from adk_actors.stress.latency import draw_delay
 from adk_actors.stress.records import InvariantResult, Outcome, outcome_of
 from adk_actors.stress.scenario import Model, Scenario
@@ -291,19 +292,19 @@ class ApprovalsWorkload:
             and self._unanswered == 0
             and self._approved_completed <= executions <= self._approved
         )
-        outcomes = ", ".join(f"{name} {n}" for name, n in sorted(self._terminals.items()))
-        unpaused = ", ".join(f"{name} {n}" for name, n in sorted(self._unpaused.items()))
+        outcomes = tally(self._terminals)
+        unpaused = tally(self._unpaused)
         return invariant(
             "approvals_resumed_once",
             held,
             f"{self._started} started, {self._paused} paused, {self._resumed} resumed "
             f"({self._approved} approved, {self._approved_completed} of them completed), "
-            f"{terminals} terminals ({outcomes or 'none'}); tool ran {executions} times; "
+            f"{terminals} terminals ({outcomes}); tool ran {executions} times; "
             f"{in_flight} in flight after settling, "
             f"{self._resume_failures} resumes refused, {self._double_resumes} second "
             f"resumes accepted, {self._bypassed} completed without a pause, "
             f"{self._wrong_decisions} answers against the decision, {self._unanswered} "
-            f"without an outcome; ended before pausing: {unpaused or 'none'}",
+            f"without an outcome; ended before pausing: {unpaused}",
         )
 
     def pending_invariant(self, pending_sessions: int | None) -> InvariantResult:

@@ -18,6 +18,7 @@ from typing import Any
 from adk_actors import workflows
 from adk_actors.agents import spawn_agent, stop_agent
 from adk_actors.app import WORKFLOW_SUPERVISOR
+from adk_actors.stress.invariants import tally
 from adk_actors.stress.records import InvariantResult, Outcome, outcome_of
 from adk_actors.stress.scenario import Scenario
 from adk_actors.stress.workloads.base import (
@@ -167,16 +168,16 @@ class WorkflowsWorkload:
             and self._mismatches == 0
             and self._wrong_outputs == 0
         )
-        outcomes = ", ".join(f"{name} {n}" for name, n in sorted(self._terminals.items()))
-        refused = ", ".join(f"{reason} {n}" for reason, n in sorted(self._refused.items()))
-        why = ", ".join(f"{reason} {n}" for reason, n in sorted(self._unanswered.items()))
+        outcomes = tally(self._terminals)
+        refused = tally(self._refused)
+        why = tally(self._unanswered)
         return invariant(
             "workflows_one_terminal_each",
             held,
-            f"{self._started} started, {terminals} terminals ({outcomes or 'none'}), "
+            f"{self._started} started, {terminals} terminals ({outcomes}), "
             f"{in_flight} still in flight after settling, {unanswered} without an "
-            f"outcome ({why or 'none'}), {self._mismatches} whose status disagreed, {self._wrong_outputs} "
-            f"completed without both answers; refused at start: {refused or 'none'}",
+            f"outcome ({why}), {self._mismatches} whose status disagreed, {self._wrong_outputs} "
+            f"completed without both answers; refused at start: {refused}",
         )
 
 
