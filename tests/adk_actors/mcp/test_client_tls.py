@@ -6,68 +6,23 @@ come from a resolver stub."""
 
 from __future__ import annotations
 
-import datetime
-import ssl
-
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from mcp.server.transport_security import TransportSecuritySettings
 
 from adk_actors import mcp
 from tests.adk_actors.mcp.conftest import Recorder, reason
+from tests.adk_actors.mcp.pki import write_test_pki
 from tests.adk_actors.mcp.servers import sdk_server
 
 HOST = "mcp.tls.test"
-
-
-def _name(common):
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
     """A test CA and a server certificate for HOST (and nothing else)."""
     folder = tmp_path_factory.mktemp("pki")
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(_name("adk test ca"))
-        .issuer_name(_name("adk test ca"))
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name(HOST))
-        .issuer_name(ca.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(HOST)]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    (folder / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (folder / "key.pem").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    context = ssl.create_default_context(
-        cadata=ca.public_bytes(serialization.Encoding.PEM).decode()
-    )
-    return folder, context
+    return folder, write_test_pki(folder, HOST, x509.DNSName(HOST))
 
 
 def test_https_to_a_pinned_private_address_verifies_the_host_name(http_server, pki):

@@ -9,7 +9,6 @@ Follows the spec's "MCP clients and Streamable HTTP server" example (weather too
 from __future__ import annotations
 
 import asyncio
-import datetime
 import ipaddress
 import ssl
 import time
@@ -21,9 +20,6 @@ from typing import Any, TypeVar
 import httpx2
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -32,6 +28,7 @@ import adk_actors as adk
 import supervision as sv
 from adk_actors.mcp.server import McpServer, serve
 from providers.errors import AdkError
+from tests.adk_actors.mcp.pki import write_test_pki
 
 TOKEN = "replace-with-at-least-16-secret-bytes"
 T = TypeVar("T")
@@ -356,56 +353,14 @@ def test_http_app_mounts_in_another_asgi_app(http_server: Callable[..., Any]) ->
     assert _run(call_once)
 
 
-def _name(common: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
-
-
-def _pki(folder: Path) -> ssl.SSLContext:
-    """A test CA and a certificate for the address 127.0.0.1 (cert.pem, key.pem in
-    `folder`); the client context trusting that CA."""
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(_name("adk mcp test ca"))
-        .issuer_name(_name("adk mcp test ca"))
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    address = x509.IPAddress(ipaddress.ip_address("127.0.0.1"))
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name("127.0.0.1"))
-        .issuer_name(ca.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([address]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    (folder / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (folder / "key.pem").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return ssl.create_default_context(cadata=ca.public_bytes(serialization.Encoding.PEM).decode())
-
-
 def test_direct_tls_round_trip(servers: list[McpServer], tmp_path: Path) -> None:
     """Follows erlang_adk mcp_server_direct_tls_public_boundary_round_trip_test_ (review
     finding 11): served with tls_certfile/tls_keyfile, the endpoint is https; the SDK
     client trusting the test CA verifies the certificate and calls a tool; a client
     without that CA is refused by TLS, and cleartext gets no MCP answer."""
-    context = _pki(tmp_path)
+    context = write_test_pki(
+        tmp_path, "127.0.0.1", x509.IPAddress(ipaddress.ip_address("127.0.0.1"))
+    )
     server = _serve(
         servers,
         tools=[get_weather],
