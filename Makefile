@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 BENCH_VENV := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
-.PHONY: test lint typecheck contracts pytest browser-deps run demo bench stress clean
+.PHONY: test lint typecheck contracts pytest browser-deps run demo bench interop stress clean
 
 # The console's browser tests (tests/browser) drive Debian's chromium through playwright's
 # Python package (a dev extra); `playwright install` is never used. As root on a fresh
@@ -84,6 +84,12 @@ bench: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python benchmarks/tracing.py
 	$(BENCH_VENV)/bin/python benchmarks/evaluation.py
 	$(BENCH_VENV)/bin/python benchmarks/mcp_calls.py
+	$(BENCH_VENV)/bin/python benchmarks/a2a_tasks.py
+
+# A2A interoperability with google-adk (to_a2a, RemoteA2aAgent): google-adk lives in the
+# bench venv, so these tests run there; `make test` skips them.
+interop: $(BENCH_STAMP)
+	$(BENCH_VENV)/bin/python -m pytest -o addopts="" -p no:cacheprovider -q tests/interop
 
 # Two minutes of mixed load with chaos on the in-process runtime; reports in stress-report/.
 stress: $(STAMP)

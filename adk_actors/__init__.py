@@ -12,6 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from adk_actors import (
+    a2a,
     aio,
     ambient,
     app,
@@ -88,6 +89,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "Toolset",
+    "a2a",
     "agent_info",
     "aio",
     "ambient",

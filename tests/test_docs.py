@@ -26,6 +26,7 @@ PAGES = [
     "docs/evaluation.md",
     "docs/stress.md",
     "docs/mcp.md",
+    "docs/a2a.md",
     "README.md",
 ]
 

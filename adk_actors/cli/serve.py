@@ -34,6 +34,14 @@ from adk_actors.daemon.serve import main as serve_main
     show_default=True,
     help="Where sessions are kept (LMDB).",
 )
-def serve_command(config_path: str | None, host: str, port: int, data_dir: str) -> None:
+@click.option(
+    "--a2a",
+    "a2a",
+    is_flag=True,
+    default=False,
+    help="Also serve the agent over A2A 1.0 (card at /.well-known/agent-card.json, "
+    "JSON-RPC at /a2a/v1, bearer: ADK_DEV_TOKEN).",
+)
+def serve_command(config_path: str | None, host: str, port: int, data_dir: str, a2a: bool) -> None:
     """Run the daemon: the /dev/v1 API and the browser console at /dev."""
-    raise SystemExit(serve_main(config_path, host, port, data_dir, os.environ, sys.stdout))
+    raise SystemExit(serve_main(config_path, host, port, data_dir, os.environ, sys.stdout, a2a=a2a))

@@ -8,7 +8,8 @@ that cannot be opened even so is refused the same way, after the tree it started
 stopped. Then it starts the root tree, opens the LMDB sessions under ``<data>/sessions``
 (so a restarted daemon still has them), spawns the file's agent, starts the HTTP
 listener as the tree's last child and prints one JSON line on `out`:
-``{"status": "listening", "url", "console_url", "api_url", "agent", "pid"}``. It runs
+``{"status": "listening", "url", "console_url", "api_url", "agent", "pid"}`` (with
+``--a2a``, also ``a2a_card_url`` and ``a2a_url``: the agent over A2A 1.0). It runs
 until SIGINT or SIGTERM, then drains (`drain.drain`: new requests get 503, running
 runs get ``drain_grace``), stops the tree in order (the listener first) and returns 0.
 If the tree stops on its own meanwhile (it gave up restarting a child), it returns 1.
@@ -32,13 +33,17 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, NamedTuple, TextIO
 
+from starlette.routing import BaseRoute
+
 import adk_actors as adk
+from adk_actors.a2a.wire import CARD_PATH, RPC_PATH
 from adk_actors.config_file import AgentFile, check_credentials, load_agent_file, spawn_from_file
 from adk_actors.daemon.app import build_app
 from adk_actors.daemon.drain import drain
 from adk_actors.daemon.legacy import PATH as LEGACY_PATH
 from adk_actors.daemon.legacy import check_legacy_host
 from adk_actors.daemon.listener import check_dev_host, listener_config, start_listener
+from adk_actors.daemon.routes_a2a import DaemonA2A, a2a_routes_for_daemon
 from adk_actors.daemon.routes_mcp import mcp_route
 from adk_actors.daemon.settings import DevSettings, settings_from_env
 from adk_actors.daemon.state import DevState
@@ -69,6 +74,7 @@ class _Plan(NamedTuple):
     host: str
     port: int
     sessions_dir: Path
+    a2a: bool = False
 
 
 def main(
@@ -82,6 +88,7 @@ def main(
     err: TextIO | None = None,
     stop: threading.Event | None = None,
     console_logs: bool = True,
+    a2a: bool = False,
 ) -> int:
     """Run the daemon until SIGINT or SIGTERM (or `stop` is set); the exit code.
 
@@ -95,7 +102,7 @@ def main(
     err = sys.stderr if err is None else err
     env = os.environ if environ is None else environ
     try:
-        plan = _check(config_path, host, port, data_dir, env)
+        plan = _check(config_path, host, port, data_dir, env, a2a)
         telemetry = _telemetry(env)
     except AdkError as error:
         _print_error(err, error)
@@ -128,6 +135,7 @@ def _check(
     port: Any,
     data_dir: str | os.PathLike[str],
     environ: Mapping[str, str],
+    a2a: bool = False,
 ) -> _Plan:
     """Every refusal that needs nothing started, in the reference's order: the port,
     the address, the token and bounds; then the agent file and its credentials; last
@@ -142,7 +150,9 @@ def _check(
     if config_path is not None:
         agent_file = load_agent_file(config_path)
         check_credentials(agent_file, environ)
-    return _Plan(settings, agent_file, host, port, _sessions_dir(Path(data_dir)))
+    if a2a and agent_file is None:
+        raise AdkError("a2a_requires_agent", "--a2a serves the --config agent: give --config")
+    return _Plan(settings, agent_file, host, port, _sessions_dir(Path(data_dir)), a2a)
 
 
 def _sessions_dir(data_dir: Path) -> Path:
@@ -183,6 +193,7 @@ def _open_sessions(directory: Path) -> LmdbSessionService:
 
 def _run(plan: _Plan, stopping: threading.Event, out: TextIO, err: TextIO) -> int:
     sessions: LmdbSessionService | None = None
+    mounted: DaemonA2A | None = None
     try:
         adk.start()
         sessions = _open_sessions(plan.sessions_dir)
@@ -191,17 +202,20 @@ def _run(plan: _Plan, stopping: threading.Event, out: TextIO, err: TextIO) -> in
         runner_options = {} if plan.agent_file is None else plan.agent_file.runner_options
         state = DevState(plan.settings, sessions, runner_options)
         config = listener_config(plan.settings, plan.host, plan.port)
-        extra = (
-            ()
-            if agent_ref is None or plan.agent_file is None
-            else (mcp_route(agent_ref, plan.agent_file, plan.settings),)
-        )
+        extra: list[BaseRoute] = []
+        if agent_ref is not None and plan.agent_file is not None:
+            extra.append(mcp_route(agent_ref, plan.agent_file, plan.settings))
+            if plan.a2a:
+                mounted = a2a_routes_for_daemon(agent_ref, plan.agent_file, plan.settings, sessions)
+                extra.extend(mounted.routes)
         listener = start_listener(build_app(state, extra), config)
+        if mounted is not None:
+            mounted.publish(listener.url)  # the card names the bound port (port 0 too)
     except AdkError as error:
         _print_error(err, error)
         _stop(sessions)
         return EXIT_REFUSED
-    _print_line(out, _listening(listener.url, agent, plan.settings))
+    _print_line(out, _listening(listener.url, agent, plan.settings, a2a=mounted is not None))
     _log.info("adk.daemon.started", url=listener.url, agent=agent)
     while not stopping.wait(_WATCH_INTERVAL):
         if not adk.app.running():
@@ -209,12 +223,16 @@ def _run(plan: _Plan, stopping: threading.Event, out: TextIO, err: TextIO) -> in
             _stop(sessions)
             return EXIT_FAILED
     drain(state)
+    if mounted is not None:
+        mounted.close()  # its task store (the drain ended the requests that used it)
     _stop(sessions)
     _log.info("adk.daemon.stopped")
     return EXIT_OK
 
 
-def _listening(url: str, agent: str | None, settings: DevSettings) -> dict[str, Any]:
+def _listening(
+    url: str, agent: str | None, settings: DevSettings, *, a2a: bool = False
+) -> dict[str, Any]:
     line: dict[str, Any] = {
         "status": "listening",
         "url": url,
@@ -225,6 +243,9 @@ def _listening(url: str, agent: str | None, settings: DevSettings) -> dict[str, 
     }
     if settings.legacy_a2a:
         line["legacy_url"] = f"{url}{LEGACY_PATH}"
+    if a2a:
+        line["a2a_card_url"] = f"{url}{CARD_PATH}"
+        line["a2a_url"] = f"{url}{RPC_PATH}"
     return line
 
 

@@ -1,7 +1,8 @@
 """Who may use an MCP server, and for what: authentication, authorization and the
 RFC 9728 protected-resource document.
 
-`ServerAuth` is built once by `adk.mcp.serve` from its options and checked there:
+`ServerAuth` is built once by `adk.mcp.serve` from its options and checked there
+(authentication is `adk_actors.serving.auth.BearerAuth`, shared with `adk.a2a.serve`):
 
 - ``auth_token`` (at least 16 bytes) is kept only as its SHA-256 digest and compared in
   constant time; every request with it is the principal ``auth_token`` (a verifier
@@ -22,7 +23,7 @@ RFC 9728 protected-resource document.
   authorization is refused at start-up). Its settings are the msgspec struct
   `OAuthResource` (``("invalid_mcp_oauth_resource", key)`` for a bad one).
 
-Hooks run off the event loop on a bounded pool (`server_workers.WorkerPool`, at most
+Hooks run off the event loop on a bounded pool (`serving.workers.WorkerPool`, at most
 ``max_callback_threads`` threads, a timed-out hook's thread counted until it ends),
 under ``callback_timeout``, and fail closed: a hook that raises, times out or answers
 something else denies the request; with every hook thread taken, the request is
@@ -36,7 +37,6 @@ id itself).
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
@@ -44,23 +44,39 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from adk_actors.mcp.server_workers import WorkerPool, WorkersBusy
+from adk_actors.mcp.server_workers import MCP_POOL_NAMES
+from adk_actors.serving.auth import (
+    ANONYMOUS,
+    MAX_PRINCIPAL_CHARS,
+    MAX_TOKEN_CHARS,
+    MIN_TOKEN_BYTES,
+    TOKEN_PRINCIPAL,
+    AuthNames,
+    BearerAuth,
+    Verifier,
+    bearer_token,
+    check_hook,
+)
 from providers.errors import AdkError, decode_options
-from supervision import get_logger
 
-_log = get_logger("adk_actors.mcp.server")
+__all__ = [
+    "ANONYMOUS",
+    "MAX_PRINCIPAL_CHARS",
+    "MAX_TOKEN_CHARS",
+    "MIN_TOKEN_BYTES",
+    "TOKEN_PRINCIPAL",
+    "AuthorizationFun",
+    "OAuthResource",
+    "ServerAuth",
+    "Verifier",
+    "bearer_token",
+    "oauth_resource",
+    "principal_scope",
+]
 
-MIN_TOKEN_BYTES = 16
-MAX_PRINCIPAL_CHARS = 512
-ANONYMOUS = "anonymous"
-TOKEN_PRINCIPAL = "auth_token"
 DEFAULT_METADATA_PATH = "/.well-known/oauth-protected-resource"
-
-
-MAX_TOKEN_CHARS = 8192
 OAUTH_REASON = "invalid_mcp_oauth_resource"
 
-Verifier = Callable[[str], "str | None"]
 AuthorizationFun = Callable[[str, str, Mapping[str, Any]], "bool | str"]
 
 
@@ -108,8 +124,17 @@ def oauth_resource(options: Mapping[str, Any]) -> OAuthResource:
     return checked
 
 
+MCP_AUTH_NAMES = AuthNames(
+    token_too_short="mcp_auth_token_too_short",
+    invalid_option="invalid_mcp_server_option",
+    log="adk.mcp.server",
+    pool=MCP_POOL_NAMES,
+)
+
+
 class ServerAuth:
-    """The checked authentication and authorization settings of one server."""
+    """The checked authentication (`serving.auth.BearerAuth`) and authorization settings
+    of one server."""
 
     def __init__(
         self,
@@ -121,26 +146,17 @@ class ServerAuth:
         callback_timeout: float,
         max_callback_threads: int = 16,
     ) -> None:
-        if auth_token is not None and (
-            not isinstance(auth_token, str) or len(auth_token.encode()) < MIN_TOKEN_BYTES
-        ):
-            raise AdkError(
-                "mcp_auth_token_too_short",
-                f"auth_token is a string of at least {MIN_TOKEN_BYTES} bytes",
-            )
-        if verifier is not None and not callable(verifier):
-            raise AdkError(("invalid_mcp_server_option", "verifier"), "verifier is callable")
-        if authorization_fun is not None and not callable(authorization_fun):
-            raise AdkError(
-                ("invalid_mcp_server_option", "authorization_fun"), "authorization_fun is callable"
-            )
-        self._digest = (
-            hashlib.sha256(auth_token.encode()).digest() if auth_token is not None else None
+        self.bearer = BearerAuth(
+            auth_token=auth_token,
+            verifier=verifier,
+            callback_timeout=callback_timeout,
+            max_callback_threads=max_callback_threads,
+            names=MCP_AUTH_NAMES,
         )
-        self._verifier = verifier
+        check_hook(authorization_fun, "authorization_fun", MCP_AUTH_NAMES)
         self._authorization_fun = authorization_fun
         self.callback_timeout = callback_timeout
-        self.hooks = WorkerPool(max_callback_threads, "auth-hooks")
+        self.hooks = self.bearer.hooks
         self.oauth = None if oauth is None else oauth_resource(oauth)
         if self.oauth is not None and (verifier is None or authorization_fun is None):
             raise AdkError(
@@ -149,60 +165,27 @@ class ServerAuth:
             )
 
     def __repr__(self) -> str:
-        return (
-            f"ServerAuth(token={'configured' if self._digest else 'none'}, "
-            f"verifier={'configured' if self._verifier else 'none'})"
-        )
+        return f"Server{self.bearer!r}"
 
     @property
     def required(self) -> bool:
         """Does every request need a credential?"""
-        return self._digest is not None or self._verifier is not None
+        return self.bearer.required
 
     async def authenticate(self, authorization: str | None) -> str | None:
         """The principal id of a request with this ``Authorization`` header, or None
         (answer 401)."""
-        if not self.required:
-            return ANONYMOUS
-        token = bearer_token(authorization)
-        if token is None:
-            return None
-        if self._digest is not None:
-            digest = hashlib.sha256(token.encode()).digest()
-            if hmac.compare_digest(digest, self._digest):
-                return TOKEN_PRINCIPAL
-        if self._verifier is None:
-            return None
-        principal = await self._hook(self._verifier, (token,), "verifier")
-        if not isinstance(principal, str) or not 0 < len(principal) <= MAX_PRINCIPAL_CHARS:
-            return None
-        if self._digest is not None and principal == TOKEN_PRINCIPAL:
-            return None  # would share the static token's sessions
-        return principal
+        return await self.bearer.authenticate(authorization)
 
     async def authorize(self, principal: str, method: str, resource: Mapping[str, Any]) -> bool:
         """May `principal` run MCP `method` on `resource`? True without a hook; a hook
         that fails, times out or answers anything but True denies."""
         if self._authorization_fun is None:
             return True
-        allowed = await self._hook(
+        allowed = await self.bearer.run_hook(
             self._authorization_fun, (principal, method, dict(resource)), "authorization_fun"
         )
         return allowed is True
-
-    async def _hook(self, fn: Callable[..., Any], args: tuple[Any, ...], what: str) -> Any:
-        """Run a hook on the bounded pool under ``callback_timeout``; None when it fails
-        (fail closed). `WorkersBusy` passes through: the request is refused, not denied."""
-        try:
-            return await self.hooks.run(lambda: fn(*args), self.callback_timeout)
-        except WorkersBusy:
-            _log.debug("adk.mcp.server.hooks_busy", hook=what)
-            raise
-        except TimeoutError:
-            _log.warning("adk.mcp.server.hook_timeout", hook=what)
-        except Exception as error:
-            _log.warning("adk.mcp.server.hook_failed", hook=what, error_class=type(error).__name__)
-        return None
 
     def challenge(self, error: str | None = None) -> str:
         """A ``WWW-Authenticate`` value, with ``error`` (``invalid_token`` for a refused
@@ -215,18 +198,6 @@ class ServerAuth:
             if self.oauth.required_scopes:
                 parts.append(f'scope="{" ".join(self.oauth.required_scopes)}"')
         return ", ".join(parts)
-
-
-def bearer_token(authorization: str | None) -> str | None:
-    """The token of ``Bearer <token>`` (one token, no whitespace, bounded), else None."""
-    if authorization is None:
-        return None
-    scheme, space, token = authorization.partition(" ")
-    if not space or scheme.lower() != "bearer" or not token or len(token) > MAX_TOKEN_CHARS:
-        return None
-    if any(c.isspace() for c in token) or "," in token:
-        return None
-    return token
 
 
 def principal_scope(principal: str) -> str:

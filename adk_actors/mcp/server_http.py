@@ -50,7 +50,7 @@ from starlette.types import Message, Receive, Scope, Send
 from adk_actors.mcp.server_auth import ServerAuth, principal_scope
 from adk_actors.mcp.server_options import ServerOptions
 from adk_actors.mcp.server_sessions import Admission, SessionPhase, SessionTable
-from adk_actors.mcp.server_workers import WorkerPool, WorkersBusy
+from adk_actors.serving.workers import WorkerPool, WorkersBusy
 from supervision import get_logger
 
 _log = get_logger("adk_actors.mcp.server")

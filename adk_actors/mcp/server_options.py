@@ -7,9 +7,10 @@ the rules: every number is bounded and finite, a bool is never a number, and a b
 fails as ``AdkError(("invalid_mcp_server_option", key))`` naming the key (unknown keys:
 ``("invalid_mcp_server_option", ("unknown_keys", [names...]))``).
 
-`check_exposure` is the non-loopback rule: binding anywhere but loopback needs
-authentication, ``allow_non_loopback=True`` and TLS (``tls_certfile`` with
-``tls_keyfile``, or ``trusted_tls_proxy=True``); each missing piece is its own reason.
+`check_exposure` is the non-loopback rule (`adk_actors.serving.exposure`, under MCP's
+reasons): binding anywhere but loopback needs authentication, ``allow_non_loopback=True``
+and TLS (``tls_certfile`` with ``tls_keyfile``, or ``trusted_tls_proxy=True``); each
+missing piece is its own reason.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from typing import Annotated, Any
 
 import msgspec
 
-from adk_actors.serving import is_loopback
+from adk_actors.serving import exposure
+from adk_actors.serving.exposure import ExposureReasons
 from providers.errors import AdkError, decode_options
 
 REASON = "invalid_mcp_server_option"
@@ -101,22 +103,22 @@ def server_options(options: Mapping[str, Any] | None = None) -> ServerOptions:
     return checked
 
 
+MCP_EXPOSURE_REASONS = ExposureReasons(
+    requires_auth="mcp_non_loopback_requires_auth",
+    not_acknowledged="mcp_non_loopback_not_acknowledged",
+    requires_tls="mcp_non_loopback_requires_tls",
+    label="MCP server",
+)
+
+
 def check_exposure(options: ServerOptions, *, authenticated: bool) -> None:
-    """Refuse a non-loopback `host` without authentication, the acknowledgement or TLS."""
-    if is_loopback(options.host):
-        return
-    if not authenticated:
-        raise AdkError(
-            "mcp_non_loopback_requires_auth",
-            "a non-loopback MCP server needs auth_token or verifier",
-        )
-    if options.allow_non_loopback is not True:
-        raise AdkError(
-            "mcp_non_loopback_not_acknowledged",
-            "binding beyond loopback needs allow_non_loopback=True",
-        )
-    if not options.tls and options.trusted_tls_proxy is not True:
-        raise AdkError(
-            "mcp_non_loopback_requires_tls",
-            "a non-loopback MCP server needs tls_certfile/tls_keyfile or trusted_tls_proxy=True",
-        )
+    """Refuse a non-loopback `host` without authentication, the acknowledgement or TLS
+    (`adk_actors.serving.exposure.check_exposure` under MCP's reasons)."""
+    exposure.check_exposure(
+        options.host,
+        authenticated=authenticated,
+        allow_non_loopback=options.allow_non_loopback,
+        tls=options.tls,
+        trusted_tls_proxy=options.trusted_tls_proxy,
+        reasons=MCP_EXPOSURE_REASONS,
+    )

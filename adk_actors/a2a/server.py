@@ -1,0 +1,305 @@
+"""`adk.a2a.serve`: an agent as an A2A 1.0 server (JSON-RPC + SSE), as supervised processes.
+
+``serve(agent, host="127.0.0.1", port=0, auth_token=... | verifier=...)`` checks its
+options (typed errors naming the key), starts the agent's task store
+(`adk_actors.a2a.tasks`, a child of the root tree) and then `adk_actors.serving`'s
+supervised listener serving `server_http.a2a_routes`: uvicorn on its own thread, bounded
+request heads, a JSON 503 past ``max_connections``; restarted on the same port if it
+stops on its own. The card is published once the port is known, with the interface URL
+``public_url`` (or the listener's URL) + `wire.RPC_PATH`; when the server requires a
+credential the card declares the ``bearer`` HTTP scheme (unless ``card`` gives its own).
+
+Authentication is required: ``auth_token`` (a static bearer token of 16+ bytes, kept as
+its digest; its principal is ``auth_token``) and/or ``verifier(token) -> principal |
+None`` (run off the event loop under ``callback_timeout``, failing closed). Serving with
+neither needs ``allow_unauthenticated_loopback=True`` and a loopback host (every caller
+is then the principal ``anonymous``). Binding anywhere but loopback needs authentication,
+``allow_non_loopback=True`` and TLS (``tls_certfile``/``tls_keyfile``, or
+``trusted_tls_proxy=True`` when only a TLS terminator reaches the listener), and a
+``public_url`` for a wildcard address. `A2AServer.stop` stops the listener, then the
+store.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Annotated, Any
+from urllib.parse import urlsplit
+
+import msgspec
+from a2a.types import a2a_pb2 as pb
+from starlette.responses import JSONResponse
+from starlette.routing import Router
+from starlette.types import Receive, Scope, Send
+
+from adk_actors.a2a import wire
+from adk_actors.a2a.card import card_for_agent
+from adk_actors.a2a.server_http import A2A_AUTH_NAMES, CardSlot, a2a_routes
+from adk_actors.a2a.server_options import REASON, A2AServerOptions, server_options
+from adk_actors.a2a.tasks import TaskStore, start_task_store, stop_task_store
+from adk_actors.agents import AgentRef
+from adk_actors.serving import (
+    ExposureReasons,
+    Listener,
+    ListenerNames,
+    UvicornOptions,
+    check_exposure,
+    is_loopback,
+    start_listener,
+    stop_listener,
+)
+from adk_actors.serving.auth import BearerAuth, Verifier
+from providers.errors import AdkError, decode_options
+
+__all__ = ["A2AServer", "serve"]
+
+_STOP_TIMEOUT = 10.0
+_BACKLOG = 1024
+_NAMES = ListenerNames(
+    bind_failed="a2a_server_bind_failed",
+    start_failed="a2a_server_start_failed",
+    stopped="a2a_listener_stopped",
+    log="adk.a2a.server",
+    thread="adk-a2a",
+    label="A2A listener",
+)
+A2A_EXPOSURE_REASONS = ExposureReasons(
+    requires_auth="a2a_auth_required",
+    not_acknowledged="a2a_non_loopback_not_acknowledged",
+    requires_tls="a2a_non_loopback_requires_tls",
+    label="A2A server",
+)
+BEARER_SCHEME = "bearer"
+"""The security scheme a credentialed server's card declares (HTTP bearer)."""
+_WILDCARDS = frozenset({"0.0.0.0", "::", ""})
+_ids = itertools.count(1)
+
+
+class ListenOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """`serve`'s plain listener options, checked like `A2AServerOptions`
+    (``("invalid_a2a_server_option", key)``)."""
+
+    host: Annotated[str, msgspec.Meta(min_length=1, max_length=255)] = "127.0.0.1"
+    port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 0
+    allow_unauthenticated_loopback: bool = False
+    allow_non_loopback: bool = False
+    trusted_tls_proxy: bool = False
+    tls_certfile: Annotated[str, msgspec.Meta(min_length=1, max_length=4096)] | None = None
+    tls_keyfile: Annotated[str, msgspec.Meta(min_length=1, max_length=4096)] | None = None
+    public_url: Annotated[str, msgspec.Meta(min_length=8, max_length=2048)] | None = None
+    max_connections: Annotated[int, msgspec.Meta(ge=1, le=65_536)] = 256
+    callback_timeout: Annotated[float, msgspec.Meta(ge=0.001, le=30.0)] = 5.0
+
+
+class A2AServer:
+    """A running A2A server: `url` is its base URL (the card at `card_url`, JSON-RPC at
+    `rpc_url`; ``public_url`` when given, else `listener_url`); `stop` (or leaving the
+    ``with`` block) stops it."""
+
+    def __init__(self, listener: Listener, store: TaskStore, auth: BearerAuth, url: str) -> None:
+        self.pid = listener.pid
+        self.child_id = listener.child_id
+        self.url = url
+        self.listener_url = listener.url
+        """Where the listener itself listens (`url` differs when ``public_url`` is given)."""
+        self.card_url = url + wire.CARD_PATH
+        self.rpc_url = url + wire.RPC_PATH
+        self.store = store
+        self._listener = listener
+        self._auth = auth
+        self._lock = threading.Lock()
+        self._stopped = False
+
+    def __repr__(self) -> str:
+        return f"A2AServer({self.url!r})"
+
+    def stop(self) -> None:
+        """Stop the listener (the port is free once this returns), then the task store
+        (its runs are cancelled); a no-op the second time."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+        try:
+            stop_listener(self._listener)
+        finally:
+            stop_task_store(self.store)
+            self._auth.hooks.release_idle()
+
+    def __enter__(self) -> A2AServer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def serve(
+    agent: str | AgentRef,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    auth_token: str | None = None,
+    verifier: Verifier | None = None,
+    allow_unauthenticated_loopback: bool = False,
+    card: Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | A2AServerOptions | None = None,
+    allow_non_loopback: bool = False,
+    tls_certfile: str | None = None,
+    tls_keyfile: str | None = None,
+    trusted_tls_proxy: bool = False,
+    public_url: str | None = None,
+    max_connections: int = 256,
+    callback_timeout: float = 5.0,
+) -> A2AServer:
+    """Serve `agent` over A2A 1.0 (see the module doc); returns once it listens.
+
+    `card`: `card.build_card` overrides (``name``, ``description``, ``version``,
+    ``skills``, ``provider``, ``security_schemes``...); `options`: the bounds
+    (`A2AServerOptions`)."""
+    checked = server_options(options)
+    listen = _listen_options(
+        host=host,
+        port=port,
+        allow_unauthenticated_loopback=allow_unauthenticated_loopback,
+        allow_non_loopback=allow_non_loopback,
+        trusted_tls_proxy=trusted_tls_proxy,
+        tls_certfile=tls_certfile,
+        tls_keyfile=tls_keyfile,
+        public_url=public_url,
+        max_connections=max_connections,
+        callback_timeout=callback_timeout,
+    )
+    agent_name = _agent_name(agent)
+    auth = BearerAuth(
+        auth_token=auth_token,
+        verifier=verifier,
+        callback_timeout=listen.callback_timeout,
+        names=A2A_AUTH_NAMES,
+    )
+    _check_exposure(listen, auth)
+    overrides = _card_overrides(card, auth)
+    public = None if listen.public_url is None else _public_url(listen.public_url)
+    if public is None and listen.host in _WILDCARDS:
+        raise AdkError((REASON, "public_url"), "a wildcard host needs the public_url clients use")
+    probe = _card(agent_name, public or "http://127.0.0.1", overrides)  # refused now, if at all
+    slot = CardSlot(probe if public is not None else None)
+    number = next(_ids)
+    store = start_task_store(agent, checked, child_id=f"a2a_tasks_{number}")
+    try:
+        listener = start_listener(
+            lambda: _app(store, slot, auth, checked),
+            UvicornOptions(
+                max_connections=listen.max_connections,
+                graceful_timeout=_STOP_TIMEOUT / 2,
+                stop_timeout=_STOP_TIMEOUT,
+                backlog=_BACKLOG,
+                tls_certfile=listen.tls_certfile,
+                tls_keyfile=listen.tls_keyfile,
+                names=_NAMES,
+            ),
+            host=listen.host,
+            port=listen.port,
+            child_id=f"a2a_server_{number}",
+        )
+    except BaseException:
+        stop_task_store(store)
+        raise
+    url = public or listener.url
+    if public is None:
+        slot.publish(_card(agent_name, url, overrides))
+    return A2AServer(listener, store, auth, url)
+
+
+def _listen_options(**values: Any) -> ListenOptions:
+    """The checked `ListenOptions` (the TLS files go together)."""
+    listen = decode_options(ListenOptions, values, REASON, what="A2A server option")
+    if (listen.tls_certfile is None) != (listen.tls_keyfile is None):
+        raise AdkError((REASON, "tls"), "tls_certfile and tls_keyfile go together")
+    return listen
+
+
+def _app(store: TaskStore, slot: CardSlot, auth: BearerAuth, options: A2AServerOptions) -> Router:
+    """A fresh ASGI app over the same store, card and credentials (per listener start)."""
+    return Router(a2a_routes(store, slot, auth, options), default=_not_found)
+
+
+async def _not_found(scope: Scope, receive: Receive, send: Send) -> None:
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32601, "message": "not found"}}
+    response = JSONResponse(body, status_code=404, headers={"cache-control": "no-store"})
+    await response(scope, receive, send)
+
+
+def _agent_name(agent: str | AgentRef) -> str:
+    if isinstance(agent, AgentRef):
+        return agent.name
+    if isinstance(agent, str) and agent:
+        return agent
+    raise AdkError((REASON, "agent"), "agent is an agent name or an AgentRef")
+
+
+def _check_exposure(listen: ListenOptions, auth: BearerAuth) -> None:
+    """The non-loopback rule, then: no credential at all only when asked, on loopback."""
+    check_exposure(
+        listen.host,
+        authenticated=auth.required,
+        allow_non_loopback=listen.allow_non_loopback,
+        tls=listen.tls_certfile is not None,
+        trusted_tls_proxy=listen.trusted_tls_proxy,
+        reasons=A2A_EXPOSURE_REASONS,
+    )
+    if not auth.required and not (
+        listen.allow_unauthenticated_loopback and is_loopback(listen.host)
+    ):
+        raise AdkError(
+            "a2a_auth_required",
+            "serve needs auth_token or verifier (or allow_unauthenticated_loopback=True on loopback)",
+        )
+
+
+def _card_overrides(card: Mapping[str, Any] | None, auth: BearerAuth) -> dict[str, Any]:
+    """`build_card` overrides; a credentialed server declares the bearer scheme."""
+    if card is not None and not isinstance(card, Mapping):
+        raise AdkError((REASON, "card"), "card is a mapping of build_card overrides")
+    overrides = dict(card or {})
+    if "url" in overrides:
+        raise AdkError((REASON, "card"), "the card's url is the server's (use public_url)")
+    if auth.required and "security_schemes" not in overrides:
+        overrides["security_schemes"] = {
+            BEARER_SCHEME: {"httpAuthSecurityScheme": {"scheme": "Bearer"}}
+        }
+        overrides.setdefault("security_requirements", [{"schemes": {BEARER_SCHEME: {}}}])
+    return overrides
+
+
+def _card(agent_name: str, base_url: str, overrides: Mapping[str, Any]) -> pb.AgentCard:
+    """The served agent's card (its one skill named after the agent) at `base_url`."""
+    rest = dict(overrides)
+    description = rest.pop("description", f"The {agent_name} agent.")
+    try:
+        return card_for_agent(agent_name, description, base_url + wire.RPC_PATH, **rest)
+    except TypeError:
+        raise AdkError((REASON, "card"), "card holds build_card's keyword arguments") from None
+
+
+def _public_url(url: str) -> str:
+    """`url` checked (absolute http(s), no credentials, query or fragment), without a
+    trailing slash."""
+    parts = urlsplit(url)
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.username
+        or parts.password
+        or parts.query
+        or parts.fragment
+    ):
+        raise AdkError((REASON, "public_url"), "public_url is an absolute http(s) URL")
+    return url.rstrip("/")

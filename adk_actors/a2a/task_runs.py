@@ -1,0 +1,193 @@
+"""The bridge from a stable run to its A2A task: one small coroutine task per run.
+
+Why a bridge and not the store itself: following a run means waiting on its credit
+subscription (`runs.subscribe_credit_async`, `anext`, `ack_async`) and starting,
+resuming or cancelling it (`runs.start`, `runs.resume`, `runs.cancel`, blocking facade
+calls made with `aio.run_blocking`). Done in the store, each of those would hold its
+mailbox; done in a kernel `Task` whose function is a coroutine (on the reactor, like
+the ambient jobs), it holds no thread while it waits and the store only ever receives
+small typed casts (`RunStarted`, `RunRefused`, `RunEnded`). The bridge also owns the
+run's deadline: past ``task_timeout`` it cancels the run with reason
+``"task_timeout"`` and reports the outcome that follows.
+
+The bridge is owned by the store: if the store dies, the kernel stops the bridge at
+its next ``await``. Its run is then cancelled by the store's successor, which finds
+it in the `RunLedger` kept by the child spec across restarts (see `tasks_server`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from adk_actors import runs
+from adk_actors.outcomes import Failed, Outcome
+from providers.errors import AdkError
+from supervision import KernelError, Pid, cast
+from supervision.aio import run_blocking
+from supervision.logs import get_logger
+
+TIMEOUT_REASON = "task_timeout"
+"""The cancel reason of a run that outlived ``task_timeout`` (its task becomes FAILED)."""
+CANCEL_REASON = "a2a_task_canceled"
+STORE_RESTARTED_REASON = "a2a_task_store_restarted"
+STORE_STOPPED_REASON = "a2a_task_store_stopped"
+AFTER_CANCEL_WAIT = 5.0
+"""How long the bridge keeps following a run it cancelled at its deadline."""
+_log = get_logger("adk_actors.a2a")
+
+
+class RunStarted(NamedTuple):
+    """The bridge of `task_id` (generation `generation`) started `run_id`."""
+
+    task_id: str
+    generation: int
+    run_id: str
+
+
+class RunRefused(NamedTuple):
+    """The run could not be started or resumed; `reason` is the refusal's reason."""
+
+    task_id: str
+    generation: int
+    reason: Any
+
+
+class RunEnded(NamedTuple):
+    """`run_id` ended with `outcome` (``Failed(("run_lost", why))`` when it vanished)."""
+
+    task_id: str
+    generation: int
+    run_id: str
+    outcome: Outcome
+
+
+class RunLedger:
+    """The run ids of a store's tasks that have not ended, kept by the store's child spec
+    across restarts, so the successor of a killed store cancels its runs.
+
+    Each store incarnation opens an epoch (`open_epoch`, which hands back the runs the
+    previous one left); a start that returns after its store's epoch is over is refused
+    (`record` is False) and the caller cancels that run at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs: set[str] = set()
+        self._epoch = 0
+
+    def open_epoch(self) -> tuple[int, list[str]]:
+        with self._lock:
+            self._epoch += 1
+            left, self._runs = sorted(self._runs), set()
+            return self._epoch, left
+
+    def record(self, epoch: int, run_id: str) -> bool:
+        with self._lock:
+            if epoch != self._epoch:
+                return False
+            self._runs.add(run_id)
+            return True
+
+    def discard(self, run_id: str) -> None:
+        with self._lock:
+            self._runs.discard(run_id)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._runs)
+
+
+class RunPlan(NamedTuple):
+    """What a bridge does: `start` (a blocking call that returns a run id), the store to
+    tell (and its ledger and epoch), the task it works for and the run's absolute
+    monotonic `deadline`."""
+
+    store: Pid
+    task_id: str
+    generation: int
+    start: Callable[[], str]
+    deadline: float
+    ledger: RunLedger
+    epoch: int
+
+
+async def follow_run(plan: RunPlan) -> None:
+    """Start (or resume) the run, tell the store, then follow it to its terminal."""
+    try:
+        run_id = await run_blocking(_start_recorded, plan)
+    except (AdkError, KernelError) as error:
+        cast(plan.store, RunRefused(plan.task_id, plan.generation, error.reason))
+        return
+    cast(plan.store, RunStarted(plan.task_id, plan.generation, run_id))
+    outcome = await _terminal(run_id, plan.deadline)
+    cast(plan.store, RunEnded(plan.task_id, plan.generation, run_id, outcome))
+
+
+def _start_recorded(plan: RunPlan) -> str:
+    """Start the run and record it in the ledger on the same thread (so a bridge stopped
+    while the start is under way leaves no run unknown); a run whose store is gone is
+    cancelled at once."""
+    run_id = plan.start()
+    if not plan.ledger.record(plan.epoch, run_id):
+        cancel_run(run_id, STORE_RESTARTED_REASON)
+    return run_id
+
+
+async def _terminal(run_id: str, deadline: float) -> Outcome:
+    """The run's outcome, read from its credit subscription; past `deadline` the run is
+    cancelled with `TIMEOUT_REASON` and its outcome (``Cancelled("task_timeout")``) read."""
+    try:
+        subscription = await runs.subscribe_credit_async(run_id)
+    except AdkError as error:
+        return await _outcome_of_lost(run_id, error)
+    timed_out = False
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 and not timed_out:
+                timed_out = True
+                await cancel_run_async(run_id, TIMEOUT_REASON)
+                deadline = time.monotonic() + AFTER_CANCEL_WAIT
+                continue
+            try:
+                item = await subscription.anext(timeout=max(remaining, 0.001))
+            except runs.RunTimeout:
+                if timed_out:
+                    return Failed(TIMEOUT_REASON)
+                continue
+            except AdkError as error:
+                return await _outcome_of_lost(run_id, error)
+            if isinstance(item, runs.RunTerminal):
+                return item.outcome
+            try:
+                await subscription.ack_async(item.seq)
+            except AdkError as error:
+                return await _outcome_of_lost(run_id, error)
+    finally:
+        subscription.close()
+
+
+async def _outcome_of_lost(run_id: str, error: AdkError) -> Outcome:
+    """The outcome of a run whose stream went away: what `runs.wait` still knows, else
+    ``Failed(("run_lost", reason))``."""
+    try:
+        return await runs.wait_async(run_id, timeout=1.0)
+    except AdkError:
+        return Failed(("run_lost", str(error.reason)))
+
+
+async def cancel_run_async(run_id: str, reason: str) -> None:
+    """Cancel a run from a coroutine (an ended or unknown run is left alone)."""
+    await run_blocking(cancel_run, run_id, reason)
+
+
+def cancel_run(run_id: str, reason: str) -> None:
+    """Cancel a run, blocking briefly (an ended or unknown run is left alone)."""
+    try:
+        runs.cancel(run_id, reason)
+    except (AdkError, KernelError):
+        pass
+    else:
+        _log.info("adk.a2a.run_cancelled", run_id=run_id, reason=reason)

@@ -1,0 +1,183 @@
+"""The A2A task store's protocol and state: its typed requests, what subscribers receive,
+and the records the server keeps (the handle in `tasks` builds the requests; the server
+in `tasks_server` dispatches them with ``match``)."""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from a2a.types import a2a_pb2 as pb
+
+from adk_actors.a2a.server_options import A2AServerOptions
+from adk_actors.a2a.task_runs import RunLedger
+from supervision import From, Pid, Ref
+
+
+class Phase(enum.Enum):
+    """Where a task's work is: a run being started or resumed, running, waiting for
+    input, or over."""
+
+    STARTING = "starting"
+    RUNNING = "running"
+    INTERRUPTED = "interrupted"
+    TERMINAL = "terminal"
+
+
+ACTIVE = (Phase.STARTING, Phase.RUNNING)
+
+
+# -- requests (the handle in tasks.py builds them) ------------------------------------------
+
+
+class Create(NamedTuple):
+    scope: str
+    message: pb.Message
+    subscriber: Pid | None
+    max_queue: int
+
+
+class Continue(NamedTuple):
+    scope: str
+    message: pb.Message
+    subscriber: Pid | None
+    max_queue: int
+
+
+class Settle(NamedTuple):
+    """Answer once the work of `generation` (a start or a resume) is over: the task, or
+    the refusal of that resume's answer."""
+
+    scope: str
+    task_id: str
+    generation: int
+    history_length: int | None
+
+
+class Get(NamedTuple):
+    scope: str
+    task_id: str
+    history_length: int | None
+
+
+class ListPage(NamedTuple):
+    scope: str
+    request: pb.ListTasksRequest
+
+
+class CancelTask(NamedTuple):
+    scope: str
+    task_id: str
+
+
+class Subscribe(NamedTuple):
+    scope: str
+    task_id: str
+    after: int | None
+    subscriber: Pid
+    max_queue: int
+
+
+class Ack(NamedTuple):
+    task_id: str
+    sub_id: int
+    seq: int
+
+
+class Unsubscribe(NamedTuple):
+    task_id: str
+    sub_id: int
+
+
+class Stats(NamedTuple):
+    pass
+
+
+# -- what subscribers receive ---------------------------------------------------------------
+
+
+class TaskEvent(NamedTuple):
+    sub_id: int
+    seq: int
+    event: pb.StreamResponse
+    final: bool
+
+
+class Detached(NamedTuple):
+    sub_id: int
+
+
+class Opened(NamedTuple):
+    """A submitted task or a subscription's start: its frames (the snapshot first), the
+    subscriber id (None when it has already ended: `ended`), the task's generation."""
+
+    task_id: str
+    frames: list[tuple[int, pb.StreamResponse]]
+    sub_id: int | None
+    ended: bool
+    generation: int = 0
+
+
+# -- state ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Subscriber:
+    """A subscriber's inbox, the monitor on it, its credit and the seqs it has not acked."""
+
+    pid: Pid
+    watch: Ref
+    max_queue: int
+    unacked: deque[int] = field(default_factory=deque)
+
+
+@dataclass
+class Entry:
+    """One task: its `pb.Task`, owner scope, creation order, phase, run, events, readers."""
+
+    task: pb.Task
+    scope: str
+    order: int
+    phase: Phase = Phase.STARTING
+    run_id: str | None = None
+    generation: int = 0
+    seq: int = 0
+    events: deque[tuple[int, pb.StreamResponse]] = field(default_factory=deque)
+    subscribers: dict[int, Subscriber] = field(default_factory=dict)
+    waiters: list[tuple[From, int | None]] = field(default_factory=list)
+    settled_at: float | None = None
+    """When it became terminal or interrupted (monotonic); None while active."""
+    pause_status: pb.TaskStatus | None = None
+    """The INPUT_REQUIRED status a resume under way restores if the run refuses the answer."""
+    refused: tuple[int, Any] | None = None
+    """The generation whose resume the run refused, and the refusal (for its `Settle`)."""
+
+
+class StoreArgs(NamedTuple):
+    """What the child spec starts every incarnation of the server with."""
+
+    runner: Any
+    options: A2AServerOptions
+    ledger: RunLedger
+
+
+@dataclass
+class State:
+    """The server's state: the runner and bounds, the ledger epoch, the page-token secret
+    and the tasks."""
+
+    runner: Any
+    options: A2AServerOptions
+    ledger: RunLedger
+    epoch: int
+    secret: bytes
+    tasks: dict[str, Entry] = field(default_factory=dict)
+    """In creation order (never re-inserted): reversed, newest first."""
+    settled: dict[str, None] = field(default_factory=dict)
+    """The ids of terminal and interrupted tasks, oldest settled first."""
+    bridges: dict[Pid, tuple[str, int]] = field(default_factory=dict)
+    watches: dict[Ref, tuple[str, int]] = field(default_factory=dict)
+    orders: int = 0
+    sub_ids: int = 0
