@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from adk_actors.a2a.card import build_card
-    from adk_actors.a2a.client import A2AClient, aconnect, connect
+    from adk_actors.a2a.client import A2AClient, StreamTimeout, aconnect, connect
     from adk_actors.a2a.remote_agent import RemoteAgent
     from adk_actors.a2a.server import A2AServer, serve
     from adk_actors.a2a.server_options import A2AServerOptions
@@ -25,6 +25,7 @@ _WHERE = {
     "A2AClient": "client",
     "connect": "client",
     "aconnect": "client",
+    "StreamTimeout": "client",
     "RemoteAgent": "remote_agent",
     "A2AServer": "server",
     "serve": "server",
@@ -37,6 +38,7 @@ __all__ = [
     "A2AServer",
     "A2AServerOptions",
     "RemoteAgent",
+    "StreamTimeout",
     "aconnect",
     "build_card",
     "connect",

@@ -21,6 +21,7 @@ from adk_actors.a2a.wire import (
     render,
     strict_parse,
 )
+from adk_actors.outbound.endpoints import normal_host
 from providers.errors import AdkError
 
 MAX_NAME_CHARS = 256
@@ -98,15 +99,7 @@ def build_card(
         data["provider"] = _mapping(provider, "provider")
     if documentation_url is not None:
         data["documentationUrl"] = documentation_url
-    try:
-        card = strict_parse(pb.AgentCard, data)
-    except ShapeError as exc:
-        raise AdkError(("invalid_a2a_card", "invalid_shape"), str(exc)) from None
-    try:
-        check_card(card, data, strict=True)
-    except CardError as exc:
-        raise AdkError(("invalid_a2a_card", exc.field), str(exc)) from None
-    return card
+    return _parsed_card(data, strict=True, reason="invalid_a2a_card")
 
 
 def card_for_agent(agent_name: str, description: str, url: str, **overrides: Any) -> pb.AgentCard:
@@ -148,6 +141,19 @@ def _str_list(value: Any, field: str) -> list[str]:
     return items
 
 
+def _parsed_card(data: Any, *, strict: bool, reason: str) -> pb.AgentCard:
+    """`data` strictly parsed as a card and checked; ``AdkError((reason, field))`` if not."""
+    try:
+        card = strict_parse(pb.AgentCard, data)
+    except ShapeError as exc:
+        raise AdkError((reason, "invalid_shape"), str(exc)) from None
+    try:
+        check_card(card, data, strict=strict)
+    except CardError as exc:
+        raise AdkError((reason, exc.field), str(exc)) from None
+    return card
+
+
 # -- validate (client side) --------------------------------------------------------------
 
 
@@ -159,14 +165,7 @@ def validate_card(
     `allowed_interface_origins`. Reasons: ``("a2a_invalid_agent_card", field)``,
     ``a2a_no_jsonrpc_interface``, ``a2a_cross_origin_interface``."""
     data = without_v03_compat(data)
-    try:
-        card = strict_parse(pb.AgentCard, data)
-    except ShapeError as exc:
-        raise AdkError(("a2a_invalid_agent_card", "invalid_shape"), str(exc)) from None
-    try:
-        check_card(card, data, strict=False)
-    except CardError as exc:
-        raise AdkError(("a2a_invalid_agent_card", exc.field), str(exc)) from None
+    card = _parsed_card(data, strict=False, reason="a2a_invalid_agent_card")
     candidates = [
         interface
         for interface in card.supported_interfaces
@@ -258,7 +257,7 @@ def origin(url: str) -> tuple[str, str, int | None]:
     scheme = parts.scheme.lower()
     if port is None:
         port = {"http": 80, "https": 443}.get(scheme)
-    return (scheme, (parts.hostname or "").lower(), port)
+    return (scheme, normal_host(parts.hostname or ""), port)
 
 
 # -- the shared checks -------------------------------------------------------------------
@@ -338,11 +337,19 @@ def _check_extensions(capabilities: pb.AgentCapabilities) -> None:
     seen: set[str] = set()
     for extension in extensions:
         uri = extension.uri
-        if not uri or len(uri) > MAX_URL_CHARS or not urlsplit(uri).scheme:
+        if not uri or len(uri) > MAX_URL_CHARS or not _has_scheme(uri):
             raise CardError("capabilities.extensions", "each has an absolute uri")
         if uri in seen:
             raise CardError("capabilities.extensions", "extension uris are unique")
         seen.add(uri)
+
+
+def _has_scheme(uri: str) -> bool:
+    """Whether `uri` parses with a scheme; urlsplit raises on e.g. ``http://[::1`` (W14)."""
+    try:
+        return bool(urlsplit(uri).scheme)
+    except ValueError:
+        return False
 
 
 def _check_skills(card: pb.AgentCard, schemes: Collection[str], *, strict: bool) -> None:

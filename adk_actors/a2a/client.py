@@ -7,24 +7,33 @@ RPC interface may get (`client_auth`), and returns an `A2AClient`. Each of its c
 (`send`, `stream`, `subscribe`, `get_task`, `list_tasks`, `cancel`, and the async
 twins ``a...``) is one POST with ``A2A-Version: 1.0`` under one absolute deadline; the
 answer is strictly parsed with the SDK's protobuf types (`wire.parse`) and returned as
-its JSON dict. Streams are read as bounded server-sent events (`client_sse`).
+its JSON dict. Streams are read as bounded server-sent events (`client_sse`); a stream
+past its deadline raises `StreamTimeout` holding the events received and the last event
+id. The sync forms (`connect`, `send`, ...: `blocking`) run on the calling thread's own
+loop and refuse inside a running event loop (``a2a_sync_call_in_event_loop``, naming the
+``a...`` twin to await), which they would freeze. Task and context ids are the peer's
+(opaque: any printable string up to ``MAX_STRING_CHARS``); answers are read as strict
+JSON (`wire.loads`).
 
 Outbound rules (`adk_actors.outbound`, shared with the MCP client): https by default,
 http only with ``allow_http_loopback`` and only to loopback addresses; every resolved
 address validated and the validated one pinned per connection; redirects refused
 (``redirect_rejected``); credentials only from ``auth()`` / ``discovery_auth()``, per
-request, for the interface origin / the card origin only; bodies bounded.
+request, for the interface origin / the card origin only (``allow_undeclared_auth``: a
+loopback interface only, checked on every connection); bodies bounded and never
+compressed (``identity``; another encoding is ``a2a_unsupported_content_encoding``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
+import dataclasses
+import functools
 import itertools
 import ssl
 import urllib.parse
-from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping
-from typing import Any, TypeVar, Unpack
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Coroutine, Mapping
+from typing import Any, ParamSpec, TypeVar, Unpack
 
 import anyio.to_thread
 from a2a.types import a2a_pb2 as pb
@@ -32,6 +41,7 @@ from a2a.types import a2a_pb2 as pb
 from adk_actors.a2a.card import validate_card
 from adk_actors.a2a.client_auth import extension_headers, rpc_header_names
 from adk_actors.a2a.client_http import (
+    UNDECLARED_AUTH,
     Exchange,
     Route,
     Transport,
@@ -51,8 +61,8 @@ from adk_actors.a2a.client_sse import SseDecoder, StreamRules, ends_stream
 from adk_actors.a2a.wire import (
     A2A_VERSION,
     CARD_PATH,
-    ID_PATTERN,
     INTERRUPTED_STATES,
+    MAX_STRING_CHARS,
     TERMINAL_STATES,
     VERSION_HEADER,
     parse,
@@ -66,47 +76,49 @@ from adk_actors.outbound import (
     HttpPolicy,
     Resolver,
     default_resolver,
-    is_loopback_destination,
     parse_endpoint,
     refuse_static_headers,
 )
 from providers.errors import AdkError, decode_options
 from supervision import get_logger
 
-__all__ = ["A2AClient", "aconnect", "connect"]
+__all__ = ["A2AClient", "StreamTimeout", "aconnect", "blocking", "connect"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 Message = str | Mapping[str, Any]
 """What `send` takes: text (one text part) or the JSON form of an A2A ``Message``."""
 
 REQUEST_REASON = "invalid_a2a_request"
 ENDING_STATES = frozenset(state_name(state) for state in TERMINAL_STATES | INTERRUPTED_STATES)
 _log = get_logger("adk.a2a.client")
-_sync_calls = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="a2a-client")
-"""Where a sync call runs its event loop when the calling thread already runs one."""
+SYNC_IN_LOOP = "a2a_sync_call_in_event_loop"
 
 
-def connect(
-    card_url: str,
-    *,
-    auth: AuthCallback | None = None,
-    discovery_auth: AuthCallback | None = None,
-    resolver: Resolver | None = None,
-    ssl_context: ssl.SSLContext | None = None,
-    **options: Unpack[ClientKeywords],
-) -> A2AClient:
-    """An `A2AClient` for the agent whose card is at `card_url` (or under the base URL
-    `card_url`); `options` are `ClientOptions`' fields. Bad input is a typed `AdkError`."""
-    return _blocking(
-        lambda: aconnect(
-            card_url,
-            auth=auth,
-            discovery_auth=discovery_auth,
-            resolver=resolver,
-            ssl_context=ssl_context,
-            **options,
+def blocking(async_twin: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
+    """The sync form of `async_twin` (``aconnect`` -> ``connect``, ``asend`` -> ``send``):
+    it runs the call on an event loop of its own, on the calling thread, so the call's
+    one deadline starts when it is made. Inside a running event loop it refuses with
+    ``("a2a_sync_call_in_event_loop", <the twin>)``: blocking there would freeze that
+    loop (and any peer it serves) for the whole call; await the twin instead."""
+    twin = async_twin.__name__
+    name = twin.removeprefix("a")
+
+    @functools.wraps(async_twin)
+    def call(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(async_twin(*args, **kwargs))
+        raise AdkError(
+            (SYNC_IN_LOOP, twin),
+            f"{name}() blocks; inside a running event loop use `await {twin}(...)`",
         )
-    )
+
+    call.__name__ = name
+    call.__qualname__ = async_twin.__qualname__.removesuffix(twin) + name
+    call.__doc__ = f"`{twin}`, blocking (never inside a running event loop). {async_twin.__doc__}"
+    return call
 
 
 async def aconnect(
@@ -118,7 +130,8 @@ async def aconnect(
     ssl_context: ssl.SSLContext | None = None,
     **options: Unpack[ClientKeywords],
 ) -> A2AClient:
-    """`connect`, awaitable."""
+    """An `A2AClient` for the agent whose card is at `card_url` (or under the base URL
+    `card_url`); `options` are `ClientOptions`' fields. Bad input is a typed `AdkError`."""
     refuse_static_headers(options)
     checked = decode_options(ClientOptions, options, OPTION_REASON, what="A2A client option")
     for key, value in (("auth", auth), ("discovery_auth", discovery_auth), ("resolver", resolver)):
@@ -130,8 +143,8 @@ async def aconnect(
     policy = HttpPolicy(
         reasons=A2A_REASONS,
         allow_http_loopback=checked.allow_http_loopback,
-        allowed_hosts=None if checked.allowed_hosts is None else _hosts(checked.allowed_hosts),
-        allowed_private_hosts=_hosts(checked.allowed_private_hosts),
+        allowed_hosts=None if checked.allowed_hosts is None else frozenset(checked.allowed_hosts),
+        allowed_private_hosts=frozenset(checked.allowed_private_hosts),
         resolver=resolver or default_resolver,
         max_resolved_addresses=checked.max_resolved_addresses,
     )
@@ -149,19 +162,41 @@ async def aconnect(
             auth_scheme=checked.auth_scheme,
             allow_undeclared_auth=checked.allow_undeclared_auth,
         )
-        if names is not None and not card.security_requirements:
+        undeclared = names is not None and not card.security_requirements
+        if undeclared:  # fail fast here; each RPC connection is checked again (Route)
             await _require_loopback(policy, endpoint)
         extensions = extension_headers(
             card,
             max_extensions=checked.max_extensions,
             max_header_bytes=checked.max_extension_header_bytes,
         )
-        rpc = Route(endpoint, auth if names is not None else None, names or frozenset())
+        rpc = Route(
+            endpoint,
+            auth if names is not None else None,
+            names or frozenset(),
+            loopback_only=undeclared,
+        )
         return A2AClient(card, interface, rpc, transport, checked, extensions)
 
     client = await _bounded("discover", checked.request_timeout, discover())
     _log.info("a2a.client.connected", host=card_endpoint.host, port=card_endpoint.port)
     return client
+
+
+connect = blocking(aconnect)
+
+
+class StreamTimeout(AdkError):
+    """``("a2a_timeout", op)`` for a stream past its deadline, with what arrived before
+    it: `events` (as the stream would have returned them) and `last_event_id` (the last
+    event's sequence id, to resubscribe from; None if no event carried one)."""
+
+    def __init__(self, op: str, events: list[dict[str, Any]]) -> None:
+        super().__init__(("a2a_timeout", op), f"{op} did not finish in time")
+        self.events = events
+        self.last_event_id: int | None = next(
+            (event["seq"] for event in reversed(events) if event["seq"] is not None), None
+        )
 
 
 class A2AClient:
@@ -189,76 +224,6 @@ class A2AClient:
 
     def __repr__(self) -> str:
         return f"A2AClient({self.card.get('name', '')!r}, {self.rpc_url!r})"
-
-    # -- sync ---------------------------------------------------------------------------
-
-    def send(
-        self,
-        message: Message,
-        *,
-        context_id: str | None = None,
-        task_id: str | None = None,
-        return_immediately: bool = False,
-        timeout: float | None = None,
-    ) -> dict[str, Any]:
-        """``SendMessage``: ``{"task": {...}}`` or ``{"message": {...}}``."""
-        return _blocking(
-            lambda: self.asend(
-                message,
-                context_id=context_id,
-                task_id=task_id,
-                return_immediately=return_immediately,
-                timeout=timeout,
-            )
-        )
-
-    def stream(
-        self,
-        message: Message,
-        *,
-        context_id: str | None = None,
-        task_id: str | None = None,
-        timeout: float | None = None,
-    ) -> list[dict[str, Any]]:
-        """``SendStreamingMessage``: the events, ``[{"seq": int | None, "event": {...}}]``."""
-        return _blocking(
-            lambda: self.astream(message, context_id=context_id, task_id=task_id, timeout=timeout)
-        )
-
-    def subscribe(
-        self, task_id: str, *, last_event_id: int | None = None, timeout: float | None = None
-    ) -> list[dict[str, Any]]:
-        """``SubscribeToTask`` (from ``last_event_id`` when given): the events, as `stream`."""
-        return _blocking(
-            lambda: self.asubscribe(task_id, last_event_id=last_event_id, timeout=timeout)
-        )
-
-    def get_task(
-        self, task_id: str, *, history_length: int | None = None, timeout: float | None = None
-    ) -> dict[str, Any]:
-        """``GetTask``: the task."""
-        return _blocking(
-            lambda: self.aget_task(task_id, history_length=history_length, timeout=timeout)
-        )
-
-    def list_tasks(
-        self,
-        *,
-        context_id: str | None = None,
-        page_size: int | None = None,
-        page_token: str | None = None,
-        timeout: float | None = None,
-    ) -> dict[str, Any]:
-        """``ListTasks``: ``{"tasks": [...], "nextPageToken", ...}`` (newest first)."""
-        return _blocking(
-            lambda: self.alist_tasks(
-                context_id=context_id, page_size=page_size, page_token=page_token, timeout=timeout
-            )
-        )
-
-    def cancel(self, task_id: str, *, timeout: float | None = None) -> dict[str, Any]:
-        """``CancelTask``: the canceled task."""
-        return _blocking(lambda: self.acancel(task_id, timeout=timeout))
 
     def close(self) -> None:
         """Refuse further calls (``a2a_client_closed``); nothing is held between calls."""
@@ -290,6 +255,7 @@ class A2AClient:
         return_immediately: bool = False,
         timeout: float | None = None,
     ) -> dict[str, Any]:
+        """``SendMessage``: ``{"task": {...}}`` or ``{"message": {...}}``."""
         params = self._message_params(message, context_id, task_id)
         if return_immediately:
             params["configuration"] = {"returnImmediately": True}
@@ -303,13 +269,16 @@ class A2AClient:
         task_id: str | None = None,
         timeout: float | None = None,
     ) -> list[dict[str, Any]]:
+        """``SendStreamingMessage``: the events, ``[{"seq": int | None, "event": {...}}]``
+        (past the deadline: `StreamTimeout`, holding the events received)."""
         params = self._message_params(message, context_id, task_id)
         return await self._stream("stream", "SendStreamingMessage", params, timeout)
 
     async def asubscribe(
         self, task_id: str, *, last_event_id: int | None = None, timeout: float | None = None
     ) -> list[dict[str, Any]]:
-        params = {"id": _task_id(task_id)}
+        """``SubscribeToTask`` (from ``last_event_id`` when given): the events, as `astream`."""
+        params = {"id": peer_id(task_id, "task_id")}
         if last_event_id is not None and (
             not isinstance(last_event_id, int)
             or isinstance(last_event_id, bool)
@@ -321,7 +290,8 @@ class A2AClient:
     async def aget_task(
         self, task_id: str, *, history_length: int | None = None, timeout: float | None = None
     ) -> dict[str, Any]:
-        params: dict[str, Any] = {"id": _task_id(task_id)}
+        """``GetTask``: the task."""
+        params: dict[str, Any] = {"id": peer_id(task_id, "task_id")}
         if history_length is not None:
             params["historyLength"] = _count(history_length, "history_length", 0)
         return await self._call("get_task", "GetTask", params, pb.Task, timeout)
@@ -334,9 +304,10 @@ class A2AClient:
         page_token: str | None = None,
         timeout: float | None = None,
     ) -> dict[str, Any]:
+        """``ListTasks``: ``{"tasks": [...], "nextPageToken", ...}`` (newest first)."""
         params: dict[str, Any] = {}
         if context_id is not None:
-            params["contextId"] = _identifier(context_id, "context_id")
+            params["contextId"] = peer_id(context_id, "context_id")
         if page_size is not None:
             params["pageSize"] = _count(page_size, "page_size", 1)
         if page_token is not None:
@@ -348,19 +319,29 @@ class A2AClient:
         return listed
 
     async def acancel(self, task_id: str, *, timeout: float | None = None) -> dict[str, Any]:
-        params = {"id": _task_id(task_id)}
+        """``CancelTask``: the canceled task."""
+        params = {"id": peer_id(task_id, "task_id")}
         return await self._call("cancel", "CancelTask", params, pb.Task, timeout)
+
+    # -- sync twins (from sync code only; inside a running event loop await the a... form)
+
+    send = blocking(asend)
+    stream = blocking(astream)
+    subscribe = blocking(asubscribe)
+    get_task = blocking(aget_task)
+    list_tasks = blocking(alist_tasks)
+    cancel = blocking(acancel)
 
     # -- the exchange -------------------------------------------------------------------
 
     def _message_params(
         self, message: Message, context_id: str | None, task_id: str | None
     ) -> dict[str, Any]:
-        if context_id is not None:
-            _identifier(context_id, "context_id")
+        built = user_message(message)
+        if context_id is not None:  # the peer's ids: opaque (wire's pattern is our server's)
+            built.context_id = peer_id(context_id, "context_id")
         if task_id is not None:
-            _task_id(task_id)
-        built = user_message(message, context_id=context_id, task_id=task_id)
+            built.task_id = peer_id(task_id, "task_id")
         return {"message": render(built)}
 
     def _headers(self, accept: str) -> dict[str, str]:
@@ -427,6 +408,8 @@ class A2AClient:
         if last_event_id is not None:
             headers["Last-Event-ID"] = str(last_event_id)
 
+        received: list[dict[str, Any]] = []
+
         async def exchange() -> list[dict[str, Any]]:
             request_id = next(self._ids)
             call = Exchange(self._rpc, self._transport)
@@ -438,18 +421,28 @@ class A2AClient:
                     raise AdkError((INVALID, "content_type"), "a stream answered with JSON")
                 if kind != "text/event-stream":
                     raise AdkError((INVALID, "content_type"), "a stream is text/event-stream")
-                return await _events(response.aiter_bytes(), request_id, call, self._options)
+                chunks = response.aiter_bytes()
+                return await _events(chunks, request_id, call, self._options, received)
 
-        return await _bounded(op, seconds, exchange())
+        try:
+            return await _bounded(op, seconds, exchange())
+        except AdkError as error:
+            if error.reason == ("a2a_timeout", op):
+                raise StreamTimeout(op, received) from None
+            raise
 
 
 async def _events(
-    chunks: Any, request_id: int, call: Exchange, options: ClientOptions
+    chunks: AsyncIterator[bytes],
+    request_id: int,
+    call: Exchange,
+    options: ClientOptions,
+    events: list[dict[str, Any]],
 ) -> list[dict[str, Any]]:
-    """The stream's events, each strictly parsed, until the one that ends the task's
-    turn (or the server closes the stream)."""
+    """The stream's events (appended to `events` as they arrive, so a timeout keeps
+    them), each strictly parsed, until the one that ends the task's turn (or the server
+    closes the stream)."""
     decoder, rules = SseDecoder(), StreamRules(options.max_stream_events)
-    events: list[dict[str, Any]] = []
     async for chunk in chunks:
         for event in decoder.feed(chunk):
             seq = rules.sequence(event.event_id)
@@ -482,13 +475,10 @@ async def _discover(
 
 
 async def _require_loopback(policy: HttpPolicy, endpoint: Endpoint) -> None:
-    """Credentials for a card that declares no security go to loopback only."""
-    addresses = await anyio.to_thread.run_sync(policy.addresses, endpoint, abandon_on_cancel=True)
-    if not all(is_loopback_destination(address) for address in addresses):
-        raise AdkError(
-            "a2a_undeclared_auth_not_allowed",
-            "the card declares no security: credentials go to a loopback interface only",
-        )
+    """Credentials for a card that declares no security go to loopback only (checked
+    here once, and again on every RPC connection: `Route.loopback_only`)."""
+    loopback = dataclasses.replace(policy, loopback_only=UNDECLARED_AUTH)
+    await anyio.to_thread.run_sync(loopback.addresses, endpoint, abandon_on_cancel=True)
 
 
 def discovery_url(card_url: Any) -> Any:
@@ -513,28 +503,18 @@ async def _bounded(op: str, seconds: float, work: Awaitable[T]) -> T:
         raise AdkError(("a2a_timeout", op), f"{op} did not finish in time") from None
 
 
-def _blocking(factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Run a call's coroutine to the end from sync code (on a worker thread's own loop
-    when this thread already runs an event loop)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(factory())
-    return _sync_calls.submit(lambda: asyncio.run(factory())).result()
-
-
-def _hosts(hosts: Collection[str]) -> frozenset[str]:
-    return frozenset(host.lower().rstrip(".").strip("[]") for host in hosts)
-
-
-def _identifier(value: Any, key: str) -> str:
-    if not isinstance(value, str) or ID_PATTERN.fullmatch(value) is None:
-        raise AdkError((REQUEST_REASON, key), "an id: [A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
+def peer_id(value: Any, key: str) -> str:
+    """A peer's task or context id: opaque to us (A2A gives it no grammar; the peer
+    chose it), so any non-empty printable string of at most MAX_STRING_CHARS."""
+    if (
+        not isinstance(value, str)
+        or not 0 < len(value) <= MAX_STRING_CHARS
+        or not value.isprintable()
+    ):
+        raise AdkError(
+            (REQUEST_REASON, key), f"an id: a printable string of 1-{MAX_STRING_CHARS} chars"
+        )
     return value
-
-
-def _task_id(value: Any) -> str:
-    return _identifier(value, "task_id")
 
 
 def _count(value: Any, key: str, low: int) -> int:

@@ -6,6 +6,7 @@ an error message can never echo them, and every transport failure typed."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import ssl
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 import httpx2
 
 from adk_actors.a2a.client_options import A2A_REASONS
-from adk_actors.a2a.client_rpc import decode_json, rpc_error
+from adk_actors.a2a.client_rpc import answers, decode_json, rpc_error
 from adk_actors.outbound import (
     AuthCallback,
     Endpoint,
@@ -22,17 +23,23 @@ from adk_actors.outbound import (
     Observed,
     OriginAuth,
     ResponseTooLarge,
+    tls_failure,
 )
 from providers.errors import AdkError
+
+UNDECLARED_AUTH = "a2a_undeclared_auth_not_allowed"
 
 
 @dataclass(frozen=True)
 class Route:
-    """An origin the client talks to and the credentials it may carry there."""
+    """An origin the client talks to and the credentials it may carry there; with
+    `loopback_only` every connection of a call must go to a loopback address (checked
+    per connection, so a later DNS answer never takes the credentials off-host)."""
 
     endpoint: Endpoint
-    auth: AuthCallback | None = None
+    auth: AuthCallback | None = field(default=None, repr=False)
     header_names: frozenset[str] = frozenset({"authorization"})
+    loopback_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -52,8 +59,9 @@ class Exchange:
     route: Route
     transport: Transport
     observed: Observed = field(default_factory=Observed)
-    sent: list[str] = field(default_factory=list)
-    """The credential values sent during the call (to keep them out of error messages)."""
+    sent: list[str] = field(default_factory=list, repr=False)
+    """The credential values sent during the call (to keep them out of error messages;
+    never in the repr, which frame-capturing error reporters serialise)."""
 
     def _recording(self, callback: AuthCallback) -> Callable[[], Mapping[str, str]]:
         def auth() -> Mapping[str, str]:
@@ -76,10 +84,13 @@ class Exchange:
                 header_names=route.header_names,
                 timeout=transport.auth_timeout,
             )
+        policy = transport.policy
+        if route.loopback_only:
+            policy = dataclasses.replace(policy, loopback_only=UNDECLARED_AUTH)
         return httpx2.AsyncClient(
             transport=GuardedTransport(
                 route.endpoint,
-                transport.policy,
+                policy,
                 self.observed,
                 transport.max_response_bytes,
                 transport.ssl_context,
@@ -117,7 +128,7 @@ class Exchange:
             raise answered.error from None
         except ResponseTooLarge:
             raise AdkError("a2a_response_too_large", "past max_response_bytes") from None
-        except httpx2.HTTPError as error:
+        except (httpx2.HTTPError, httpx2.InvalidURL) as error:
             raise self._failure(error) from None
 
     async def _refuse(self, response: httpx2.Response, request_id: int | None) -> None:
@@ -132,7 +143,7 @@ class Exchange:
                 if (
                     isinstance(envelope, dict)
                     and isinstance(envelope.get("error"), dict)
-                    and envelope.get("id") in (request_id, None)
+                    and answers(envelope.get("id"), request_id, True)
                 ):
                     raise _Answered(rpc_error(envelope["error"], self.sent))
         raise AdkError(("a2a_http_error", status), f"the server answered HTTP {status}")
@@ -140,8 +151,10 @@ class Exchange:
     def _failure(self, error: BaseException) -> AdkError:
         if self.observed.refused is not None:
             return self.observed.refused
-        if _caused_by(error, ssl.SSLError):
-            return AdkError("a2a_tls_failed", "the TLS handshake or certificate check failed")
+        if (tls := tls_failure(error, A2A_REASONS)) is not None:
+            return tls
+        if isinstance(error, httpx2.InvalidURL):
+            return AdkError(("invalid_a2a_url", "unparsable"), "the HTTP client refused the URL")
         return AdkError("a2a_connection_failed", "the connection failed")
 
 
@@ -151,17 +164,6 @@ class _Answered(Exception):
     def __init__(self, error: AdkError) -> None:
         super().__init__(error.reason)
         self.error = error
-
-
-def _caused_by(error: BaseException, kind: type[BaseException]) -> bool:
-    seen: BaseException | None = error
-    for _ in range(16):
-        if seen is None:
-            return False
-        if isinstance(seen, kind):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
 
 
 def tls_context(given: ssl.SSLContext | None) -> ssl.SSLContext:

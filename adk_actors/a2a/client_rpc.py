@@ -8,9 +8,14 @@ import json
 from collections.abc import Collection
 from typing import Any
 
+from adk_actors.a2a.client_options import MAX_RESPONSE_BYTES
+from adk_actors.a2a.errors import RpcError
+from adk_actors.a2a.wire import loads
 from providers.errors import AdkError
 
 INVALID = "a2a_invalid_response"
+MAX_ANSWER_VALUES = 100_000
+"""JSON values in one answer (a ListTasks page of 100 tasks with their history fits)."""
 MAX_ERROR_MESSAGE_CHARS = 512
 REDACTED = "[redacted]"
 
@@ -24,10 +29,13 @@ def request_body(request_id: int, method: str, params: dict[str, Any]) -> bytes:
 
 
 def decode_json(body: bytes | str) -> Any:
+    """A peer's JSON answer, strictly (`wire.loads`: UTF-8, no duplicate member, no
+    NaN, bounded depth and values); the byte bound is the transport's, already applied."""
     try:
-        return json.loads(body)
-    except (ValueError, RecursionError):
-        raise AdkError((INVALID, "json"), "the answer is not JSON") from None
+        return loads(body, max_bytes=MAX_RESPONSE_BYTES, max_nodes=MAX_ANSWER_VALUES)
+    except RpcError as error:
+        why = (error.data or {}).get("reason", "")
+        raise AdkError((INVALID, "json"), f"the answer is not JSON we take: {why}") from None
 
 
 def result_of(envelope: Any, request_id: int, secrets: Collection[str]) -> Any:
@@ -38,13 +46,21 @@ def result_of(envelope: Any, request_id: int, secrets: Collection[str]) -> Any:
     if has_result == has_error:
         raise AdkError((INVALID, "envelope"), "a JSON-RPC answer has a result or an error")
     answered = envelope.get("id")
-    if has_error and isinstance(envelope["error"], dict) and answered in (request_id, None):
+    if has_error and isinstance(envelope["error"], dict) and answers(answered, request_id, True):
         raise rpc_error(envelope["error"], secrets)
-    if answered != request_id or isinstance(answered, bool):
+    if not answers(answered, request_id):
         raise AdkError((INVALID, "id"), "the answer is for another request")
     if has_error:
         raise AdkError((INVALID, "error"), "a JSON-RPC error is an object")
     return envelope["result"]
+
+
+def answers(answered: Any, request_id: int, or_null: bool = False) -> bool:
+    """Is `answered` the id of request `request_id` (exactly the integer: ``1.0`` and
+    ``true`` are other ids), or with `or_null` a null id (an error before the id was read)?"""
+    if answered is None:
+        return or_null
+    return type(answered) is int and answered == request_id
 
 
 def rpc_error(error: dict[str, Any], secrets: Collection[str]) -> AdkError:

@@ -39,23 +39,30 @@ class SseDecoder:
     saw_cr: bool = False
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
+        """The events `chunk` completes. Only `chunk` is searched for line ends (the
+        partial line before it waits in `pending`), so decoding is linear in the input
+        however a long line is split."""
         if self.saw_cr and chunk.startswith(b"\n"):  # the LF of a CRLF split across chunks
             chunk = chunk[1:]
         self.saw_cr = False
-        self.pending += chunk
         events: list[SseEvent] = []
         start = 0
-        for end in _LINE_END.finditer(self.pending):
+        for end in _LINE_END.finditer(chunk):
+            piece = chunk[start : end.start()]
+            if self.pending:
+                self.pending += piece
+                piece = bytes(self.pending)
+                self.pending.clear()
             try:
-                line = self.pending[start : end.start()].decode("utf-8")
+                line = piece.decode("utf-8")
             except UnicodeDecodeError:
                 raise AdkError((INVALID, "sse_encoding"), "an SSE stream is UTF-8") from None
             start = end.end()
-            self.saw_cr = end.group() == b"\r" and start == len(self.pending)
+            self.saw_cr = end.group() == b"\r" and start == len(chunk)
             event = self._line(line)
             if event is not None:
                 events.append(event)
-        del self.pending[:start]
+        self.pending += chunk[start:]
         return events
 
     def _line(self, line: str) -> SseEvent | None:
@@ -89,7 +96,7 @@ class StreamRules:
         """The event's sequence number; ids must increase strictly when present."""
         if event_id is None or event_id == "":
             return None
-        if len(event_id) > MAX_ID_CHARS or not event_id.isdigit():
+        if len(event_id) > MAX_ID_CHARS or not (event_id.isascii() and event_id.isdigit()):
             raise AdkError((INVALID, "sse_id"), "an SSE event id is a non-negative integer")
         seq = int(event_id)
         if self.last_seq is not None and seq <= self.last_seq:

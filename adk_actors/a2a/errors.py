@@ -82,6 +82,16 @@ def invalid_params(why: str) -> RpcError:
     return RpcError(INVALID_PARAMS, "invalid params", {"reason": why[:MAX_ERROR_MESSAGE_CHARS]})
 
 
+def parse_error(why: str) -> RpcError:
+    """A body that is not UTF-8 JSON (-32700); `why` says what (no values echoed)."""
+    return RpcError(PARSE_ERROR, "invalid JSON payload", {"reason": why[:MAX_ERROR_MESSAGE_CHARS]})
+
+
+def invalid_request(why: str) -> RpcError:
+    """JSON past a whole-document bound or not a request object (-32600)."""
+    return RpcError(INVALID_REQUEST, "invalid request", {"reason": why[:MAX_ERROR_MESSAGE_CHARS]})
+
+
 def error_response(request_id: str | int | None, error: RpcError) -> dict[str, Any]:
     """``{"jsonrpc": "2.0", "id": ..., "error": {...}}``."""
     return {"jsonrpc": "2.0", "id": request_id, "error": error.to_dict()}

@@ -1,21 +1,27 @@
 """`RemoteAgent`: a remote A2A agent offered to a local agent's model as a tool.
 
-``spawn_agent(..., tools=[RemoteAgent(card_url, ...)])``: construction discovers the
-card (`connect`, so every outbound rule applies), the tool is named after the card
-(or ``name=``) and takes a required ``prompt`` and an optional ``task_id`` (to answer a
-remote task that asked for input). ``execute`` is async: it awaits the remote
-``SendMessage`` on the reactor (no thread waits for the peer) and answers the model
-with the task's state, ids and text. Only the prompt crosses: never the invocation
-context, history or credentials of the local agent.
+``spawn_agent(..., tools=[RemoteAgent(card_url, ...)])``: the tool is named after the
+card (or ``name=``) and takes a required ``prompt`` and an optional ``task_id`` (to
+answer a remote task that asked for input). Built from sync code, construction
+discovers the card (`connect`, so every outbound rule applies and a bad peer fails
+there). Inside a running event loop construction never blocks: give ``name=`` and the
+card is discovered (`aconnect`) on the first ``execute``, or ``await
+RemoteAgent.create(card_url, ...)`` to discover it now (a sync build there without
+``name=`` raises ``("a2a_sync_call_in_event_loop", "RemoteAgent.create")``).
+``execute`` is async: it awaits the remote ``SendMessage`` on the reactor (no thread
+waits for the peer) and answers the model with the task's state, ids and text. Only
+the prompt crosses: never the invocation context, history or credentials of the local
+agent.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from typing import Any
 
-from adk_actors.a2a.client import A2AClient, connect
+from adk_actors.a2a.client import SYNC_IN_LOOP, A2AClient, aconnect, connect
 from adk_actors.tools import Tool, ToolContext
 from providers.errors import AdkError
 
@@ -26,6 +32,16 @@ PROMPT = "prompt"
 TASK_ID = "task_id"
 MAX_TEXT_CHARS = 65_536
 _INVALID = re.compile(r"[^A-Za-z0-9_]")
+_QUESTION_FIRST = frozenset(
+    {
+        "TASK_STATE_INPUT_REQUIRED",
+        "TASK_STATE_AUTH_REQUIRED",
+        "TASK_STATE_FAILED",
+        "TASK_STATE_REJECTED",
+    }
+)
+"""States whose status message (the question, the failure) matters more than any
+artifact an earlier turn left."""
 
 
 class RemoteAgent(Tool):
@@ -42,8 +58,39 @@ class RemoteAgent(Tool):
         timeout: float = DEFAULT_TIMEOUT,
         **connect_options: Any,
     ) -> None:
-        self.client: A2AClient = connect(card_url, **connect_options)
-        card = self.client.card
+        self.card_url = card_url
+        self._connect_options = connect_options
+        self.client: A2AClient | None = None
+        if not _loop_running():
+            self.client = connect(card_url, **connect_options)
+        elif name is None:
+            raise AdkError(
+                (SYNC_IN_LOOP, "RemoteAgent.create"),
+                "inside a running event loop pass name= (the card is discovered on first "
+                "use) or use `await RemoteAgent.create(...)`",
+            )
+        self._describe(name, description, timeout)
+
+    @classmethod
+    async def create(
+        cls,
+        card_url: str,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        **connect_options: Any,
+    ) -> RemoteAgent:
+        """A `RemoteAgent` whose card is discovered now, awaited (for async code)."""
+        made = cls.__new__(cls)
+        made.card_url = card_url
+        made._connect_options = connect_options
+        made.client = await aconnect(card_url, **connect_options)
+        made._describe(name, description, timeout)
+        return made
+
+    def _describe(self, name: str | None, description: str | None, timeout: float) -> None:
+        card = self.client.card if self.client is not None else {}
         self.name = tool_name(name if name is not None else str(card.get("name", "")))
         self.description = (
             description
@@ -64,8 +111,17 @@ class RemoteAgent(Tool):
             "additionalProperties": False,
         }
 
+    async def _client(self) -> A2AClient:
+        """The connected client, discovering the card on first use (racing first uses
+        each discover; the first to finish is kept)."""
+        if self.client is None:
+            found = await aconnect(self.card_url, **self._connect_options)
+            self.client = self.client or found
+        return self.client
+
     def __repr__(self) -> str:
-        return f"RemoteAgent({self.name!r}, {self.client.rpc_url!r})"
+        where = self.client.rpc_url if self.client is not None else self.card_url
+        return f"RemoteAgent({self.name!r}, {where!r})"
 
     async def execute(self, args: dict[str, Any], ctx: ToolContext) -> Any:
         del ctx  # the invocation context never crosses to the peer
@@ -80,7 +136,8 @@ class RemoteAgent(Tool):
                 f"{self.name} takes a required string {PROMPT!r} and an optional {TASK_ID!r}",
             )
         try:
-            answer = await self.client.asend(prompt, task_id=task_id or None, timeout=self.timeout)
+            client = await self._client()
+            answer = await client.asend(prompt, task_id=task_id or None, timeout=self.timeout)
         except (
             AdkError
         ) as error:  # the model sees a stable word: ("a2a_rpc_error", -32001) -> a2a_rpc_error
@@ -94,7 +151,8 @@ class RemoteAgent(Tool):
         return summary(answer)
 
     def close(self) -> None:
-        self.client.close()
+        if self.client is not None:
+            self.client.close()
 
 
 def tool_name(name: str) -> str:
@@ -107,15 +165,17 @@ def tool_name(name: str) -> str:
 
 def summary(answer: dict[str, Any]) -> dict[str, Any]:
     """What the model sees of a ``SendMessage`` answer: the state, the ids and the text
-    (the artifacts' text, else the status message's; a reply message's text)."""
+    (the artifacts' text, else the status message's; the status message first when the
+    task asks for input or auth, failed or was rejected; a reply message's text)."""
     task = answer.get("task")
     if isinstance(task, dict):
         status = task.get("status") or {}
-        texts = [
-            text for artifact in task.get("artifacts") or () for text in _texts(artifact)
-        ] or _texts(status.get("message") or {})
+        state = status.get("state", "TASK_STATE_UNSPECIFIED")
+        said = _texts(status.get("message") or {})
+        made = [text for artifact in task.get("artifacts") or () for text in _texts(artifact)]
+        texts = (said or made) if state in _QUESTION_FIRST else (made or said)
         return {
-            "state": status.get("state", "TASK_STATE_UNSPECIFIED"),
+            "state": state,
             "task_id": task.get("id"),
             "context_id": task.get("contextId"),
             "text": "\n".join(texts)[:MAX_TEXT_CHARS],
@@ -138,3 +198,11 @@ def _texts(holder: dict[str, Any]) -> list[str]:
         elif "data" in part:
             found.append(json.dumps(part["data"], separators=(",", ":"), ensure_ascii=False))
     return found
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True

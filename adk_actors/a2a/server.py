@@ -16,14 +16,18 @@ neither needs ``allow_unauthenticated_loopback=True`` and a loopback host (every
 is then the principal ``anonymous``). Binding anywhere but loopback needs authentication,
 ``allow_non_loopback=True`` and TLS (``tls_certfile``/``tls_keyfile``, or
 ``trusted_tls_proxy=True`` when only a TLS terminator reaches the listener), and a
-``public_url`` for a wildcard address. `A2AServer.stop` stops the listener, then the
-store.
+``public_url`` for a wildcard address. `A2AServer.stop` ends the open streams (each
+closes cleanly: no wait for uvicorn's graceful timeout) and refuses new requests (503),
+cancels the store's running runs and waits (bounded) for their ends, so each stores its
+end event while the sessions are still open and a blocking ``SendMessage`` is answered
+with its settled task; then it stops the listener and the store (which closes them).
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Annotated, Any
@@ -35,10 +39,13 @@ from starlette.responses import JSONResponse
 from starlette.routing import Router
 from starlette.types import Receive, Scope, Send
 
+from adk_actors import runs
 from adk_actors.a2a import wire
 from adk_actors.a2a.card import card_for_agent
 from adk_actors.a2a.server_http import A2A_AUTH_NAMES, CardSlot, a2a_routes
 from adk_actors.a2a.server_options import REASON, A2AServerOptions, server_options
+from adk_actors.a2a.server_sse import StreamsClosing
+from adk_actors.a2a.task_runs import STORE_STOPPED_REASON
 from adk_actors.a2a.tasks import TaskStore, start_task_store, stop_task_store
 from adk_actors.agents import AgentRef
 from adk_actors.serving import (
@@ -54,9 +61,12 @@ from adk_actors.serving import (
 from adk_actors.serving.auth import BearerAuth, Verifier
 from providers.errors import AdkError, decode_options
 
-__all__ = ["A2AServer", "serve"]
+__all__ = ["A2AServer", "bearer_security", "serve"]
 
 _STOP_TIMEOUT = 10.0
+_RUNS_END_TIMEOUT = 5.0
+"""How long `A2AServer.stop` waits for the runs it cancelled to store their ends."""
+_RUNS_PAGE = 500
 _BACKLOG = 1024
 _NAMES = ListenerNames(
     bind_failed="a2a_server_bind_failed",
@@ -99,7 +109,15 @@ class A2AServer:
     `rpc_url`; ``public_url`` when given, else `listener_url`); `stop` (or leaving the
     ``with`` block) stops it."""
 
-    def __init__(self, listener: Listener, store: TaskStore, auth: BearerAuth, url: str) -> None:
+    def __init__(
+        self,
+        listener: Listener,
+        store: TaskStore,
+        auth: BearerAuth,
+        url: str,
+        closing: StreamsClosing | None = None,
+        app_name: str | None = None,
+    ) -> None:
         self.pid = listener.pid
         self.child_id = listener.child_id
         self.url = url
@@ -110,6 +128,8 @@ class A2AServer:
         self.store = store
         self._listener = listener
         self._auth = auth
+        self._closing = closing or StreamsClosing()
+        self._app_name = app_name
         self._lock = threading.Lock()
         self._stopped = False
 
@@ -117,16 +137,21 @@ class A2AServer:
         return f"A2AServer({self.url!r})"
 
     def stop(self) -> None:
-        """Stop the listener (the port is free once this returns), then the task store
-        (its runs are cancelled); a no-op the second time."""
+        """End the open streams, end the store's runs, stop the listener (the port is
+        free once this returns), then the store; a no-op the second time."""
         with self._lock:
             if self._stopped:
                 return
             self._stopped = True
+        self._closing.close()  # open streams end; new requests are 503
         try:
-            stop_listener(self._listener)
+            if self._app_name is not None:  # a blocking SendMessage is answered as it settles
+                end_runs(self._app_name, time.monotonic() + _RUNS_END_TIMEOUT)
         finally:
-            stop_task_store(self.store)
+            try:
+                stop_listener(self._listener)
+            finally:
+                stop_task_store(self.store)
             self._auth.hooks.release_idle()
 
     def __enter__(self) -> A2AServer:
@@ -191,11 +216,13 @@ def serve(
         raise AdkError((REASON, "public_url"), "a wildcard host needs the public_url clients use")
     probe = _card(agent_name, public or "http://127.0.0.1", overrides)  # refused now, if at all
     slot = CardSlot(probe if public is not None else None)
+    closing = StreamsClosing()
     number = next(_ids)
-    store = start_task_store(agent, checked, child_id=f"a2a_tasks_{number}")
+    app_name = f"a2a.a2a_tasks_{number}"
+    store = start_task_store(agent, checked, child_id=f"a2a_tasks_{number}", app_name=app_name)
     try:
         listener = start_listener(
-            lambda: _app(store, slot, auth, checked),
+            lambda: _app(store, slot, auth, checked, closing),
             UvicornOptions(
                 max_connections=listen.max_connections,
                 graceful_timeout=_STOP_TIMEOUT / 2,
@@ -215,7 +242,40 @@ def serve(
     url = public or listener.url
     if public is None:
         slot.publish(_card(agent_name, url, overrides))
-    return A2AServer(listener, store, auth, url)
+    return A2AServer(listener, store, auth, url, closing, app_name)
+
+
+def end_runs(app_name: str, deadline: float) -> int:
+    """Cancel the running runs of `app_name` (a store's runner) and wait until
+    `deadline` for their ends: each stores its end event in its session before the
+    store closes the sessions (Review F9). How many it cancelled."""
+    running: list[str] = []
+    cursor: str | None = None
+    try:
+        while True:
+            page = runs.list(state="running", app_name=app_name, limit=_RUNS_PAGE, cursor=cursor)
+            running.extend(view["run_id"] for view in page["runs"])
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+    except AdkError:
+        pass  # the runs registry is gone: nothing left to end
+    cancelled = []
+    for run_id in running:
+        try:
+            runs.cancel(run_id, reason=STORE_STOPPED_REASON)
+        except AdkError:
+            continue  # it ended meanwhile
+        cancelled.append(run_id)
+    for run_id in cancelled:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        try:
+            runs.wait(run_id, timeout=remaining)
+        except AdkError:
+            continue  # timed out (the store's stop cancels it again) or already gone
+    return len(cancelled)
 
 
 def _listen_options(**values: Any) -> ListenOptions:
@@ -226,9 +286,16 @@ def _listen_options(**values: Any) -> ListenOptions:
     return listen
 
 
-def _app(store: TaskStore, slot: CardSlot, auth: BearerAuth, options: A2AServerOptions) -> Router:
-    """A fresh ASGI app over the same store, card and credentials (per listener start)."""
-    return Router(a2a_routes(store, slot, auth, options), default=_not_found)
+def _app(
+    store: TaskStore,
+    slot: CardSlot,
+    auth: BearerAuth,
+    options: A2AServerOptions,
+    closing: StreamsClosing,
+) -> Router:
+    """A fresh ASGI app over the same store, card, credentials and stream closer (per
+    listener start)."""
+    return Router(a2a_routes(store, slot, auth, options, closing=closing), default=_not_found)
 
 
 async def _not_found(scope: Scope, receive: Receive, send: Send) -> None:
@@ -272,11 +339,19 @@ def _card_overrides(card: Mapping[str, Any] | None, auth: BearerAuth) -> dict[st
     if "url" in overrides:
         raise AdkError((REASON, "card"), "the card's url is the server's (use public_url)")
     if auth.required and "security_schemes" not in overrides:
-        overrides["security_schemes"] = {
-            BEARER_SCHEME: {"httpAuthSecurityScheme": {"scheme": "Bearer"}}
-        }
-        overrides.setdefault("security_requirements", [{"schemes": {BEARER_SCHEME: {}}}])
+        declared = bearer_security()
+        overrides["security_schemes"] = declared["security_schemes"]
+        overrides.setdefault("security_requirements", declared["security_requirements"])
     return overrides
+
+
+def bearer_security() -> dict[str, Any]:
+    """The `build_card` overrides of a server that takes a bearer token: the HTTP
+    ``bearer`` scheme, required (``security_schemes`` and ``security_requirements``)."""
+    return {
+        "security_schemes": {BEARER_SCHEME: {"httpAuthSecurityScheme": {"scheme": "Bearer"}}},
+        "security_requirements": [{"schemes": {BEARER_SCHEME: {}}}],
+    }
 
 
 def _card(agent_name: str, base_url: str, overrides: Mapping[str, Any]) -> pb.AgentCard:

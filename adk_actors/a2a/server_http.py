@@ -9,22 +9,30 @@ and by ``adk serve --a2a``):
      Bearer`` (``error="invalid_token"`` when one was presented and refused); every
      hook thread busy: 503;
   2. ``POST`` only (405), a JSON ``Content-Type`` (415), a body of at most
-     ``max_input_bytes`` (413, read no further);
-  3. JSON (HTTP 400, ``-32700``), then a JSON-RPC 2.0 request object with a string or
-     integer id, a method name and object params (HTTP 400, ``-32600``);
-  4. the method: push-notification config methods ``-32003``, the extended card
+     ``max_input_bytes`` (413, read no further; a non-numeric ``Content-Length`` is 400
+     ``-32600``; a client that leaves mid-body gets no answer: `serving.bodies`);
+  3. strict JSON (`wire.loads`: UTF-8, no member name twice, no NaN; HTTP 400,
+     ``-32700``; past its value-count or depth bound ``-32600``), then a JSON-RPC 2.0
+     request object with a string or integer id, a method name and object params
+     (HTTP 400, ``-32600``);
+  4. the ``A2A-Version`` header, for every method (as the reference's
+     ``dispatch_versioned``): missing or not 1.x, ``-32009`` with the supported
+     versions, so a 0.3 client (no header, 0.3 names) learns what to change;
+  5. the method: push-notification config methods ``-32003``, the extended card
      ``-32004``, anything not an A2A 1.0 method (0.3 names included) ``-32601``;
-  5. the ``A2A-Version`` header: missing or not 1.x, ``-32009``;
   6. a streaming method needs streaming in the card and an ``Accept`` that takes
      ``text/event-stream`` (``-32004``); ``SubscribeToTask`` reads ``Last-Event-ID``
      (not a non-negative integer: HTTP 400, ``-32602``);
   7. the strict parse of the params (`wire.parse_request`, ``-32602``), then the task
      store, scoped to the authenticated principal (the store keeps only its hash).
 
-JSON-RPC errors after step 3 go back with HTTP 200. The store's `RpcError` is answered
+JSON-RPC errors after step 3 go back with HTTP 200. A ``ListTasks`` result always has
+its four required members (``tasks``, ``nextPageToken``, ``pageSize``, ``totalSize``),
+at their defaults too. The store's `RpcError` is answered
 as it is; anything else it raises is ``-32603`` (logged by class, never echoed). The
 principal (never the credential) is all the store sees. A streamed answer is SSE
-(`server_sse`).
+(`server_sse`); `StreamsClosing.close` ends the open ones when the server stops, and
+from then on every request is 503.
 """
 
 from __future__ import annotations
@@ -45,7 +53,6 @@ from adk_actors.a2a.errors import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
-    PARSE_ERROR,
     PUSH_NOTIFICATION_NOT_SUPPORTED,
     UNSUPPORTED_OPERATION,
     VERSION_NOT_SUPPORTED,
@@ -54,8 +61,14 @@ from adk_actors.a2a.errors import (
     result_response,
 )
 from adk_actors.a2a.server_options import A2AServerOptions
-from adk_actors.a2a.server_sse import HEARTBEAT_SECONDS, Subscription, stream_subscription
+from adk_actors.a2a.server_sse import (
+    HEARTBEAT_SECONDS,
+    StreamsClosing,
+    Subscription,
+    stream_subscription,
+)
 from adk_actors.serving.auth import AuthNames, BearerAuth
+from adk_actors.serving.bodies import BodyStatus, read_body
 from adk_actors.serving.workers import PoolNames, WorkersBusy
 from supervision import get_logger
 
@@ -127,13 +140,16 @@ def a2a_routes(
     options: A2AServerOptions,
     *,
     heartbeat: float = HEARTBEAT_SECONDS,
+    closing: StreamsClosing | None = None,
 ) -> list[BaseRoute]:
     """The card route and the JSON-RPC route of one served agent (see the module doc);
-    an idle stream carries an SSE comment every `heartbeat` seconds."""
+    an idle stream carries an SSE comment every `heartbeat` seconds, and every stream
+    ends once `closing` is closed."""
     slot = card if isinstance(card, CardSlot) else CardSlot(card)
+    rpc = RpcEndpoint(store, slot, auth, options, heartbeat, closing)
     return [
         Route(wire.CARD_PATH, CardEndpoint(slot), methods=None),
-        Route(wire.RPC_PATH, RpcEndpoint(store, slot, auth, options, heartbeat), methods=None),
+        Route(wire.RPC_PATH, rpc, methods=None),
     ]
 
 
@@ -174,14 +190,20 @@ class RpcEndpoint:
         auth: BearerAuth,
         options: A2AServerOptions,
         heartbeat: float = HEARTBEAT_SECONDS,
+        closing: StreamsClosing | None = None,
     ) -> None:
         self.store = store
         self.slot = slot
         self.auth = auth
         self.options = options
         self.heartbeat = heartbeat
+        self.closing = closing
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.closing is not None and self.closing.closed:  # the server stops
+            stopping = _transport_error(INTERNAL_ERROR, "server stopping")
+            await _respond(send, 503, stopping, {"retry-after": "1", "connection": "close"})
+            return
         headers = Headers(scope=scope)
         admitted = await self._admit(scope, receive, send, headers)
         if admitted is None:
@@ -212,7 +234,12 @@ class RpcEndpoint:
             return
         if method in wire.STREAMING_METHODS:
             await stream_subscription(
-                send, receive, request_id, subscription, heartbeat=self.heartbeat
+                send,
+                receive,
+                request_id,
+                subscription,
+                heartbeat=self.heartbeat,
+                closing=self.closing,
             )
         else:
             await _respond(send, 200, _encode(result_response(request_id, result)))
@@ -241,15 +268,24 @@ class RpcEndpoint:
             not_json = _transport_error(INVALID_REQUEST, "content type must be application/json")
             await _respond(send, 415, not_json)
             return None
-        raw = await _read_body(receive, headers.get("content-length"), self.options.max_input_bytes)
-        if raw is None:
-            too_large = _transport_error(INVALID_REQUEST, "request body too large")
-            await _respond(send, 413, too_large, {"connection": "close"})  # the rest is unread
-            return None
+        body = await read_body(
+            receive, self.options.max_input_bytes, content_length=headers.get("content-length")
+        )
+        match body.status:
+            case BodyStatus.TOO_LARGE:
+                too_large = _transport_error(INVALID_REQUEST, "request body too large")
+                await _respond(send, 413, too_large, {"connection": "close"})  # the rest is unread
+                return None
+            case BodyStatus.INVALID_LENGTH:
+                bad_length = _transport_error(INVALID_REQUEST, "invalid Content-Length")
+                await _respond(send, 400, bad_length, {"connection": "close"})
+                return None
+            case BodyStatus.DISCONNECTED:
+                return None  # the client left mid-body: nothing is parsed, no one to answer
         try:
-            message = json.loads(raw, parse_constant=_no_constant)
-        except (ValueError, RecursionError):
-            await _respond(send, 400, _transport_error(PARSE_ERROR, "invalid JSON payload"))
+            message = wire.loads(body.data, max_bytes=self.options.max_input_bytes)
+        except RpcError as error:  # not strict JSON (-32700) or past a document bound (-32600)
+            await _respond(send, 400, _encode(error_response(None, error)))
             return None
         checked = _request(message)
         if isinstance(checked, RpcError):
@@ -259,13 +295,8 @@ class RpcEndpoint:
         return principal, request_id, method, params
 
     def _refusal(self, method: str, headers: Headers) -> RpcError | None:
-        """Steps 4 to 6: the method, the version header, what a stream needs."""
-        if method in wire.PUSH_CONFIG_METHODS:
-            return RpcError(PUSH_NOTIFICATION_NOT_SUPPORTED, "push notifications are not supported")
-        if method == wire.EXTENDED_CARD_METHOD:
-            return RpcError(UNSUPPORTED_OPERATION, "no extended agent card")
-        if method not in wire.METHODS:
-            return RpcError(METHOD_NOT_FOUND, "method not found")
+        """Steps 4 to 6: the version header (first, whatever the method), the method,
+        what a stream needs."""
         version = headers.get(wire.VERSION_HEADER)
         if version is None or not _VERSION.fullmatch(version.strip()):
             return RpcError(
@@ -273,6 +304,12 @@ class RpcEndpoint:
                 "A2A protocol version not supported",
                 {"supportedVersions": [wire.A2A_VERSION]},
             )
+        if method in wire.PUSH_CONFIG_METHODS:
+            return RpcError(PUSH_NOTIFICATION_NOT_SUPPORTED, "push notifications are not supported")
+        if method == wire.EXTENDED_CARD_METHOD:
+            return RpcError(UNSUPPORTED_OPERATION, "no extended agent card")
+        if method not in wire.METHODS:
+            return RpcError(METHOD_NOT_FOUND, "method not found")
         if method in wire.STREAMING_METHODS:
             if not self.slot.streaming:
                 return RpcError(UNSUPPORTED_OPERATION, "streaming is not supported")
@@ -295,7 +332,7 @@ class RpcEndpoint:
                 length = request.history_length if request.HasField("history_length") else None
                 return wire.render(await self.store.get(principal, request.id, length))
             case pb.ListTasksRequest():
-                return wire.render(await self.store.list(principal, request))
+                return _list_result(await self.store.list(principal, request))
             case pb.CancelTaskRequest():
                 return wire.render(await self.store.cancel(principal, request.id))
         raise RpcError(METHOD_NOT_FOUND, "method not found")
@@ -351,10 +388,6 @@ def _echo_id(message: Any) -> RequestId | None:
     return None
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def _json_content(content_type: str | None) -> bool:
     if content_type is None:
         return False
@@ -362,10 +395,26 @@ def _json_content(content_type: str | None) -> bool:
 
 
 def _accepts_sse(accept: str | None) -> bool:
+    """Does an ``Accept`` header (absent: anything) take SSE? A range with ``q=0``
+    refuses it."""
     if accept is None:
         return True
-    offered = (item.split(";", 1)[0].strip().lower() for item in accept.split(","))
-    return any(kind in _SSE_ACCEPTS for kind in offered)
+    for item in accept.split(","):
+        kind, *parameters = (piece.strip().lower() for piece in item.split(";"))
+        if kind in _SSE_ACCEPTS and not any(_refused(p) for p in parameters):
+            return True
+    return False
+
+
+def _refused(parameter: str) -> bool:
+    """Is this media-range parameter a zero quality (``q=0``, ``q=0.000``)?"""
+    name, _, value = parameter.partition("=")
+    if name.strip() != "q":
+        return False
+    try:
+        return float(value.strip()) == 0.0
+    except ValueError:
+        return False
 
 
 def _last_event_id(headers: Headers) -> int | None:
@@ -379,28 +428,19 @@ def _last_event_id(headers: Headers) -> int | None:
     return int(value)
 
 
-async def _read_body(receive: Receive, content_length: str | None, limit: int) -> bytes | None:
-    """The request body, or None past `limit` bytes (a declared length past it is not read)."""
-    if content_length is not None:
-        declared = content_length.strip()
-        if not declared.isdigit() or int(declared) > limit:
-            return None
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return b"".join(chunks)
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
 # -- answers ---------------------------------------------------------------------------
+
+
+def _list_result(response: pb.ListTasksResponse) -> dict[str, Any]:
+    """A ``ListTasks`` result with the four members the 1.0 proto marks REQUIRED, at
+    their defaults too (the JSON mapping leaves defaults out; the SDK's server prints
+    them, and schema-checking peers need them)."""
+    result = wire.render(response)
+    result.setdefault("tasks", [])
+    result.setdefault("nextPageToken", response.next_page_token)
+    result.setdefault("pageSize", response.page_size)
+    result.setdefault("totalSize", response.total_size)
+    return result
 
 
 def _encode(value: dict[str, Any]) -> bytes:

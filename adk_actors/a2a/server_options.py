@@ -19,6 +19,8 @@ from providers.errors import decode_options
 REASON = "invalid_a2a_server_option"
 MAX_PAGE_SIZE = 100
 """The largest ListTasks page, whatever the request asks."""
+MAX_PARTS_PER_MESSAGE = 64
+"""What the wire accepts in one message (`wire.MAX_PARTS`): the option can only lower it."""
 
 Seconds = Annotated[float, msgspec.Meta(ge=0.01, le=3600.0)]
 PayloadBytes = Annotated[int, msgspec.Meta(ge=256, le=64 << 20)]
@@ -37,7 +39,10 @@ class A2AServerOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     `max_message_bytes` (one message), `max_task_bytes` (a task's rendering),
     `max_event_bytes` (one stream event), `max_artifact_bytes`, `max_history_bytes`,
     `max_history_messages`, `max_artifacts`, `max_parts_per_artifact`,
-    `max_parts_per_message`. Lists: `list_page_size` (the default page; at most 100).
+    `max_parts_per_message` (at most 64: the content model's own per-message limit).
+    Lists: `list_page_size` (the default page; at most 100), `max_list_bytes` (a
+    ListTasks page ends early, with a ``nextPageToken``, before its tasks pass this;
+    a page always holds at least one task).
     """
 
     task_timeout: Seconds = 60.0
@@ -56,8 +61,9 @@ class A2AServerOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     max_history_messages: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 128
     max_artifacts: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 128
     max_parts_per_artifact: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 256
-    max_parts_per_message: Annotated[int, msgspec.Meta(ge=1, le=1024)] = 64
+    max_parts_per_message: Annotated[int, msgspec.Meta(ge=1, le=MAX_PARTS_PER_MESSAGE)] = 64
     list_page_size: Annotated[int, msgspec.Meta(ge=1, le=MAX_PAGE_SIZE)] = 50
+    max_list_bytes: Annotated[int, msgspec.Meta(ge=4096, le=64 << 20)] = 4 << 20
     run_max_buffered_events: Annotated[int, msgspec.Meta(ge=16, le=100_000)] = 256
 
 

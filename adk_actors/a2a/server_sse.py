@@ -6,9 +6,13 @@ payload, such as a replayed creation event, is not sent: updates only), the sequ
 strictly increases, and the stream ends after the status update that puts the task in
 a terminal or interrupted state, when the store ends the subscription (a slow subscriber
 it detached: the client reconnects with ``Last-Event-ID``), or when the client goes
-away. Leaving never cancels the task: the subscription is closed (detached), the work
-goes on. An idle stream carries an SSE comment every `HEARTBEAT_SECONDS`, so proxies
-keep it open and a vanished client is noticed.
+away, or when the server stops (`StreamsClosing.close`: the stream ends at once with
+its last, empty chunk; the client reconnects with ``Last-Event-ID`` elsewhere or learns
+the server is gone). Leaving never cancels the task: the subscription is closed
+(detached), the work goes on. An idle stream carries an SSE comment every
+`HEARTBEAT_SECONDS`, so proxies keep it open and a vanished client is noticed. A stream
+cancelled from outside (the daemon's drain) closes its subscription without awaiting
+anything under the cancellation.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
@@ -46,6 +51,52 @@ class Subscription(Protocol):
     async def aclose(self) -> None: ...
 
 
+class StreamsClosing:
+    """Tells a server's open streams that it stops: `close` (from any thread) ends each
+    at once and cleanly, and every stream opened later ends as soon as it starts."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._closed = False
+        self._watchers: dict[asyncio.Future[None], asyncio.AbstractEventLoop] = {}
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def watch(self) -> asyncio.Future[None]:
+        """A future of the running loop, done once `close` is called (done already when
+        it was)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        with self._lock:
+            if self._closed:
+                future.set_result(None)
+            else:
+                self._watchers[future] = loop
+        return future
+
+    def forget(self, future: asyncio.Future[None]) -> None:
+        """The stream watching with `future` is over."""
+        with self._lock:
+            self._watchers.pop(future, None)
+
+    def close(self) -> None:
+        """End every open stream (thread-safe; idempotent)."""
+        with self._lock:
+            self._closed = True
+            watchers = list(self._watchers.items())
+            self._watchers.clear()
+        for future, loop in watchers:
+            with contextlib.suppress(RuntimeError):  # a closed loop: its streams are gone
+                loop.call_soon_threadsafe(_settle, future)
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 def sse_frame(request_id: str | int, seq: int, event: pb.StreamResponse) -> bytes:
     """One SSE event: ``id: <seq>`` and the JSON-RPC result envelope of `event`."""
     data = json.dumps(
@@ -71,28 +122,31 @@ async def stream_subscription(
     subscription: Subscription,
     *,
     heartbeat: float = HEARTBEAT_SECONDS,
+    closing: StreamsClosing | None = None,
 ) -> None:
-    """Answer with `subscription`'s events as SSE until it ends or the client leaves;
-    the subscription is closed either way (the task itself goes on)."""
+    """Answer with `subscription`'s events as SSE until it ends, the client leaves or
+    `closing` is closed; the subscription is closed either way (the task itself goes on)."""
     await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
     events = aiter(subscription)
     gone: asyncio.Task[None] = asyncio.ensure_future(_disconnected(receive))
+    stopping = (closing or StreamsClosing()).watch()
     pending: asyncio.Task[tuple[int, pb.StreamResponse] | None] | None = None
     connected = True
     started = False
     try:
         while True:
             reading = pending = asyncio.ensure_future(_next(events))
+            waited: set[asyncio.Future[Any]] = {reading, gone, stopping}
             done, _ = await asyncio.wait(
-                {reading, gone}, timeout=heartbeat, return_when=asyncio.FIRST_COMPLETED
+                waited, timeout=heartbeat, return_when=asyncio.FIRST_COMPLETED
             )
             while not done:  # idle: a comment keeps the connection (and notices a leaver)
                 await send({"type": "http.response.body", "body": _HEARTBEAT, "more_body": True})
                 done, _ = await asyncio.wait(
-                    {reading, gone}, timeout=heartbeat, return_when=asyncio.FIRST_COMPLETED
+                    waited, timeout=heartbeat, return_when=asyncio.FIRST_COMPLETED
                 )
             if reading not in done:
-                connected = False
+                connected = gone not in done  # else the server stops: end the answer cleanly
                 break
             pending = None
             try:
@@ -113,11 +167,11 @@ async def stream_subscription(
     except OSError:  # the client went away while we wrote
         connected = False
     finally:
-        try:
-            await _cancel(pending)
-            await _cancel(gone)
-        finally:
-            await _close(subscription.aclose)
+        if closing is not None:
+            closing.forget(stopping)
+        for future in (pending, gone, stopping):
+            _drop(future)
+        await _close(subscription.aclose)
     if connected:
         with contextlib.suppress(OSError):
             await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -141,19 +195,23 @@ async def _disconnected(receive: Receive) -> None:
             return
 
 
-async def _cancel(future: asyncio.Future[Any] | None) -> None:
-    """Cancel `future` and wait until it is over (the subscription is then closed with
-    no read in progress); our own cancellation still propagates."""
+def _drop(future: asyncio.Future[Any] | None) -> None:
+    """Cancel `future` without waiting for it (nothing is awaited while this request may
+    itself be cancelled); its outcome is retrieved when it ends, never logged as lost."""
     if future is None:
         return
     future.cancel()
-    await asyncio.wait({future})
+    future.add_done_callback(_retrieve)
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
     if not future.cancelled():
-        future.exception()  # retrieved: never "exception was never retrieved"
+        future.exception()
 
 
 async def _close(aclose: Callable[[], Awaitable[None]]) -> None:
-    """Detach from the task, even while this request is being cancelled."""
+    """Detach from the task, even while this request is being cancelled (the close goes
+    on under the shield; the cancellation then propagates)."""
     try:
         await asyncio.shield(aclose())
     except Exception as error:

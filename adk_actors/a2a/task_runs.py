@@ -39,6 +39,17 @@ AFTER_CANCEL_WAIT = 5.0
 _log = get_logger("adk_actors.a2a")
 
 
+RETRY_RELEASE = 0.05
+"""How long a store waits before it tries again to start a release the pool refused."""
+
+
+class RetryRelease(NamedTuple):
+    """Try again to release `run_id` (the kernel's pool was full)."""
+
+    run_id: str
+    reason: str
+
+
 class RunStarted(NamedTuple):
     """The bridge of `task_id` (generation `generation`) started `run_id`."""
 
@@ -64,9 +75,18 @@ class RunEnded(NamedTuple):
     outcome: Outcome
 
 
+class PauseRef(NamedTuple):
+    """Where a paused run's continuation is kept: what `Runner.abandon` needs to drop it."""
+
+    user_id: str
+    session_id: str
+    invocation_id: str
+
+
 class RunLedger:
-    """The run ids of a store's tasks that have not ended, kept by the store's child spec
-    across restarts, so the successor of a killed store cancels its runs.
+    """The run ids of a store's tasks that have not ended (running, and paused until
+    their task lets them go), kept by the store's child spec across restarts, so the
+    successor of a killed store cancels its runs.
 
     Each store incarnation opens an epoch (`open_epoch`, which hands back the runs the
     previous one left); a start that returns after its store's epoch is over is refused
@@ -74,25 +94,36 @@ class RunLedger:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._runs: set[str] = set()
+        self._runs: dict[str, PauseRef | None] = {}
         self._epoch = 0
 
     def open_epoch(self) -> tuple[int, list[str]]:
+        """A new epoch, and the runs the previous one left (their pauses stay known:
+        `pause_of`, until `discard`)."""
         with self._lock:
             self._epoch += 1
-            left, self._runs = sorted(self._runs), set()
-            return self._epoch, left
+            return self._epoch, sorted(self._runs)
 
     def record(self, epoch: int, run_id: str) -> bool:
         with self._lock:
             if epoch != self._epoch:
                 return False
-            self._runs.add(run_id)
+            self._runs.setdefault(run_id, None)
             return True
+
+    def paused(self, run_id: str, pause: PauseRef) -> None:
+        """`run_id` paused at `pause`: kept until its task lets it go."""
+        with self._lock:
+            if run_id in self._runs:
+                self._runs[run_id] = pause
+
+    def pause_of(self, run_id: str) -> PauseRef | None:
+        with self._lock:
+            return self._runs.get(run_id)
 
     def discard(self, run_id: str) -> None:
         with self._lock:
-            self._runs.discard(run_id)
+            self._runs.pop(run_id, None)
 
     def __len__(self) -> int:
         with self._lock:
@@ -181,6 +212,40 @@ async def _outcome_of_lost(run_id: str, error: AdkError) -> Outcome:
 async def cancel_run_async(run_id: str, reason: str) -> None:
     """Cancel a run from a coroutine (an ended or unknown run is left alone)."""
     await run_blocking(cancel_run, run_id, reason)
+
+
+def release_run(runner: Any, ledger: RunLedger, run_id: str, reason: str) -> None:
+    """Release a run the store no longer wants, then take it out of `ledger`: a running
+    run is cancelled; a paused one (terminal for `adk.runs`, so `runs.cancel` cannot end
+    it) has its continuation dropped through `runner` (`Runner.abandon`): it can never
+    be resumed and its session records the end. A release the kernel refused (its store
+    is gone) leaves the run in the ledger for the next store."""
+    try:
+        pause = ledger.pause_of(run_id) or _pause_of(run_id)
+        if pause is None:
+            try:
+                runs.cancel(run_id, reason)
+            except runs.RunError as error:
+                pause = _pause_of(run_id) if error.reason == "already_terminal" else None
+                if pause is None:
+                    raise
+        if pause is not None:
+            runner.abandon(pause.user_id, pause.session_id, pause.invocation_id, reason)
+    except AdkError:
+        pass  # it has ended, is unknown, or its session is gone: nothing left to release
+    except KernelError:
+        return
+    else:
+        _log.info("adk.a2a.run_released", run_id=run_id, reason=reason, paused=pause is not None)
+    ledger.discard(run_id)
+
+
+def _pause_of(run_id: str) -> PauseRef | None:
+    """Where `run_id`'s continuation is, when it is a paused run its server still knows."""
+    view = runs.status(run_id)
+    if view.get("state") != "paused" or not view.get("invocation_id"):
+        return None
+    return PauseRef(view["user_id"], view["session_id"], view["invocation_id"])
 
 
 def cancel_run(run_id: str, reason: str) -> None:

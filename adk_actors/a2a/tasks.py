@@ -5,21 +5,27 @@
 ``("adk.a2a.tasks", child_id)``, with a Runner for `agent`; `stop_task_store` removes it
 (its `terminate` cancels the runs still going). `TaskStore` is the handle: every method
 is a coroutine that never blocks the event loop (one `aio.call` round trip to the
-server; the server never waits on a run, see `task_runs`). A disconnected request owns
-nothing: the task goes on, bounded by ``task_timeout``.
+server; the server never waits on a run, see `task_runs`); the pure work of a request
+(a message's byte size, what the agent receives) is done here, on the caller's side,
+so the store's mailbox holds no rendering. A disconnected request owns nothing: the
+task goes on, bounded by ``task_timeout``. `start_task_store` also starts the
+kernel's runtime (reactor, task supervisor, pool), so no store handler pays for it.
 
 `TaskSubscription` is an async iterator of ``(seq, pb.StreamResponse)``: the snapshot
 first, then the task's events in strictly increasing ``seq``, ending after the event
 that makes the task terminal or interrupted. Live events come into a private `Inbox`
 with credit: each one read is acknowledged when the next is asked for, and a reader
 ``max_subscriber_queue`` events behind is detached (`detached` is then True; reconnect
-with ``after=`` the last seq read, inside the replay window of ``max_events``).
+with ``after=`` the last seq read, inside the replay window of ``max_events``); the
+event that ends the stream reaches it even at that ceiling.
 
 Errors are `errors.RpcError`: unknown and other principals' tasks are the same -32001;
 a cancel of a terminal task -32002; capacity (``max_active``, ``max_tasks`` with nothing
 evictable, ``max_subscribers_per_task``) -32004; a follow-up to a terminal task -32004,
 to a task not waiting for input -32602; a message past ``max_message_bytes`` -32602;
 a subscription to a terminal task -32004 unless it resumes inside the replay window.
+A ListTasks page holds at most ``max_list_bytes`` of tasks (at least one): it ends
+early, with a ``nextPageToken``.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from typing import Any
 
 from a2a.types import a2a_pb2 as pb
 
-from adk_actors.a2a import errors
+from adk_actors.a2a import errors, wire
 from adk_actors.a2a.server_options import A2AServerOptions, server_options
 from adk_actors.a2a.task_runs import RunLedger
 from adk_actors.a2a.tasks_model import principal_scope, public_task
@@ -65,6 +71,9 @@ from supervision import (
     aio,
     call,
     cast,
+    default_sync_pool,
+    default_task_supervisor,
+    reactor_loop,
     whereis,
 )
 
@@ -217,9 +226,14 @@ class TaskStore:
 def _submit_request(
     scope: str, request: pb.SendMessageRequest, subscriber: Any, max_queue: int
 ) -> Create | Continue:
-    if request.message.task_id:
-        return Continue(scope, request.message, subscriber, max_queue)
-    return Create(scope, request.message, subscriber, max_queue)
+    """The store's request for `request`, with the pure work done here, on the caller's
+    side: the message's byte size and (for a new task) what the agent receives (-32602
+    when the content model refuses it)."""
+    message = request.message
+    size = wire.json_bytes(message)
+    if message.task_id:
+        return Continue(scope, message, subscriber, max_queue, size)
+    return Create(scope, message, subscriber, max_queue, size, wire.user_content(message))
 
 
 class TaskSubscription:
@@ -287,6 +301,9 @@ def start_task_store(
     store owns). ``("a2a_task_store_start_failed", reason)`` when it does not start."""
     checked = server_options(options)
     ensure_started()
+    reactor_loop()  # the kernel runtime starts here, not in the store's first Create
+    default_task_supervisor()
+    default_sync_pool()
     owned = None
     if sessions is None:
         sessions = owned = InMemorySessionService()

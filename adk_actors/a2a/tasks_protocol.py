@@ -13,6 +13,8 @@ from a2a.types import a2a_pb2 as pb
 
 from adk_actors.a2a.server_options import A2AServerOptions
 from adk_actors.a2a.task_runs import RunLedger
+from adk_actors.a2a.tasks_model import TaskSizes
+from providers.content import Content
 from supervision import From, Pid, Ref
 
 
@@ -33,17 +35,25 @@ ACTIVE = (Phase.STARTING, Phase.RUNNING)
 
 
 class Create(NamedTuple):
+    """A new task for `message`; its byte size and the agent's `content` are worked out
+    by the caller (pure work kept out of the store's mailbox)."""
+
     scope: str
     message: pb.Message
     subscriber: Pid | None
     max_queue: int
+    message_bytes: int
+    content: Content
 
 
 class Continue(NamedTuple):
+    """A follow-up `message` (of `message_bytes`) to a task waiting for input."""
+
     scope: str
     message: pb.Message
     subscriber: Pid | None
     max_queue: int
+    message_bytes: int
 
 
 class Settle(NamedTuple):
@@ -153,6 +163,8 @@ class Entry:
     """The INPUT_REQUIRED status a resume under way restores if the run refuses the answer."""
     refused: tuple[int, Any] | None = None
     """The generation whose resume the run refused, and the refusal (for its `Settle`)."""
+    sizes: TaskSizes = field(default_factory=TaskSizes)
+    """The byte sizes of the task's parts, kept as they change (never a re-render)."""
 
 
 class StoreArgs(NamedTuple):

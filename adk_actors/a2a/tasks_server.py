@@ -9,12 +9,15 @@ followed by a bridge (`task_runs.follow_run`, a coroutine task owned by this ser
 that casts `RunStarted` / `RunRefused` / `RunEnded` here; the server itself never
 waits on a run. Only ``principal_scope(principal)`` is kept of a principal.
 
-Supervision: the server traps exits, so a shutdown runs `terminate`, which cancels
-every run still going. A server killed outright skips `terminate`: its bridges stop
-with it (they are its tasks), and its successor, started by the root tree, opens a
-new epoch of the `RunLedger` its child spec keeps and cancels the runs its
-predecessor left (reason ``a2a_task_store_restarted``). The successor starts empty:
-the old task ids are unknown (-32001).
+Supervision: the server traps exits, so a shutdown runs `terminate`, which releases
+every run of the `RunLedger` (running ones cancelled, paused ones, kept there while
+their task waits for input, have their continuation dropped: `task_runs.release_run`).
+A server killed outright skips `terminate`: its bridges stop with it (they are its
+tasks), and its successor, started by the root tree, opens a new epoch of the ledger
+its child spec keeps and releases, in kernel tasks, the runs its predecessor left
+(reason ``a2a_task_store_restarted``). The successor starts empty: the old task ids
+are unknown (-32001). A cancelled, expired or evicted task's paused run is released
+the same way, so no paused run outlives its task.
 """
 
 from __future__ import annotations
@@ -33,15 +36,18 @@ from adk_actors.a2a import tasks_model as model
 from adk_actors.a2a.server_options import MAX_PAGE_SIZE
 from adk_actors.a2a.task_runs import (
     CANCEL_REASON,
+    RETRY_RELEASE,
     STORE_RESTARTED_REASON,
     STORE_STOPPED_REASON,
     TIMEOUT_REASON,
+    PauseRef,
+    RetryRelease,
     RunEnded,
     RunPlan,
     RunRefused,
     RunStarted,
-    cancel_run,
     follow_run,
+    release_run,
 )
 from adk_actors.a2a.tasks_protocol import (
     ACTIVE,
@@ -80,6 +86,7 @@ from supervision import (
     reply,
     self_pid,
     send,
+    send_after,
     trap_exit,
 )
 from supervision.logs import get_logger
@@ -99,19 +106,18 @@ def _capacity(why: str) -> errors.RpcError:
     return errors.RpcError(errors.UNSUPPORTED_OPERATION, why)
 
 
-def _human_answer(value: Any) -> Any:
-    """A follow-up's value as the paused run's answer: a JSON object as is (e.g. a tool
-    confirmation's ``{"confirmed": true}``), anything else as ``{"answer": value}``."""
-    return value if isinstance(value, dict) else {"answer": value}
+CREATION_SEQ = 1
+"""A task's first event, its creation (a replay from it starts with the snapshot)."""
 
 
-def _cancel_later(run_id: str) -> None:
-    """Cancel a run off the store's thread (a sync task on the kernel's pool; when the pool
-    is full, here: the call is short)."""
+def _release_later(state: State, run_id: str, reason: str = CANCEL_REASON) -> None:
+    """Release a run (cancel a running one, drop a paused one's continuation) off the
+    store's thread, in a kernel task that takes it out of the ledger once done; when the
+    pool is full the store tries again shortly (`RetryRelease`), never blocking here."""
     try:
-        Task.start(cancel_run, run_id, CANCEL_REASON)
+        Task.start(release_run, state.runner, state.ledger, run_id, reason)
     except KernelError:
-        cancel_run(run_id, CANCEL_REASON)
+        send_after(self_pid(), RetryRelease(run_id, reason), RETRY_RELEASE)
 
 
 class TaskStoreServer(GenServer):
@@ -120,17 +126,18 @@ class TaskStoreServer(GenServer):
     def init(self, args: StoreArgs) -> State:
         trap_exit(True)
         epoch, left = args.ledger.open_epoch()
-        for run_id in left:  # a killed predecessor's runs
-            cancel_run(run_id, STORE_RESTARTED_REASON)
+        state = State(args.runner, args.options, args.ledger, epoch, secrets.token_bytes(32))
+        for run_id in left:  # a killed predecessor's runs, paused ones too: released in
+            _release_later(state, run_id, STORE_RESTARTED_REASON)  # tasks, not here
         if left:
             _log.warning("adk.a2a.task_store_restarted", cancelled_runs=len(left))
-        return State(args.runner, args.options, args.ledger, epoch, secrets.token_bytes(32))
+        return state
 
     def terminate(self, reason: Any, state: Any) -> None:
         if isinstance(state, State):
             _, left = state.ledger.open_epoch()  # a start still under way cancels itself
-            for run_id in left:
-                cancel_run(run_id, STORE_STOPPED_REASON)
+            for run_id in left:  # running and paused: nothing of the store's is left
+                release_run(state.runner, state.ledger, run_id, STORE_STOPPED_REASON)
 
     def handle_call(self, request: Any, from_: From, state: State) -> Any:
         self._prune(state)
@@ -189,8 +196,9 @@ class TaskStoreServer(GenServer):
             case RunRefused(task_id, generation, reason):
                 self._run_refused(state, task_id, generation, reason)
             case RunEnded(task_id, generation, run_id, outcome):
-                state.ledger.discard(run_id)
-                self._run_ended(state, task_id, generation, outcome)
+                if not isinstance(outcome, Paused):  # a paused run is released later
+                    state.ledger.discard(run_id)
+                self._run_ended(state, task_id, generation, run_id, outcome)
         return state
 
     def handle_info(self, msg: Any, state: State) -> State:
@@ -206,15 +214,18 @@ class TaskStoreServer(GenServer):
                     _log.warning("adk.a2a.bridge_failed", task_id=task_id)
                     entry = self._current(state, task_id, generation)
                     if entry is not None and entry.run_id is not None:
-                        _cancel_later(entry.run_id)  # nobody follows it any more
-                    self._run_ended(state, task_id, generation, Failed("a2a_bridge_failed"))
+                        _release_later(state, entry.run_id)  # nobody follows it
+                    failed = Failed("a2a_bridge_failed")
+                    self._run_ended(state, task_id, generation, "", failed)
+            case RetryRelease(run_id, reason):
+                _release_later(state, run_id, reason)
         return state
 
     # -- submit ----------------------------------------------------------------------------
 
     def _submit(self, request: Create | Continue, state: State) -> Opened:
         options = state.options
-        if wire.json_bytes(request.message) > options.max_message_bytes:
+        if request.message_bytes > options.max_message_bytes:
             raise errors.invalid_params("message too large")
         if isinstance(request, Create):
             entry = self._create(request, state)
@@ -236,27 +247,25 @@ class TaskStoreServer(GenServer):
             raise _capacity("too many retained tasks")
 
     def _create(self, request: Create, state: State) -> Entry:
+        self._admit(state, new_task=True)
         message = pb.Message()
         message.CopyFrom(request.message)
-        content = wire.user_content(message)  # -32602 when the content model refuses it
-        self._admit(state, new_task=True)
         task_id = f"task-{uuid.uuid4().hex}"
         message.task_id = task_id
         if not message.context_id:
             message.context_id = f"ctx-{uuid.uuid4().hex}"
         state.orders += 1
-        entry = Entry(
-            model.new_task(task_id, message.context_id, message), request.scope, state.orders
-        )
-        model.trim_history(entry.task, state.options)
+        task, sizes = model.new_task(task_id, message.context_id, message, request.message_bytes)
+        entry = Entry(task, request.scope, state.orders, sizes=sizes)
+        model.trim_history(task, sizes, state.options)
         state.tasks[task_id] = entry
-        self._publish(state, entry, model.snapshot_event(model.public_task(entry.task, None, True)))
+        entry.seq = CREATION_SEQ  # its snapshot goes to the creator only: never kept
         start = functools.partial(
             runs.start,
             state.runner,
             request.scope,
             message.context_id,
-            content,
+            request.content,
             retention=max(state.options.retention, 1.0),
             max_buffered_events=state.options.run_max_buffered_events,
         )
@@ -278,11 +287,12 @@ class TaskStoreServer(GenServer):
         copy = pb.Message()
         copy.CopyFrom(message)
         copy.context_id = entry.task.context_id
-        model.add_history(entry.task, copy, state.options)
+        size = request.message_bytes + model.MESSAGE_IDS
+        model.add_history(entry.task, entry.sizes, copy, size, state.options)
         start = functools.partial(
             runs.resume,
             entry.run_id,
-            _human_answer(wire.response_value(copy)),
+            model.human_answer(wire.response_value(copy)),
             runner=state.runner,
             user_id=entry.scope,
             retention=max(state.options.retention, 1.0),
@@ -310,7 +320,7 @@ class TaskStoreServer(GenServer):
         )
         bridge = Task.start(follow_run, plan, notify=True)
         state.bridges[bridge.pid] = (entry.task.id, entry.generation)
-        model.set_status(entry.task, pb.TASK_STATE_WORKING)
+        model.set_status(entry.task, entry.sizes, pb.TASK_STATE_WORKING)
         self._publish(state, entry, model.status_event(entry.task))
 
     # -- run reports -----------------------------------------------------------------------
@@ -323,8 +333,11 @@ class TaskStoreServer(GenServer):
 
     def _run_started(self, state: State, task_id: str, generation: int, run_id: str) -> None:
         entry = self._current(state, task_id, generation)
+        if entry is not None and entry.run_id is not None and entry.run_id != run_id:
+            state.ledger.discard(entry.run_id)  # the paused run this one resumed
+            entry.run_id = run_id
         if entry is None or entry.phase is Phase.TERMINAL:
-            _cancel_later(run_id)  # canceled or evicted meanwhile
+            _release_later(state, run_id)  # canceled or evicted meanwhile
             return
         entry.run_id = run_id
         entry.phase = Phase.RUNNING
@@ -332,6 +345,8 @@ class TaskStoreServer(GenServer):
     def _run_refused(self, state: State, task_id: str, generation: int, reason: Any) -> None:
         entry = self._current(state, task_id, generation)
         if entry is None or entry.phase is Phase.TERMINAL:
+            if entry is not None and entry.pause_status is not None and entry.run_id:
+                _release_later(state, entry.run_id)  # canceled while its resume was refused
             return
         if entry.pause_status is not None:  # a refused resume: the task waits as before
             entry.task.status.CopyFrom(entry.pause_status)
@@ -345,34 +360,46 @@ class TaskStoreServer(GenServer):
             return
         self._finish(state, entry, pb.TASK_STATE_FAILED, model.failure_message(entry.task, reason))
 
-    def _run_ended(self, state: State, task_id: str, generation: int, outcome: Outcome) -> None:
+    def _run_ended(
+        self, state: State, task_id: str, generation: int, run_id: str, outcome: Outcome
+    ) -> None:
         entry = self._current(state, task_id, generation)
         if entry is None or entry.phase is Phase.TERMINAL:
+            if isinstance(outcome, Paused):  # it paused as its task ended: nobody resumes it
+                _release_later(state, run_id)
             return
         task = entry.task
         match outcome:
             case Completed(output):
                 text = model.output_text(output)
-                artifact = model.completion_artifact(text, task, state.options)
-                if artifact is None:
+                made = model.completion_artifact(text, task, state.options)
+                if made is None:
                     reason = "agent response exceeded configured limits"
                     self._finish(
                         state, entry, pb.TASK_STATE_FAILED, model.failure_message(task, reason)
                     )
                     return
+                artifact, size = made
                 task.artifacts.append(artifact)
+                entry.sizes.artifacts += size + 1
                 self._publish(state, entry, model.artifact_event(task, artifact))
                 final = wire.agent_message(text, context_id=task.context_id, task_id=task.id)
-                model.add_history(task, final, state.options)
+                # the final message is the artifact's text under the message's ids
+                model.add_history(task, entry.sizes, final, size + model.MESSAGE_IDS, state.options)
                 self._finish(state, entry, pb.TASK_STATE_COMPLETED, None)
             case Paused(event):
+                pause = PauseRef(entry.scope, task.context_id, event.invocation_id)
+                state.ledger.paused(run_id, pause)
                 entry.pause_status = None
                 model.set_status(
-                    task, pb.TASK_STATE_INPUT_REQUIRED, model.pause_message(task, event)
+                    task,
+                    entry.sizes,
+                    pb.TASK_STATE_INPUT_REQUIRED,
+                    model.pause_message(task, event),
                 )
                 entry.phase = Phase.INTERRUPTED
-                if not model.fits_task(task, state.options):
-                    model.set_status(task, pb.TASK_STATE_INPUT_REQUIRED)
+                if not model.fits_task(entry.sizes, state.options):
+                    model.set_status(task, entry.sizes, pb.TASK_STATE_INPUT_REQUIRED)
                 self._publish(state, entry, model.status_event(task), final=True)
                 self._settle(state, entry)
             case Cancelled(reason) if reason == TIMEOUT_REASON:
@@ -394,9 +421,9 @@ class TaskStoreServer(GenServer):
     ) -> None:
         """Put the task in its terminal `task_state` and tell everyone who waits."""
         entry.phase = Phase.TERMINAL
-        model.set_status(entry.task, task_state, message)
-        if not model.fits_task(entry.task, state.options):
-            model.trim_history(entry.task, state.options)
+        model.set_status(entry.task, entry.sizes, task_state, message)
+        if not model.fits_task(entry.sizes, state.options):
+            model.trim_history(entry.task, entry.sizes, state.options)
         self._publish(state, entry, model.status_event(entry.task), final=True)
         self._settle(state, entry)
 
@@ -419,8 +446,8 @@ class TaskStoreServer(GenServer):
             raise errors.task_not_found()
         if entry.phase is Phase.TERMINAL:
             raise errors.task_not_cancelable(wire.state_name(entry.task.status.state))
-        if entry.phase is Phase.RUNNING and entry.run_id is not None:
-            _cancel_later(entry.run_id)
+        if entry.phase in (Phase.RUNNING, Phase.INTERRUPTED) and entry.run_id is not None:
+            _release_later(state, entry.run_id)  # a paused run too: never resumable
         task = entry.task
         message = wire.agent_message("task canceled", context_id=task.context_id, task_id=task.id)
         self._finish(state, entry, pb.TASK_STATE_CANCELED, message)
@@ -436,6 +463,8 @@ class TaskStoreServer(GenServer):
         if after is not None and after > entry.seq:
             raise errors.invalid_params("Last-Event-ID is ahead of the task's events")
         oldest = entry.events[0][0] if entry.events else entry.seq + 1
+        if oldest == CREATION_SEQ + 1:  # the creation is numbered, never kept (its snapshot
+            oldest = CREATION_SEQ  # is the one a replay starts with anyway)
         in_window = after is not None and after >= oldest - 1
         snapshot = model.snapshot_event(model.public_task(entry.task, None, True))
         if entry.phase is Phase.TERMINAL and not in_window:
@@ -471,14 +500,16 @@ class TaskStoreServer(GenServer):
         self, state: State, entry: Entry, event: pb.StreamResponse, final: bool = False
     ) -> None:
         """Number `event`, keep it in the replay window and push it to every subscriber
-        with credit left (one at the ceiling is detached); `final` ends subscriptions."""
+        with credit left (one at the ceiling is detached); `final` ends subscriptions and
+        reaches a subscriber even at its ceiling (it replaces the `Detached` it would get:
+        the reader's credit counts the event it is still writing)."""
         entry.seq += 1
         seq = entry.seq
         entry.events.append((seq, event))
         while len(entry.events) > state.options.max_events:
             entry.events.popleft()
         for sub_id, sub in list(entry.subscribers.items()):
-            if len(sub.unacked) >= sub.max_queue:
+            if len(sub.unacked) >= sub.max_queue and not final:
                 send(sub.pid, Detached(sub_id))
                 self._drop_subscriber(state, entry.task.id, sub_id)
                 _log.info("adk.a2a.subscriber_detached", task_id=entry.task.id)
@@ -521,13 +552,14 @@ class TaskStoreServer(GenServer):
                 or entry.task.status.timestamp.ToNanoseconds() >= after_time.ToNanoseconds()
             )
         ]
-        remaining = [entry for entry in matching if before is None or entry.order < before]
-        page, rest = remaining[:page_size], remaining[page_size:]
+        remaining = [
+            (entry.task, entry.sizes, entry.order)
+            for entry in matching
+            if before is None or entry.order < before
+        ]
         response = pb.ListTasksResponse(page_size=page_size, total_size=len(matching))
-        for entry in page:
-            response.tasks.append(model.public_task(entry.task, history_length, include_artifacts))
-        if rest:
-            response.next_page_token = model.page_token(page[-1].order, state.secret)
+        bounds = (state.options.max_list_bytes, state.secret)
+        model.fill_page(response, remaining, history_length, include_artifacts, *bounds)
         return response
 
     def _prune(self, state: State) -> None:
@@ -550,6 +582,8 @@ class TaskStoreServer(GenServer):
     def _forget(self, state: State, task_id: str) -> None:
         entry = state.tasks.pop(task_id)
         state.settled.pop(task_id, None)
+        if entry.phase is Phase.INTERRUPTED and entry.run_id is not None:
+            _release_later(state, entry.run_id)  # its paused run: nobody can resume it
         for sub_id, sub in list(entry.subscribers.items()):
             send(sub.pid, Detached(sub_id))
             demonitor(sub.watch, flush=True)

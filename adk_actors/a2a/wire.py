@@ -5,8 +5,9 @@ JSON mapping; this module adds what the spec asks and protobuf does not check: o
 camelCase JSON names, no unknown or pre-1.0 members (``kind``), enums by name, a part
 with exactly one of ``text``/``raw``/``url``/``data``, canonical base64, bounded strings,
 lists and nesting, and the request rules of ``SendMessage`` (a user message with an id
-and 1..`MAX_PARTS` parts). Server-side refusals are `RpcError` (-32602); client-side
-(`parse`, `user_message`) they are `AdkError`.
+and 1..`MAX_PARTS` parts). `loads` reads a body (UTF-8 only, no duplicate member, bounded
+size, depth and value count). Server-side refusals are `RpcError`; client-side (`parse`,
+`user_message`) they are `AdkError`.
 """
 
 from __future__ import annotations
@@ -25,15 +26,18 @@ from a2a.types import a2a_pb2 as pb
 from google.protobuf import json_format, struct_pb2
 from google.protobuf.message import Message as ProtoMessage
 
-from adk_actors.a2a.errors import RpcError, invalid_params
+from adk_actors.a2a.errors import PUSH_NOTIFICATION_NOT_SUPPORTED, RpcError, invalid_params
 from adk_actors.a2a.wire_strict import (
+    MAX_DOCUMENT_DEPTH,
     MAX_JSON_DEPTH,
+    MAX_JSON_NODES,
     MAX_LIST_ITEMS,
     MAX_PARTS,
     MAX_STRING_CHARS,
     MAX_TEXT_CHARS,
     M,
     ShapeError,
+    loads,
     strict_parse,
 )
 from providers import content as content_model
@@ -41,6 +45,10 @@ from providers.content import Content
 from providers.errors import AdkError
 
 A2A_VERSION = "1.0"
+"""The shape we parse and render. The server's version gate admits any ``A2A-Version: 1.x``
+(a 1.x peer can talk to us), but the strict parse stays 1.0's: a member a later minor adds
+is refused (-32602 on the server, ``a2a_invalid_response`` in the client), never silently
+dropped. Review W12: kept on purpose, documented here and in docs/a2a.md."""
 VERSION_HEADER = "A2A-Version"
 CARD_PATH = "/.well-known/agent-card.json"
 RPC_PATH = "/a2a/v1"
@@ -91,6 +99,8 @@ MAX_PAGE_TOKEN_CHARS = 512
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 """contextId / taskId / task id (matched with `fullmatch`)."""
 
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,31}")
+"""An RFC 3986 URI scheme (bounded)."""
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _MIME = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}")
 """A media type the content model takes (its own pattern); others become octet-stream."""
@@ -160,12 +170,17 @@ def _canonical_base64(encoded: str) -> bool:
 
 
 def _check_url(url: str, where: str) -> None:
+    """A `url` part: any absolute URI (A2A 1.0 says no more; ``gs:``, ``file:``, ``data:``
+    included), never fetched by us: the agent gets https URLs as file data and the others
+    as a text mention (`user_content`). Review W5."""
     try:
         parts = urlsplit(url)
     except ValueError:
         raise ShapeError(f"{where} does not parse") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ShapeError(f"{where} must be an absolute http(s) URL")
+    if not _SCHEME.fullmatch(parts.scheme):
+        raise ShapeError(f"{where} must be an absolute URI (with a scheme)")
+    if parts.scheme.lower() in ("http", "https") and not parts.hostname:
+        raise ShapeError(f"{where} must name a host")
     if parts.username is not None or parts.password is not None:
         raise ShapeError(f"{where} may not carry credentials")
     if any(ch.isspace() for ch in url):
@@ -186,13 +201,19 @@ def _check_history_length(request: Any, raw: Mapping[str, Any], where: str) -> N
 
 
 def parse_request(method: str, params: Any, *, max_parts: int = MAX_PARTS) -> Request:
-    """The params of an A2A 1.0 `method` as its request message; `RpcError` (-32602) for
-    anything the spec refuses. Method routing (-32601/-32003/-32004) is the caller's."""
+    """The params of an A2A 1.0 `method` as its request message; `RpcError` -32602 for
+    anything the spec refuses, -32003 for a push config inside SendMessage. Method routing
+    (-32601/-32003/-32004) is the caller's."""
     cls = _REQUEST_TYPES.get(method)
     if cls is None:
         raise invalid_params(f"{method[:64]!r} is not an A2A 1.0 task method")
     try:
         request = strict_parse(cls, params)
+        if isinstance(request, pb.SendMessageRequest) and request.configuration.HasField(
+            "task_push_notification_config"
+        ):
+            # the dedicated code, as for the push config methods (review W13)
+            raise RpcError(PUSH_NOTIFICATION_NOT_SUPPORTED, "push notifications are not supported")
         _check_request(request, params, max_parts=min(max_parts, MAX_PARTS))
     except ShapeError as exc:
         raise invalid_params(str(exc)) from None
@@ -206,8 +227,6 @@ def _check_request(request: ProtoMessage, raw: Mapping[str, Any], *, max_parts: 
                 raise ShapeError("params.message is required")
             _check_message(request.message, raw["message"], max_parts=max_parts)
             configuration = raw.get("configuration") or {}
-            if "taskPushNotificationConfig" in configuration:
-                raise ShapeError("push notifications are not supported")
             if len(request.configuration.accepted_output_modes) > MAX_SMALL_LIST_ITEMS:
                 raise ShapeError(f"acceptedOutputModes: at most {MAX_SMALL_LIST_ITEMS} items")
             _check_history_length(request.configuration, configuration, "configuration.")
@@ -255,7 +274,8 @@ def state_name(state: int) -> str:
 def user_content(message: pb.Message) -> Content:
     """The content an agent receives for `message`: text parts as text, a data part as its
     compact JSON text (keys sorted), a raw part as inline data, an https url part as file
-    data (other urls as a text mention). `RpcError` (-32602) when the content model
+    data, any other url (``http:``, ``gs:``, ``file:``, ``data:`` ...) as a text mention
+    ``[file (name): url]`` (we never fetch it). `RpcError` (-32602) when the content model
     refuses a part."""
     parts: list[content_model.Part] = []
     try:
@@ -279,7 +299,7 @@ def _content_part(part: pb.Part) -> content_model.Part:
                 _media_type(part, "application/octet-stream"), part.raw
             )
         case "url":
-            if urlsplit(part.url).scheme == "https":
+            if _url_scheme(part.url) == "https":
                 try:
                     return content_model.file_data(
                         part.url, _media_type(part, "application/octet-stream")
@@ -294,6 +314,13 @@ def _content_part(part: pb.Part) -> content_model.Part:
                     _data_value(part), separators=(",", ":"), ensure_ascii=False, sort_keys=True
                 )
             )
+
+
+def _url_scheme(url: str) -> str:
+    try:
+        return urlsplit(url).scheme.lower()
+    except ValueError:
+        return ""
 
 
 def _media_type(part: pb.Part, default: str) -> str:
@@ -419,10 +446,15 @@ def user_message(
         message.context_id = context_id
     if task_id is not None:
         message.task_id = task_id
-    checked = dict(raw)
+    # A peer's ids are opaque (ours follow ID_PATTERN, another server's need not): here
+    # they are only bounded and printable; the server's parse_request keeps the pattern.
     for name, value in (("contextId", message.context_id), ("taskId", message.task_id)):
-        if value:
-            checked[name] = value
+        if value and not (len(value) <= MAX_STRING_CHARS and value.isprintable()):
+            raise AdkError(
+                ("invalid_a2a_message", "invalid_shape"),
+                f"message.{name} is a printable string of at most {MAX_STRING_CHARS} characters",
+            )
+    checked = {key: value for key, value in raw.items() if key not in ("contextId", "taskId")}
     try:
         _check_message(message, checked, max_parts=MAX_PARTS)
     except ShapeError as exc:
@@ -458,7 +490,9 @@ __all__ = [
     "ID_PATTERN",
     "INTERRUPTED_STATES",
     "JSONRPC_BINDING",
+    "MAX_DOCUMENT_DEPTH",
     "MAX_JSON_DEPTH",
+    "MAX_JSON_NODES",
     "MAX_LIST_ITEMS",
     "MAX_PARTS",
     "MAX_STRING_CHARS",
@@ -475,6 +509,7 @@ __all__ = [
     "agent_message",
     "json_bytes",
     "json_safe",
+    "loads",
     "parse",
     "parse_request",
     "plain_json",

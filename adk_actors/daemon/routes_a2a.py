@@ -4,9 +4,10 @@ The agent of ``adk serve --config`` is served by `adk_actors.a2a.server_http.a2a
 with its own task store (a child of the root tree, stopped by `DaemonA2A.close`). The
 routes are behind the daemon's guards (loopback Host, same origin, drain, deadline) and
 their own A2A rules; the JSON-RPC endpoint's bearer token is the developer token
-(``ADK_DEV_TOKEN``), checked as the /dev/v1 routes check it, and every caller with it is
-the principal ``developer``. The card (public, like the console page) is published once
-the listener's URL is known (`DaemonA2A.publish`).
+(``ADK_DEV_TOKEN``), checked in-loop against its SHA-256 like the /dev/v1 routes (no
+hook thread), and every caller with it is the principal ``developer``. The card
+(public, like the console page) is published once the listener's URL is known
+(`DaemonA2A.publish`).
 
 A blocking ``SendMessage`` answers within the daemon's ``request_timeout`` or not at all
 (503 ``request_timeout``; the task goes on): the task store's ``task_timeout`` is at most
@@ -23,19 +24,18 @@ from starlette.routing import BaseRoute
 
 from adk_actors.a2a import wire
 from adk_actors.a2a.card import card_for_agent
+from adk_actors.a2a.server import bearer_security
 from adk_actors.a2a.server_http import A2A_AUTH_NAMES, CardSlot, a2a_routes
 from adk_actors.a2a.server_options import server_options
 from adk_actors.a2a.tasks import start_task_store, stop_task_store
 from adk_actors.agents import AgentRef
 from adk_actors.config_file import AgentFile
-from adk_actors.daemon import auth
 from adk_actors.daemon.settings import DevSettings
 from adk_actors.serving.auth import BearerAuth
 from adk_actors.sessions import SessionService
 
 PRINCIPAL = "developer"
 CHILD_ID = "daemon_a2a_tasks"
-BEARER_SCHEME = "bearer"
 
 
 class DaemonA2A(NamedTuple):
@@ -55,16 +55,14 @@ def a2a_routes_for_daemon(
     """The card and JSON-RPC routes serving `agent`, with the developer token; the
     tasks' runs keep their sessions in `sessions` (the daemon's store, so the console
     lists them; by default an in-memory one the task store owns)."""
-    digest = settings.token_digest
-
-    def verify(token: str) -> str | None:
-        header = b"Bearer " + token.encode()
-        verdict = auth.authorize([(b"authorization", header)], digest)
-        return PRINCIPAL if verdict == "ok" else None
-
     options = server_options({"task_timeout": min(60.0, settings.request_timeout)})
     bearer = BearerAuth(
-        auth_token=None, verifier=verify, callback_timeout=5.0, names=A2A_AUTH_NAMES
+        auth_token=None,
+        verifier=None,
+        callback_timeout=5.0,
+        names=A2A_AUTH_NAMES,
+        token_digest=settings.token_digest,
+        token_principal=PRINCIPAL,
     )
     store = start_task_store(
         agent, options, child_id=CHILD_ID, app_name=agent_file.name, sessions=sessions
@@ -77,8 +75,7 @@ def a2a_routes_for_daemon(
                 agent.name,
                 f"The {agent.name} agent (adk serve).",
                 base_url.rstrip("/") + wire.RPC_PATH,
-                security_schemes={BEARER_SCHEME: {"httpAuthSecurityScheme": {"scheme": "Bearer"}}},
-                security_requirements=[{"schemes": {BEARER_SCHEME: {}}}],
+                **bearer_security(),
             )
         )
 

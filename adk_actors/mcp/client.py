@@ -55,6 +55,7 @@ from adk_actors.mcp.security import (
     HttpPolicy,
     Observed,
     OriginAuth,
+    tls_failure,
 )
 from adk_actors.mcp.toolset import McpTool, McpToolResult
 from providers.errors import AdkError
@@ -621,24 +622,13 @@ def _leaf(error: BaseException) -> BaseException:
     return next((leaf for leaf in leaves if isinstance(leaf, AdkError)), leaves[0])
 
 
-def _caused_by(error: BaseException, kind: type[BaseException]) -> bool:
-    seen: BaseException | None = error
-    for _ in range(16):
-        if seen is None:
-            return False
-        if isinstance(seen, kind):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
 def _transport_error(error: BaseException, observed: Observed) -> AdkError:
     if observed.refused is not None:
         return observed.refused
     if isinstance(error, MCPError):
         return _protocol_error(error, observed, "initialize")
-    if _caused_by(error, ssl.SSLError):
-        return AdkError("mcp_tls_failed", "the TLS handshake or certificate check failed")
+    if (tls := tls_failure(error)) is not None:
+        return tls
     if isinstance(error, OSError):
         return AdkError(("mcp_transport_failed", "start_failed"), "the server did not start")
     return AdkError(("mcp_transport_failed", "transport_error"), "the transport failed")

@@ -7,8 +7,9 @@ the shared outbound rules (`adk_actors.outbound`) with MCP's error reasons.
   (``insecure_mcp_destination``, ``mcp_private_destination_rejected``,
   ``mcp_destination_not_allowed``, ``mcp_dns_resolution_failed``).
 * `GuardedTransport`: the endpoint's origin only, redirects recorded (never followed),
-  lost sessions (404 to a request carrying ``mcp-session-id``), bodies bounded; each
-  connection pinned to an address validated just then (`PinnedBackend`).
+  lost sessions (404 to a request carrying ``mcp-session-id``), bodies bounded (and
+  asked for in ``identity`` encoding: any other is ``mcp_unsupported_content_encoding``);
+  each connection pinned to an address validated just then (`PinnedBackend`).
 * `OriginAuth`: headers come only from the ``auth`` callback, per request, and only
   for the endpoint's origin; at most one ``Authorization`` header.
 """
@@ -46,6 +47,7 @@ from adk_actors.outbound import OriginAuth as _OriginAuth
 from adk_actors.outbound import auth_header as _auth_header
 from adk_actors.outbound import auth_refusal as _auth_refusal
 from adk_actors.outbound import parse_endpoint as _parse_endpoint
+from adk_actors.outbound import tls_failure as _tls_failure
 from providers.errors import AdkError
 
 __all__ = [
@@ -74,6 +76,7 @@ __all__ = [
     "parse_endpoint",
     "refuse_static_headers",
     "same_origin",
+    "tls_failure",
 ]
 
 MCP_REASONS: OutboundReasons = reasons_for("mcp")
@@ -129,3 +132,8 @@ def auth_header(headers: Any) -> tuple[str | None, str]:
 def auth_refusal(status: int, challenge: str) -> AdkError:
     """``("mcp_unauthorized", ...)`` for a 401, ``("mcp_forbidden", ...)`` for a 403."""
     return _auth_refusal(status, challenge, MCP_REASONS)
+
+
+def tls_failure(error: BaseException) -> AdkError | None:
+    """``mcp_tls_failed`` if `error` came from the TLS handshake or certificate check."""
+    return _tls_failure(error, MCP_REASONS)

@@ -12,7 +12,9 @@ sits in front of it and enforces what the SDK does not, before a message reaches
   ``error="invalid_token"`` when a credential was refused, and ``resource_metadata``
   and ``scope`` under OAuth) and, per message and per DELETE, authorization (403
   ``insufficient_scope``); with every hook thread busy, 503 (no thread is added);
-- a body larger than ``max_body_bytes`` is 413 (read at most that many bytes);
+- a body larger than ``max_body_bytes`` is 413 (read at most that many bytes; a declared
+  ``Content-Length`` past it is refused unread), a non-numeric ``Content-Length`` 400;
+  a client that leaves mid-body gets no answer (`serving.bodies.read_body`);
 - ``initialize`` opens a session (``max_sessions`` at most, initializes in progress
   included, the SDK's own cap the same: ``-32000`` "Session capacity reached" past it,
   whoever notices) and an
@@ -50,6 +52,7 @@ from starlette.types import Message, Receive, Scope, Send
 from adk_actors.mcp.server_auth import ServerAuth, principal_scope
 from adk_actors.mcp.server_options import ServerOptions
 from adk_actors.mcp.server_sessions import Admission, SessionPhase, SessionTable
+from adk_actors.serving.bodies import BodyStatus, read_body
 from adk_actors.serving.workers import WorkerPool, WorkersBusy
 from supervision import get_logger
 
@@ -184,11 +187,18 @@ class McpHttpApp:
                 return
             await self._delete(send, headers, principal)
             return
-        body = await _read_body(receive, self.options.max_body_bytes)
-        if body is None:
-            await _error(send, 413, "request_too_large", {"connection": "close"})
-            return
-        await self._post(scope, receive, send, headers, principal, body)
+        body = await read_body(
+            receive, self.options.max_body_bytes, content_length=headers.get("content-length")
+        )
+        match body.status:
+            case BodyStatus.TOO_LARGE:
+                await _error(send, 413, "request_too_large", {"connection": "close"})
+            case BodyStatus.INVALID_LENGTH:
+                await _error(send, 400, "invalid_content_length", {"connection": "close"})
+            case BodyStatus.COMPLETE:
+                await self._post(scope, receive, send, headers, principal, body.data)
+            case BodyStatus.DISCONNECTED:
+                pass  # the client left mid-body: nothing to parse, no one to answer
 
     async def _expire(self) -> None:
         """End in the SDK the sessions our table let go idle."""
@@ -451,23 +461,6 @@ def _headers(scope: Scope) -> dict[str, str]:
         name.decode("latin-1").lower(): value.decode("latin-1")
         for name, value in scope.get("headers", [])
     }
-
-
-async def _read_body(receive: Receive, limit: int) -> bytes | None:
-    """The request body, or None once it passes `limit` bytes (the rest is not read)."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return b"".join(chunks)
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

@@ -25,6 +25,7 @@ from adk_actors.outbound.policy import (
     DEFAULT_MAX_RESOLVED_ADDRESSES,
     MAX_RESOLVED_ADDRESSES,
     HttpPolicy,
+    normal_hosts,
 )
 from adk_actors.outbound.reasons import OutboundReasons, reasons_for
 from adk_actors.outbound.transport import (
@@ -33,6 +34,8 @@ from adk_actors.outbound.transport import (
     PinnedBackend,
     ResponseTooLarge,
     auth_refusal,
+    caused_by,
+    tls_failure,
 )
 
 __all__ = [
@@ -55,13 +58,16 @@ __all__ = [
     "auth_header",
     "auth_headers",
     "auth_refusal",
+    "caused_by",
     "default_resolver",
     "embedded_ipv4",
     "ip_of",
     "is_loopback_destination",
     "is_public",
+    "normal_hosts",
     "parse_endpoint",
     "reasons_for",
     "refuse_static_headers",
     "same_origin",
+    "tls_failure",
 ]

@@ -20,6 +20,8 @@ _SHARED = ipaddress.ip_network("100.64.0.0/10")
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
 _COMPATIBLE = ipaddress.ip_network("::/96")
+_DOCUMENTATION_V6 = ipaddress.ip_network("3fff::/20")
+"""RFC 9637's second IPv6 documentation prefix (Python 3.11's ipaddress calls it global)."""
 
 
 def default_resolver(host: str, port: int) -> list[str]:
@@ -102,6 +104,8 @@ def _public(ip: IPAddress) -> bool:
     if ip in _METADATA_ADDRESSES:
         return False
     if isinstance(ip, ipaddress.IPv4Address) and ip in _SHARED:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip in _DOCUMENTATION_V6:
         return False
     return ip.is_global and not (
         ip.is_multicast or ip.is_reserved or ip.is_link_local or ip.is_unspecified

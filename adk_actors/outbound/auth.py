@@ -51,17 +51,18 @@ class OriginAuth(httpx2.Auth):
     ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         if same_origin(request.url, self.endpoint):
             try:
-                with anyio.fail_after(self.timeout):
+                headers: Any = None
+                with anyio.move_on_after(self.timeout) as scope:
                     headers = await anyio.to_thread.run_sync(self.callback, abandon_on_cancel=True)
+                if scope.cancelled_caught:  # our own timeout, not a TimeoutError auth() raised
+                    raise AdkError(
+                        (self.reasons.auth_callback_failed, "timeout"),
+                        "auth() did not answer in time",
+                    )
                 found = auth_headers(headers, self.reasons, self.header_names)
             except AdkError as error:
                 self.observed.refused = error
                 raise httpx2.ConnectError(f"refused: {error.reason}", request=request) from None
-            except TimeoutError:
-                self.observed.refused = AdkError(
-                    (self.reasons.auth_callback_failed, "timeout"), "auth() did not answer in time"
-                )
-                raise httpx2.ConnectError("refused: auth", request=request) from None
             except Exception:
                 self.observed.refused = AdkError(self.reasons.auth_callback_failed, "auth() raised")
                 raise httpx2.ConnectError("refused: auth", request=request) from None

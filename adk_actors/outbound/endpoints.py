@@ -35,10 +35,14 @@ def parse_endpoint(url: Any, reasons: OutboundReasons) -> Endpoint:
     invalid = reasons.invalid_url
     if not isinstance(url, str) or not url or len(url) > MAX_URL_BYTES:
         raise AdkError((invalid, "not_a_url"), "the endpoint is a URL string")
+    if any(ord(ch) <= 0x20 or ord(ch) == 0x7F for ch in url):
+        raise AdkError((invalid, "unparsable"), "a URL has no spaces or control characters")
     try:
         parts = urllib.parse.urlsplit(url)
         port = parts.port
-    except ValueError:
+        parsed = httpx2.URL(url)  # what the HTTP client will be given must parse there too
+        wire_host = parsed.raw_host.decode("ascii")
+    except (ValueError, httpx2.InvalidURL):
         raise AdkError((invalid, "unparsable"), "the endpoint is not a URL") from None
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https"):
@@ -47,7 +51,8 @@ def parse_endpoint(url: Any, reasons: OutboundReasons) -> Endpoint:
         raise AdkError((invalid, "userinfo"), "credentials never go in the URL")
     if parts.query or parts.fragment or "?" in url or "#" in url:
         raise AdkError((invalid, "query_or_fragment"), "no query or fragment")
-    host = (parts.hostname or "").lower().rstrip(".")
+    # the host as the connection pool sees it (IDNA A-labels), without a trailing dot
+    host = normal_host(wire_host) if parts.hostname else ""
     if not host or any(ch.isspace() for ch in url):
         raise AdkError((invalid, "host"), "the endpoint names a host")
     if port is None:
@@ -60,4 +65,17 @@ def parse_endpoint(url: Any, reasons: OutboundReasons) -> Endpoint:
 def same_origin(url: httpx2.URL, endpoint: Endpoint) -> bool:
     """Does the request URL `url` go to `endpoint`'s origin (scheme, host, port)?"""
     port = url.port or (443 if url.scheme == "https" else 80)
-    return (url.scheme, (url.host or "").lower().rstrip("."), port) == endpoint.origin
+    host = normal_host(url.raw_host.decode("ascii", "replace"))
+    return (url.scheme, host, port) == endpoint.origin
+
+
+def normal_host(host: str) -> str:
+    """A host name in the one form every comparison uses: lowercase, no brackets, no
+    trailing dot, IDNA A-labels (``bücher.example`` -> ``xn--bcher-kva.example``)."""
+    host = host.lower().strip("[]").rstrip(".")
+    if host.isascii():
+        return host
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return host

@@ -6,11 +6,18 @@ policy's resolver (injectable: tests use a stub) and checks *every* address befo
 anything connects. ``https`` needs every address public (not private, loopback,
 link-local, shared, reserved, multicast, unspecified or a cloud metadata address),
 unless the host is named in ``allowed_private_hosts``; ``http`` needs
-``allow_http_loopback=True`` and every address loopback.
+``allow_http_loopback=True`` and every address loopback. With ``loopback_only`` (a
+reason) every address must be loopback whatever the scheme: a request that carries a
+credential only a loopback peer may get is checked on every connection, not once.
+Host names in the allow-lists are compared in one normal form (lowercase, no trailing
+dot, no brackets), for every client. The resolver's answer is read up to
+``max_resolved_addresses`` (the rest is never read nor used: only validated addresses
+are connected to).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -22,7 +29,7 @@ from adk_actors.outbound.addresses import (
     is_loopback_destination,
     is_public,
 )
-from adk_actors.outbound.endpoints import Endpoint
+from adk_actors.outbound.endpoints import Endpoint, normal_host
 from adk_actors.outbound.reasons import OutboundReasons
 from providers.errors import AdkError
 
@@ -42,6 +49,13 @@ class HttpPolicy:
     """Exact HTTPS host names that may resolve to private addresses."""
     resolver: Resolver = default_resolver
     max_resolved_addresses: int = DEFAULT_MAX_RESOLVED_ADDRESSES
+    loopback_only: str | None = None
+    """A reason: refuse (with it) any connection to a non-loopback address."""
+
+    def __post_init__(self) -> None:
+        if self.allowed_hosts is not None:
+            object.__setattr__(self, "allowed_hosts", normal_hosts(self.allowed_hosts))
+        object.__setattr__(self, "allowed_private_hosts", normal_hosts(self.allowed_private_hosts))
 
     def check_scheme(self, endpoint: Endpoint) -> None:
         if endpoint.scheme == "http" and not self.allow_http_loopback:
@@ -63,12 +77,13 @@ class HttpPolicy:
             return [endpoint.host.strip("[]")]
         failed = self.reasons.dns_resolution_failed
         try:
-            found = list(self.resolver(endpoint.host, endpoint.port))
+            answer = self.resolver(endpoint.host, endpoint.port)
+            found = list(itertools.islice(answer, self.max_resolved_addresses))
         except Exception:
             raise AdkError(failed, "the host did not resolve") from None
         if not found or not all(isinstance(address, str) for address in found):
             raise AdkError(failed, "the host resolved to nothing")
-        return found[: self.max_resolved_addresses]
+        return found
 
     def validate(self, endpoint: Endpoint, addresses: Iterable[str]) -> list[str]:
         """`addresses` if `endpoint` may go to all of them, else the typed refusal."""
@@ -80,6 +95,12 @@ class HttpPolicy:
                 raise AdkError(
                     self.reasons.dns_resolution_failed, "the resolver returned a non-address"
                 ) from None
+        if self.loopback_only is not None and not all(
+            is_loopback_destination(address) for address in checked
+        ):
+            raise AdkError(
+                self.loopback_only, "this request's credentials go to loopback addresses only"
+            )
         if endpoint.scheme == "http":
             if not all(is_loopback_destination(address) for address in checked):
                 raise AdkError(
@@ -96,3 +117,8 @@ class HttpPolicy:
                 "metadata address",
             )
         return checked
+
+
+def normal_hosts(hosts: Iterable[str]) -> frozenset[str]:
+    """Host names as `parse_endpoint` leaves them (`normal_host`)."""
+    return frozenset(normal_host(host) for host in hosts)

@@ -21,6 +21,8 @@ class OutboundReasons(NamedTuple):
     forbidden: str
     invalid_auth_header: str
     auth_callback_failed: str
+    tls_failed: str
+    unsupported_content_encoding: str
 
 
 def reasons_for(protocol: str) -> OutboundReasons:
@@ -36,4 +38,6 @@ def reasons_for(protocol: str) -> OutboundReasons:
         forbidden=f"{protocol}_forbidden",
         invalid_auth_header=f"invalid_{protocol}_auth_header",
         auth_callback_failed=f"{protocol}_auth_callback_failed",
+        tls_failed=f"{protocol}_tls_failed",
+        unsupported_content_encoding=f"{protocol}_unsupported_content_encoding",
     )

@@ -8,7 +8,10 @@ SDK's HTTP client).
 * `GuardedTransport`: refuses any request outside the endpoint's origin, records
   redirects (never followed: clients set ``max_redirects`` to 0), 401/403 as typed
   refusals, lost sessions (404 to a request carrying the session header) and bounds
-  every response body (`ResponseTooLarge`).
+  every response body (`ResponseTooLarge`). Every request asks for
+  ``Accept-Encoding: identity`` and a response in any other ``Content-Encoding`` is
+  refused (``reasons.unsupported_content_encoding``): the bound counts the bytes the
+  caller reads, so a compressed body can never decode past it.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import httpcore2
 import httpx2
 
 from adk_actors.outbound.auth import MAX_HEADER_BYTES
-from adk_actors.outbound.endpoints import Endpoint, same_origin
+from adk_actors.outbound.endpoints import Endpoint, normal_host, same_origin
 from adk_actors.outbound.observed import Observed
 from adk_actors.outbound.policy import HttpPolicy
 from adk_actors.outbound.reasons import OutboundReasons
@@ -48,7 +51,7 @@ class PinnedBackend(httpcore2.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore2.AsyncNetworkStream:
-        if (host.lower().strip("[]"), port) != (self.endpoint.host.strip("[]"), self.endpoint.port):
+        if (normal_host(host), port) != (self.endpoint.host, self.endpoint.port):
             self.observed.refused = AdkError(
                 self.policy.reasons.destination_not_allowed, "a connection to another origin"
             )
@@ -144,7 +147,16 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         if same_origin(request.url, self.endpoint) is False:
             self.observed.refused = AdkError(self.reasons.destination_not_allowed, "another origin")
             raise httpx2.ConnectError("refused: another origin", request=request)
+        request.headers["Accept-Encoding"] = "identity"
         response = await self.inner.handle_async_request(request)
+        encoding = response.headers.get("content-encoding", "").strip().lower()
+        if encoding not in ("", "identity"):
+            await response.aclose()
+            self.observed.refused = AdkError(
+                self.reasons.unsupported_content_encoding,
+                "the server sent a compressed body; the client asks for identity only",
+            )
+            raise httpx2.DecodingError("refused: content encoding", request=request)
         self.observed.statuses = [*self.observed.statuses[-15:], response.status_code]
         if 300 <= response.status_code < 400:
             self.observed.redirects += 1
@@ -180,3 +192,22 @@ def auth_refusal(status: int, challenge: str, reasons: OutboundReasons) -> AdkEr
         return AdkError((reasons.unauthorized, why), "the server refused the credentials (401)")
     why = "insufficient_scope" if code == "insufficient_scope" else "forbidden"
     return AdkError((reasons.forbidden, why), "the server refused the request (403)")
+
+
+def caused_by(error: BaseException, kind: type[BaseException]) -> bool:
+    """Is `error`, or one of the errors it was raised from or during, a `kind`?"""
+    seen: BaseException | None = error
+    for _ in range(16):
+        if seen is None:
+            return False
+        if isinstance(seen, kind):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def tls_failure(error: BaseException, reasons: OutboundReasons) -> AdkError | None:
+    """``reasons.tls_failed`` if `error` came from the TLS handshake or certificate check."""
+    if caused_by(error, ssl.SSLError):
+        return AdkError(reasons.tls_failed, "the TLS handshake or certificate check failed")
+    return None

@@ -4,9 +4,10 @@
 `BearerAuth` is built once from a server's options and checked there:
 
 - ``auth_token`` (at least `MIN_TOKEN_BYTES` bytes) is kept only as its SHA-256 digest
-  and compared in constant time; every request with it is the principal
-  `TOKEN_PRINCIPAL` (a verifier answering that id is refused, so the two never share
-  what a principal owns);
+  and compared in constant time, on the event loop; every request with it is the
+  principal ``token_principal`` (`TOKEN_PRINCIPAL` by default; a verifier answering that
+  id is refused, so the two never share what a principal owns). A caller that holds
+  only the digest (the daemon's developer token) passes ``token_digest`` instead;
 - ``verifier`` is a hook ``fn(token) -> principal id | None`` for any other bearer token
   (OAuth access tokens...): it receives the transient token of ``Authorization: Bearer
   <token>`` and answers who it is, or None (401).
@@ -66,7 +67,17 @@ class BearerAuth:
         callback_timeout: float,
         max_callback_threads: int = 16,
         names: AuthNames = DEFAULT_AUTH_NAMES,
+        token_digest: bytes | None = None,
+        token_principal: str = TOKEN_PRINCIPAL,
     ) -> None:
+        if auth_token is not None and token_digest is not None:
+            raise AdkError(
+                (names.invalid_option, "token_digest"), "auth_token or token_digest, not both"
+            )
+        if token_digest is not None and (
+            not isinstance(token_digest, bytes) or len(token_digest) != hashlib.sha256().digest_size
+        ):
+            raise AdkError((names.invalid_option, "token_digest"), "token_digest is a SHA-256")
         if auth_token is not None and (
             not isinstance(auth_token, str) or len(auth_token.encode()) < MIN_TOKEN_BYTES
         ):
@@ -76,8 +87,9 @@ class BearerAuth:
             )
         check_hook(verifier, "verifier", names)
         self._digest = (
-            hashlib.sha256(auth_token.encode()).digest() if auth_token is not None else None
+            hashlib.sha256(auth_token.encode()).digest() if auth_token is not None else token_digest
         )
+        self._token_principal = token_principal
         self._verifier = verifier
         self.names = names
         self.callback_timeout = callback_timeout
@@ -105,13 +117,13 @@ class BearerAuth:
         if self._digest is not None:
             digest = hashlib.sha256(token.encode()).digest()
             if hmac.compare_digest(digest, self._digest):
-                return TOKEN_PRINCIPAL
+                return self._token_principal
         if self._verifier is None:
             return None
         principal = await self.run_hook(self._verifier, (token,), "verifier")
         if not isinstance(principal, str) or not 0 < len(principal) <= MAX_PRINCIPAL_CHARS:
             return None
-        if self._digest is not None and principal == TOKEN_PRINCIPAL:
+        if self._digest is not None and principal == self._token_principal:
             return None  # would share the static token's principal
         return principal
 

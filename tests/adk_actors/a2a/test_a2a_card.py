@@ -293,6 +293,16 @@ def test_extensions_are_bounded_and_unique() -> None:
     assert validate_refused(data).reason == ("a2a_invalid_agent_card", "capabilities.extensions")
 
 
+@pytest.mark.parametrize("uri", ["http://[::1", "urn://[x", "http://a]b/", "http://[zz]/"])
+def test_an_extension_uri_that_does_not_parse_is_a_typed_refusal(uri: str) -> None:
+    """Review W14 (repro_wire_10): urlsplit raises ValueError on ``http://[::1``; a peer's
+    card with such an extension uri was a bare ValueError out of `connect`, now the card
+    error naming the member."""
+    data = card_json()
+    data["capabilities"]["extensions"] = [{"uri": uri}]
+    assert validate_refused(data).reason == ("a2a_invalid_agent_card", "capabilities.extensions")
+
+
 def test_legacy_card_is_refused() -> None:
     """Follows adk_a2a_v1_codec_test: legacy_agent_card_is_rejected."""
     legacy = {
@@ -471,3 +481,20 @@ def test_a_peer_cards_icon_may_be_a_data_url_ours_may_not() -> None:
     assert cards.validate_card(data, card_url=CARD_URL)[0].icon_url.startswith("data:")
     data["iconUrl"] = "ftp://icons.example/i.png"
     assert validate_refused(data).reason == ("a2a_invalid_agent_card", "iconUrl")
+
+
+def test_an_idna_host_is_one_origin_in_either_form() -> None:
+    """Review (client) nit 6: a card found at ``bücher.example`` whose interface names the
+    same host in its IDNA form (or with a trailing dot) is on the card's origin."""
+    data = card_json(url="https://xn--bcher-kva.example/a2a/v1")
+    _, interface = cards.validate_card(
+        data, card_url="https://bücher.example/.well-known/agent-card.json"
+    )
+    assert interface.url == "https://xn--bcher-kva.example/a2a/v1"
+    assert cards.origin("https://Bücher.example./x") == cards.origin(
+        "https://xn--bcher-kva.example"
+    )
+    assert (
+        validate_refused(data, card_url="https://buecher.example/").reason
+        == "a2a_cross_origin_interface"
+    )

@@ -26,7 +26,7 @@ from starlette.routing import Route
 
 import adk_actors as adk
 from adk_actors.a2a.card import build_card, card_json
-from adk_actors.a2a.client import A2AClient, connect
+from adk_actors.a2a.client import A2AClient, aconnect, connect
 from adk_actors.a2a.client_sse import SseDecoder
 from adk_actors.a2a.server import serve
 from providers.errors import AdkError
@@ -156,6 +156,7 @@ class FixturePeer:
                 "version": headers.get("a2a-version"),
                 "last_event_id": headers.get("last-event-id"),
                 "accept": headers.get("accept"),
+                "accept_encoding": headers.get("accept-encoding"),
                 "host": headers.get("host"),
                 "body": body,
             }
@@ -344,7 +345,9 @@ def test_a_json_rpc_error_is_typed_by_its_code(peer: FixturePeer) -> None:
 
 def test_bad_call_arguments_and_options_are_refused_before_sending(peer: FixturePeer) -> None:
     remote = local(peer)
-    assert reason(lambda: remote.get_task("../x")) == ("invalid_a2a_request", "task_id")
+    assert reason(lambda: remote.get_task("a\nb")) == ("invalid_a2a_request", "task_id")
+    assert reason(lambda: remote.get_task("")) == ("invalid_a2a_request", "task_id")
+    assert reason(lambda: remote.cancel("t" * 4097)) == ("invalid_a2a_request", "task_id")
     assert reason(lambda: remote.get_task("task-1", timeout=0)) == (
         "invalid_a2a_request",
         "timeout",
@@ -373,21 +376,46 @@ def test_a_closed_client_refuses_calls(peer: FixturePeer) -> None:
     assert reason(lambda: remote.get_task("task-1")) == "a2a_client_closed"
 
 
-def test_sync_calls_work_inside_a_running_event_loop_and_async_twins_await(
+def test_a_sync_call_inside_a_running_event_loop_is_refused_naming_its_async_twin(
     peer: FixturePeer,
 ) -> None:
-    """A sync call made where a loop runs uses a worker's loop; the twins are awaitable."""
+    """Review client 3: a sync call made where an event loop runs would freeze that loop
+    for the whole call (a peer it serves could never answer), so it is refused with the
+    async twin to await; the twins work there."""
 
-    async def main() -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
-        remote = local(peer)  # sync connect from inside a running loop
+    async def main() -> tuple[Any, Any, dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+        refused_connect = reason(lambda: local(peer))
+        remote = await aconnect(peer.base, allow_http_loopback=True, request_timeout=5.0)
+        refused_send = reason(lambda: remote.send("hi"))
         sent = await remote.asend("hi")
         listed = await remote.alist_tasks()
         events = await remote.astream("hi")
         await remote.aclose()
-        return sent, listed, events
+        return refused_connect, refused_send, sent, listed, events
 
-    sent, listed, events = asyncio.run(main())
+    refused_connect, refused_send, sent, listed, events = asyncio.run(main())
+    assert refused_connect == ("a2a_sync_call_in_event_loop", "aconnect")
+    assert refused_send == ("a2a_sync_call_in_event_loop", "asend")
     assert sent["task"]["id"] == "task-1" and listed["tasks"] and len(events) == 2
+    assert len(peer.seen("card")) == 1 and len(peer.seen("rpc")) == 3  # refusals sent nothing
+    assert A2AClient.send.__name__ == "send" and "SendMessage" in (A2AClient.send.__doc__ or "")
+
+
+def test_a_sync_call_from_a_thread_without_a_loop_runs_on_its_own_loop(peer: FixturePeer) -> None:
+    """Review client 3: the sync API from a plain thread (no loop running there) works,
+    each call on its own loop, its deadline starting when it is made (no shared pool)."""
+    remote = local(peer)
+    answers: list[str] = []
+
+    def worker() -> None:
+        answers.append(remote.get_task("task-1", timeout=5.0)["id"])
+
+    threads = [threading.Thread(target=worker) for _ in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert answers == ["task-1"] * 12
 
 
 # -- streams ------------------------------------------------------------------------------

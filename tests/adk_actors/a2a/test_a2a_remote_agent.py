@@ -3,6 +3,7 @@ against `adk.a2a.serve` and the scripted loopback peer of test_a2a_client.py."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -161,3 +162,51 @@ def test_bad_arguments_are_refused_without_a_request(
     assert adk.prompt(local, "go") == "ok"
     assert tool_response(model, 1)["success"] is False
     assert peer.seen("rpc") == []
+
+
+def test_a_remote_agent_built_inside_a_running_loop_discovers_on_first_use(
+    peer: FixturePeer,
+) -> None:
+    """Review client 3: building a RemoteAgent in async code never blocks the loop:
+    with name= the card is discovered on the first execute; without it the typed
+    refusal names the async factory, which discovers awaited."""
+
+    async def build() -> tuple[RemoteAgent, Any, RemoteAgent]:
+        lazy = RemoteAgent(peer.base, name="booker", allow_http_loopback=True)
+        refused = reason(lambda: RemoteAgent(peer.base, allow_http_loopback=True))
+        made = await RemoteAgent.create(peer.base, allow_http_loopback=True)
+        return lazy, refused, made
+
+    lazy, refused, made = asyncio.run(build())
+    assert refused == ("a2a_sync_call_in_event_loop", "RemoteAgent.create")
+    assert made.name == "Peer" and made.description == "A scripted peer."
+    assert lazy.client is None and len(peer.seen("card")) == 1
+    assert "booker" in repr(lazy)
+    model = adk.ScriptedProvider(
+        [{"tool_calls": [{"name": "booker", "args": {"prompt": "hi"}}]}, {"text": "done"}]
+    )
+    local = adk.spawn_agent("Lazy", {"provider": model}, tools=[lazy])
+    assert adk.prompt(local, "go") == "done"
+    assert tool_response(model, 1)["state"] == "TASK_STATE_COMPLETED"
+    assert len(peer.seen("card")) == 2 and len(peer.seen("rpc")) == 1
+
+
+def test_an_input_required_answer_shows_the_question_not_an_old_artifact() -> None:
+    """Review client nit 10: for INPUT_REQUIRED (and AUTH_REQUIRED, FAILED, REJECTED)
+    the model sees the status message (the question) before any earlier artifact; a
+    completed task still shows its artifacts. Peer task ids pass through as given."""
+    task: dict[str, Any] = {
+        "id": "projects/p1/tasks/7f3a+Zm9v=",
+        "contextId": "c1",
+        "status": {
+            "state": "TASK_STATE_INPUT_REQUIRED",
+            "message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "which day?"}]},
+        },
+        "artifacts": [{"artifactId": "a", "parts": [{"text": "draft itinerary (earlier)"}]}],
+    }
+    asking = summary({"task": task})
+    assert asking["text"] == "which day?" and asking["task_id"] == "projects/p1/tasks/7f3a+Zm9v="
+    done = {**task, "status": {**task["status"], "state": "TASK_STATE_COMPLETED"}}
+    assert summary({"task": done})["text"] == "draft itinerary (earlier)"
+    bare = {**task, "status": {"state": "TASK_STATE_FAILED"}}
+    assert summary({"task": bare})["text"] == "draft itinerary (earlier)"

@@ -11,6 +11,7 @@ oversized_result_fails_closed); behaviors.md §12.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from typing import Any
@@ -20,6 +21,10 @@ import pytest
 
 import adk_actors as adk
 from adk_actors.a2a.server import A2AServer, serve
+from adk_actors.a2a.server_http import CardSlot, a2a_routes
+from adk_actors.a2a.server_options import server_options
+from adk_actors.a2a.tasks import start_task_store, stop_task_store
+from adk_actors.serving import BearerAuth
 from tests.adk_actors.a2a.conftest import (
     ALICE,
     ALICE_AGAIN,
@@ -130,11 +135,9 @@ def test_malformed_requests(echo_server: A2AServer) -> None:
     for raw in (b"{", b"", b"\xff\xfe", b'{"jsonrpc": "2.0", "id": NaN}'):
         parse = rpc.post(None, raw=raw)
         assert parse.status_code == 400, raw
-        assert parse.json() == {
-            "jsonrpc": "2.0",
-            "id": None,
-            "error": {"code": -32700, "message": "invalid JSON payload"},
-        }
+        assert parse.json()["id"] is None, raw
+        assert parse.json()["error"]["code"] == -32700, raw
+        assert parse.json()["error"]["message"] == "invalid JSON payload", raw
     bad: list[Any] = [
         [envelope("GetTask", {})],
         "GetTask",
@@ -160,12 +163,24 @@ def test_malformed_requests(echo_server: A2AServer) -> None:
 
 def test_legacy_and_unknown_methods_are_method_not_found(echo_server: A2AServer) -> None:
     """Follows adk_a2a_v1_http_test: malformed_and_legacy_rpc_case and
-    optional_methods_return_a2a_errors_case. The 0.3 method names and any other unknown
-    method are -32601, with or without ``A2A-Version`` (a 0.3 client sends none)."""
+    optional_methods_return_a2a_errors_case. With ``A2A-Version: 1.0``, the 0.3 method
+    names and any other unknown method are -32601."""
     rpc = Rpc(echo_server)
     for method in LEGACY_METHODS:
         assert rpc.error_code(method, {"message": message("old")}) == -32601, method
-        assert rpc.error_code(method, {}, version=False) == -32601, method
+
+
+def test_the_version_is_checked_before_the_method(echo_server: A2AServer) -> None:
+    """Review F8, as the reference's dispatch_versioned: without ``A2A-Version`` (a 0.3
+    client) every method, unknown, legacy, push config or extended card alike, is -32009
+    with the supported versions, the error that tells the client what to change."""
+    rpc = Rpc(echo_server)
+    for method in [*LEGACY_METHODS, *PUSH_METHODS, "GetExtendedAgentCard", "SendMessage"]:
+        answer = rpc.call(method, {}, version=False)
+        assert answer["error"]["code"] == -32009, method
+        assert answer["error"]["data"] == {"supportedVersions": ["1.0"]}, method
+        old = rpc.call(method, {}, headers={"A2A-Version": "0.3"})
+        assert old["error"]["code"] == -32009, method
 
 
 def test_optional_methods_answer_their_a2a_errors(echo_server: A2AServer) -> None:
@@ -313,3 +328,107 @@ def test_a_stream_needs_an_sse_accept(echo_server: A2AServer, accept: str) -> No
     params = {"message": message("hi")}
     assert rpc.error_code("SendStreamingMessage", params, headers={"Accept": accept}) == -32004
     assert rpc.result("ListTasks", {}).get("tasks", []) == []
+
+
+def test_json_is_read_strictly(echo_server: A2AServer) -> None:
+    """Review W3 and W4 (through `wire.loads`): a member name twice in one object (the
+    role smuggled past a first-wins gateway) and a UTF-16 body are -32700 (HTTP 400), and
+    neither starts a task."""
+    rpc = Rpc(echo_server)
+    text = json.dumps(envelope("SendMessage", {"message": message("dup")}))
+    twice = text.replace('"role": "ROLE_USER"', '"role": "ROLE_AGENT", "role": "ROLE_USER"')
+    assert twice != text
+    utf16 = text.encode("utf-16")
+    for raw in (twice.encode(), utf16):
+        refused = rpc.post(None, raw=raw)
+        assert refused.status_code == 400
+        assert refused.json()["error"]["code"] == -32700
+    assert rpc.result("ListTasks", {})["tasks"] == []
+
+
+def test_list_tasks_always_has_its_required_members(echo_server: A2AServer) -> None:
+    """Review W2: the 1.0 proto marks ``tasks``, ``nextPageToken``, ``pageSize`` and
+    ``totalSize`` REQUIRED; they are sent at their defaults too (an empty page, the last
+    page), as the SDK's server sends them."""
+    rpc = Rpc(echo_server)
+    assert rpc.result("ListTasks", {}) == {
+        "tasks": [],
+        "nextPageToken": "",
+        "pageSize": 50,
+        "totalSize": 0,
+    }
+    rpc.result("SendMessage", {"message": message("one")})
+    page = rpc.result("ListTasks", {})
+    assert page["nextPageToken"] == "" and page["totalSize"] == 1 and page["pageSize"] == 50
+    assert len(page["tasks"]) == 1
+
+
+def test_an_accept_with_zero_quality_refuses_a_stream(echo_server: A2AServer) -> None:
+    """Review F11: ``Accept: text/event-stream;q=0`` refuses SSE (RFC 9110 quality 0),
+    so a streaming method is -32004; any other quality accepts it."""
+    rpc = Rpc(echo_server)
+    params = {"message": message("hi")}
+    for accept in ("text/event-stream;q=0", "text/event-stream; q=0.000, application/json"):
+        headers = {"Accept": accept}
+        assert rpc.error_code("SendStreamingMessage", params, headers=headers) == -32004
+    response, events = rpc.stream(
+        "SendStreamingMessage", params, headers={"Accept": "text/event-stream;q=0.5"}
+    )
+    assert response.status_code == 200 and "task" in events[0][1]["result"]
+
+
+def _endpoint(server_routes: list[Any]) -> Any:
+    return next(route.app for route in server_routes if route.path == "/a2a/v1")
+
+
+def _scope(headers: dict[str, str]) -> dict[str, Any]:
+    return {
+        "type": "http",
+        "method": "POST",
+        "path": "/a2a/v1",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+    }
+
+
+def test_body_reading_refuses_a_bad_length_and_drops_a_cut_body() -> None:
+    """Review F4 (the ASGI messages uvicorn would hand over): a non-numeric
+    ``Content-Length`` is HTTP 400 -32600 (not 413); a client that leaves mid-body (a
+    complete JSON request in what arrived) gets no answer and starts no task."""
+    agent = adk.spawn_agent("Echo", {"provider": adk.ScriptedProvider(fn=echo, inline=True)})
+    store = start_task_store(agent, server_options(None), child_id="a2a_body_tasks")
+    auth = BearerAuth(auth_token=ALICE, verifier=None, callback_timeout=1.0)
+    endpoint = _endpoint(a2a_routes(store, CardSlot(), auth, server_options(None)))
+    headers = {
+        "Authorization": f"Bearer {ALICE}",
+        "A2A-Version": "1.0",
+        "Content-Type": "application/json",
+    }
+    body = json.dumps(envelope("SendMessage", {"message": message("cut")})).encode() + b" "
+
+    async def exchange(scope: dict[str, Any], messages: list[dict[str, Any]]) -> list[Any]:
+        sent: list[Any] = []
+        queue = list(messages)
+
+        async def receive() -> dict[str, Any]:
+            return queue.pop(0)
+
+        async def send(message: Any) -> None:
+            sent.append(message)
+
+        await endpoint(scope, receive, send)
+        return sent
+
+    try:
+        length = {**headers, "Content-Length": "12abc"}
+        sent = asyncio.run(exchange(_scope(length), [{"type": "http.request", "body": body}]))
+        assert sent[0]["status"] == 400
+        assert json.loads(sent[1]["body"])["error"]["code"] == -32600
+        cut = {**headers, "Content-Length": str(len(body) + 100)}
+        messages: list[dict[str, Any]] = [
+            {"type": "http.request", "body": body, "more_body": True},
+            {"type": "http.disconnect"},
+        ]
+        assert asyncio.run(exchange(_scope(cut), messages)) == []
+        assert store.stats()["tasks"] == 0
+    finally:
+        stop_task_store(store)

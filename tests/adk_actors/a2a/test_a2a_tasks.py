@@ -6,62 +6,31 @@ asyncio event loop, as the HTTP layer does.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable
-from typing import Any, TypeVar
-
 import pytest
 from a2a.types import a2a_pb2 as pb
 
 import adk_actors as adk
 from adk_actors.a2a import errors, wire
 from adk_actors.a2a.server_options import A2AServerOptions, server_options
-from adk_actors.a2a.tasks import TaskStore, principal_scope, start_task_store, stop_task_store
+from adk_actors.a2a.tasks import principal_scope
 from adk_actors.tools.suspension import request_human_approval
+from tests.adk_actors.a2a.store_helpers import (
+    ALICE,
+    BOB,
+    echo,
+    refusal,
+    request,
+    run,
+    start_store,
+    stopped_after,
+    texts,
+)
 from tests.helpers import wait_until
-
-T = TypeVar("T")
-ALICE, BOB = "alice@example.com", "bob@example.com"
-
-
-def run(awaitable: Awaitable[T]) -> T:
-    async def main() -> T:
-        return await awaitable
-
-    return asyncio.run(main())
-
-
-def echo(history, tools):
-    return {"text": f"echo: {history[-1].text_value()}"}
-
-
-def store_for(provider: Any, tools=(), name: str = "Agent", **options: Any) -> TaskStore:
-    agent = adk.spawn_agent(name, {"provider": provider}, tools=list(tools))
-    return start_task_store(agent, server_options(options), child_id=f"a2a-test-{name}")
 
 
 @pytest.fixture
 def stores():
-    started: list[TaskStore] = []
-    yield started
-    for store in started:
-        stop_task_store(store)
-
-
-def request(text: str = "hello", *, immediately: bool = False, **ids: str) -> pb.SendMessageRequest:
-    message = wire.user_message(text, **ids)
-    config = pb.SendMessageConfiguration(return_immediately=immediately)
-    return pb.SendMessageRequest(message=message, configuration=config)
-
-
-def refusal(awaitable: Awaitable[Any]) -> errors.RpcError:
-    with pytest.raises(errors.RpcError) as info:
-        run(awaitable)
-    return info.value
-
-
-def texts(message: pb.Message) -> list[str]:
-    return [part.text for part in message.parts if part.WhichOneof("content") == "text"]
+    yield from stopped_after()
 
 
 def test_options_have_the_spec_defaults_and_refuse_bad_values():
@@ -87,8 +56,7 @@ def test_principal_scope_is_a_hash():
 
 def test_working_to_completed_with_history_and_artifact(stores):
     """Follows adk_a2a_v1_server_test: lifecycle_history_and_artifact_case."""
-    store = store_for(adk.ScriptedProvider(fn=echo))
-    stores.append(store)
+    store = start_store(stores, adk.ScriptedProvider(fn=echo))
     first = run(store.send(ALICE, request("write", immediately=True)))
     assert first.status.state in (pb.TASK_STATE_WORKING, pb.TASK_STATE_COMPLETED)
     assert first.id.startswith("task-") and first.context_id.startswith("ctx-")
@@ -108,8 +76,9 @@ def test_working_to_completed_with_history_and_artifact(stores):
 
 
 def test_a_context_id_is_kept_and_runs_share_its_session(stores):
-    store = store_for(adk.ScriptedProvider(fn=lambda history, tools: {"text": str(len(history))}))
-    stores.append(store)
+    store = start_store(
+        stores, adk.ScriptedProvider(fn=lambda history, tools: {"text": str(len(history))})
+    )
     one = run(store.send(ALICE, request("one", context_id="ctx-shared")))
     two = run(store.send(ALICE, request("two", context_id="ctx-shared")))
     assert one.context_id == two.context_id == "ctx-shared" and one.id != two.id
@@ -118,8 +87,7 @@ def test_a_context_id_is_kept_and_runs_share_its_session(stores):
 
 def test_unknown_and_foreign_tasks_are_the_same_not_found(stores):
     """Follows adk_a2a_v1_server_test: cross_principal_visibility_case."""
-    store = store_for(adk.ScriptedProvider(fn=echo))
-    stores.append(store)
+    store = start_store(stores, adk.ScriptedProvider(fn=echo))
     task = run(store.send(ALICE, request("private")))
     for task_id in (task.id, "task-unknown"):
         for call in (
@@ -137,8 +105,7 @@ def test_unknown_and_foreign_tasks_are_the_same_not_found(stores):
 
 def test_cancel_then_not_cancelable(stores):
     """Follows adk_a2a_v1_server_test: cancellation_stops_execution_case."""
-    store = store_for(adk.ScriptedProvider([{"text": "late", "delay": 30}]))
-    stores.append(store)
+    store = start_store(stores, adk.ScriptedProvider([{"text": "late", "delay": 30}]))
     task = run(store.send(ALICE, request("block", immediately=True)))
     wait_until(lambda: store.stats()["runs"] == 1)
     canceled = run(store.cancel(ALICE, task.id))
@@ -161,8 +128,7 @@ def test_input_required_on_approval_then_resumed_by_a_follow_up(stores):
         },
         {"text": "deleted"},
     ]
-    store = store_for(adk.ScriptedProvider(script), tools=[request_human_approval])
-    stores.append(store)
+    store = start_store(stores, adk.ScriptedProvider(script), tools=[request_human_approval])
     paused = run(store.send(ALICE, request("Delete the obsolete deployment.")))
     assert paused.status.state == pb.TASK_STATE_INPUT_REQUIRED
     status = paused.status.message
@@ -182,8 +148,7 @@ def test_input_required_on_approval_then_resumed_by_a_follow_up(stores):
 
 
 def test_a_follow_up_to_a_working_task_is_refused(stores):
-    store = store_for(adk.ScriptedProvider([{"text": "late", "delay": 30}]))
-    stores.append(store)
+    store = start_store(stores, adk.ScriptedProvider([{"text": "late", "delay": 30}]))
     task = run(store.send(ALICE, request("block", immediately=True)))
     error = refusal(store.send(ALICE, request("more", task_id=task.id)))
     assert error.code == errors.INVALID_PARAMS
@@ -192,8 +157,9 @@ def test_a_follow_up_to_a_working_task_is_refused(stores):
 
 
 def test_task_timeout_fails_the_task_and_cancels_its_run(stores):
-    store = store_for(adk.ScriptedProvider([{"text": "late", "delay": 30}]), task_timeout=0.3)
-    stores.append(store)
+    store = start_store(
+        stores, adk.ScriptedProvider([{"text": "late", "delay": 30}]), task_timeout=0.3
+    )
     task = run(store.send(ALICE, request("slow")))
     assert task.status.state == pb.TASK_STATE_FAILED
     assert texts(task.status.message) == ["task_timeout"]
@@ -201,8 +167,7 @@ def test_task_timeout_fails_the_task_and_cancels_its_run(stores):
 
 
 def test_a_failing_agent_fails_the_task_with_its_reason_only(stores):
-    store = store_for(adk.ScriptedProvider([{"error": "model_exploded"}]))
-    stores.append(store)
+    store = start_store(stores, adk.ScriptedProvider([{"error": "model_exploded"}]))
     task = run(store.send(ALICE, request("boom")))
     assert task.status.state == pb.TASK_STATE_FAILED
     (text,) = texts(task.status.message)
@@ -211,8 +176,7 @@ def test_a_failing_agent_fails_the_task_with_its_reason_only(stores):
 
 def test_list_newest_first_with_paging(stores):
     """Follows adk_a2a_v1_server_test: list_tasks_cursor_case."""
-    store = store_for(adk.ScriptedProvider(fn=echo))
-    stores.append(store)
+    store = start_store(stores, adk.ScriptedProvider(fn=echo))
     ids = [run(store.send(ALICE, request(f"n{i}", context_id=f"ctx-{i % 2}"))).id for i in range(5)]
     first = run(store.list(ALICE, pb.ListTasksRequest(page_size=2)))
     assert [t.id for t in first.tasks] == ids[::-1][:2]
@@ -252,8 +216,7 @@ def test_a_refused_answer_leaves_the_task_waiting_and_a_data_part_confirms(store
     """A tool confirmation needs ``{"confirmed": bool}`` (one data part); a text answer is
     refused by the run (-32602) and the task waits as before."""
     script = [{"tool_calls": [{"name": "publish", "args": {}}]}, {"text": "published"}]
-    store = store_for(adk.ScriptedProvider(script), tools=[Publish()], name="Releaser")
-    stores.append(store)
+    store = start_store(stores, adk.ScriptedProvider(script), tools=[Publish()], name="Releaser")
     paused = run(store.send(ALICE, request("Publish it.")))
     assert paused.status.state == pb.TASK_STATE_INPUT_REQUIRED
     error = refusal(store.send(ALICE, request("sure", task_id=paused.id)))

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from a2a.types import a2a_pb2 as pb
@@ -15,48 +13,27 @@ from adk_actors.a2a import errors, wire
 from adk_actors.a2a.server_options import server_options
 from adk_actors.a2a.tasks import TaskStore, start_task_store, stop_task_store
 from adk_actors.tools.suspension import request_human_approval
+from tests.adk_actors.a2a.store_helpers import (
+    ALICE,
+    APPROVAL,
+    SLOW,
+    echo,
+    refusal,
+    request,
+    run,
+    start_store,
+    stopped_after,
+)
 from tests.helpers import wait_until
-
-T = TypeVar("T")
-ALICE = "alice@example.com"
-SLOW = {"text": "late", "delay": 30}
-
-
-def run(awaitable: Awaitable[T]) -> T:
-    async def main() -> T:
-        return await awaitable
-
-    return asyncio.run(main())
 
 
 @pytest.fixture
 def stores():
-    started: list[TaskStore] = []
-    yield started
-    for store in started:
-        stop_task_store(store)
+    yield from stopped_after()
 
 
 def store_for(stores, provider: Any, tools=(), **options: Any) -> TaskStore:
-    agent = adk.spawn_agent("Bounded", {"provider": provider}, tools=list(tools))
-    store = start_task_store(agent, server_options(options), child_id="a2a-test-bounds")
-    stores.append(store)
-    return store
-
-
-def request(text: str = "hello", *, immediately: bool = False, **ids: str) -> pb.SendMessageRequest:
-    config = pb.SendMessageConfiguration(return_immediately=immediately)
-    return pb.SendMessageRequest(message=wire.user_message(text, **ids), configuration=config)
-
-
-def refusal(awaitable: Awaitable[Any]) -> errors.RpcError:
-    with pytest.raises(errors.RpcError) as info:
-        run(awaitable)
-    return info.value
-
-
-def echo(history, tools):
-    return {"text": f"echo: {history[-1].text_value()}"}
+    return start_store(stores, provider, tools, name="Bounded", **options)
 
 
 def test_active_tasks_are_bounded(stores):
@@ -232,3 +209,63 @@ def test_a_store_leaves_nothing_behind(kernel_runtime, leak_check):
     run(main())
     stop_task_store(store)
     adk.stop_agent(agent)
+
+
+def test_list_and_parts_options_have_their_bounds():
+    """Review F10 (``max_list_bytes``: 4 MiB, at most 64 MiB) and W7
+    (``max_parts_per_message`` at most 64, what the wire accepts)."""
+    assert server_options(None).max_list_bytes == 4 << 20
+    assert server_options({"max_list_bytes": 64 << 20}).max_list_bytes == 64 << 20
+    assert server_options({"max_parts_per_message": 64}).max_parts_per_message == wire.MAX_PARTS
+    for bad in ({"max_list_bytes": (64 << 20) + 1}, {"max_parts_per_message": 65}):
+        with pytest.raises(adk.AdkError) as info:
+            server_options(bad)
+        assert info.value.reason == ("invalid_a2a_server_option", next(iter(bad)))
+
+
+def test_a_list_page_is_bounded_by_bytes(stores):
+    """Review F10: a ListTasks page ends early, with a nextPageToken, before its tasks
+    pass ``max_list_bytes``; a page always holds one task, however large."""
+    store = store_for(stores, adk.ScriptedProvider(fn=echo), max_list_bytes=4096)
+    ids = [run(store.send(ALICE, request(f"{i}" * 1500))).id for i in range(4)]
+    ids.append(run(store.send(ALICE, request("L" * 6000))).id)  # alone past the budget
+    pages, token = [], ""
+    while True:
+        page = run(store.list(ALICE, pb.ListTasksRequest(page_size=100, page_token=token)))
+        pages.append([task.id for task in page.tasks])
+        assert page.total_size == 5 and page.tasks
+        if len(page.tasks) > 1:
+            assert sum(wire.json_bytes(task) for task in page.tasks) <= 4096
+        token = page.next_page_token
+        if not token:
+            break
+    assert pages[0] == [ids[4]]  # the newest is larger than the budget: alone
+    assert 3 <= len(pages) <= 5
+    assert [task_id for page in pages for task_id in page] == ids[::-1]
+    small = run(store.list(ALICE, pb.ListTasksRequest(page_size=100, history_length=0)))
+    assert len(small.tasks) == 5 and not small.next_page_token  # without history all fit
+
+
+def test_tracked_sizes_bound_the_rendered_task(stores):
+    """Review F3: the store tracks a task's sizes as it changes (never re-rendering the
+    whole task per event); the tracked total bounds the real rendering, so
+    ``max_task_bytes`` holds."""
+    script = [APPROVAL, APPROVAL, APPROVAL, {"text": "z" * 3000}]
+    store = store_for(
+        stores,
+        adk.ScriptedProvider(script),
+        tools=[request_human_approval],
+        max_task_bytes=8192,
+        max_history_bytes=6000,
+    )
+    task = run(store.send(ALICE, request("a" * 2500, context_id="c" * 128)))
+    for text in ("b" * 2500, "c" * 2500, "d" * 2500):
+        task = run(store.send(ALICE, request(text, task_id=task.id)))
+        (entry,) = sv.get_state(store.name).tasks.values()
+        assert entry.sizes.task_bytes() >= wire.json_bytes(entry.task)
+        assert entry.sizes.history_total == sum(entry.sizes.history)
+        assert len(entry.sizes.history) == len(entry.task.history)
+    assert task.status.state == pb.TASK_STATE_COMPLETED
+    assert wire.json_bytes(task) <= 8192
+    assert sum(wire.json_bytes(message) for message in task.history) <= 6000
+    assert task.history[-1].parts[0].text == "z" * 3000

@@ -3,50 +3,40 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from a2a.types import a2a_pb2 as pb
 
 import adk_actors as adk
+import supervision as sv
 from adk_actors.a2a import errors, wire
+from adk_actors.a2a import tasks_model as model
 from adk_actors.a2a.server_options import server_options
-from adk_actors.a2a.tasks import TaskStore, TaskSubscription, start_task_store, stop_task_store
+from adk_actors.a2a.task_runs import RunLedger
+from adk_actors.a2a.tasks import TaskStore, TaskSubscription
+from adk_actors.a2a.tasks_protocol import Detached, Entry, State, TaskEvent
+from adk_actors.a2a.tasks_server import TaskStoreServer
 from adk_actors.tools.suspension import request_human_approval
+from supervision import Inbox
+from tests.adk_actors.a2a.store_helpers import (
+    ALICE,
+    APPROVAL,
+    request,
+    run,
+    start_store,
+    stopped_after,
+)
 from tests.helpers import wait_until
-
-T = TypeVar("T")
-ALICE = "alice@example.com"
-APPROVAL = {"tool_calls": [{"name": "request_human_approval", "args": {"summary": "Go?"}}]}
-
-
-def run(awaitable: Awaitable[T]) -> T:
-    async def main() -> T:
-        return await awaitable
-
-    return asyncio.run(main())
 
 
 @pytest.fixture
 def stores():
-    started: list[TaskStore] = []
-    yield started
-    for store in started:
-        stop_task_store(store)
+    yield from stopped_after()
 
 
 def store_for(stores, script, tools=(), **options: Any) -> TaskStore:
-    agent = adk.spawn_agent(
-        "Streamer", {"provider": adk.ScriptedProvider(script)}, tools=list(tools)
-    )
-    store = start_task_store(agent, server_options(options), child_id="a2a-test-streams")
-    stores.append(store)
-    return store
-
-
-def request(text: str = "hello", **ids: str) -> pb.SendMessageRequest:
-    return pb.SendMessageRequest(message=wire.user_message(text, **ids))
+    return start_store(stores, adk.ScriptedProvider(script), tools, name="Streamer", **options)
 
 
 def kinds(frames: list[tuple[int, pb.StreamResponse]]) -> list[str]:
@@ -153,24 +143,69 @@ def test_an_input_required_event_ends_the_stream(stores):
     assert [p.text for p in message.parts if p.text] == ["Go?"]
 
 
-def test_a_slow_subscriber_is_detached_while_the_run_completes(stores):
-    """Follows adk_a2a_v1_server_test: slow_subscriber_mailbox_is_bounded_and_detached_case."""
+def test_a_reader_one_event_behind_still_gets_the_terminal_event(stores):
+    """Review F6: at ``max_subscriber_queue=1`` the artifact and the terminal status are
+    published back to back while the reader still writes the artifact; the terminal
+    event reaches it anyway (it is never detached for it)."""
     store = store_for(stores, [{"text": "fast"}], max_subscriber_queue=1)
 
-    async def main() -> tuple[TaskSubscription, list[Any], list[Any]]:
+    async def main() -> tuple[TaskSubscription, list[Any]]:
         subscription = await store.send_streaming(ALICE, request())
         await asyncio.to_thread(wait_until, lambda: store.stats()["active"] == 0)
-        frames = await drain(subscription)  # read only now: it fell behind meanwhile
-        last = frames[-1][0]
-        resumed = await drain(await store.subscribe(ALICE, subscription.task_id, after=last))
-        return subscription, frames, resumed
+        return subscription, await drain(subscription)  # read only now: one behind
 
-    subscription, frames, resumed = run(main())
-    assert subscription.detached
-    assert kinds(frames) == ["task", "artifact_update"]  # one queued event, then cut
-    assert kinds(resumed) == ["task", "TASK_STATE_COMPLETED"]  # reconnected with Last-Event-ID
-    assert resumed[0][0] == frames[-1][0] and resumed[1][0] > frames[-1][0]
+    subscription, frames = run(main())
+    assert not subscription.detached
+    assert kinds(frames) == ["task", "artifact_update", "TASK_STATE_COMPLETED"]
+    assert_increasing(frames)
     assert store.stats()["subscribers"] == 0
+
+
+def test_a_subscriber_at_its_ceiling_is_detached_by_an_event_that_is_not_final():
+    """Follows adk_a2a_v1_server_test: slow_subscriber_mailbox_is_bounded_and_detached_case.
+    A run publishes one event that is not final (its artifact), so the ceiling is driven
+    on the store server's own state: a second unacknowledged event detaches the
+    subscriber, which then resumes with Last-Event-ID."""
+    server = TaskStoreServer()
+    state = State(None, server_options({"max_subscriber_queue": 1}), RunLedger(), 1, b"key")
+    entry = Entry(pb.Task(id="task-1", context_id="ctx-1"), "scope", 1)
+    state.tasks["task-1"] = entry
+    with Inbox(label="slow reader") as inbox:
+        sub_id = server._add_subscriber(state, entry, inbox.pid, 1)
+        event = model.status_event(entry.task)
+        server._publish(state, entry, event)
+        server._publish(state, entry, event)
+        first, second = inbox.receive(timeout=1), inbox.receive(timeout=1)
+    assert first == TaskEvent(sub_id, 1, event, False)
+    assert second == Detached(sub_id)
+    assert entry.subscribers == {} and state.watches == {}
+
+
+def test_the_creation_snapshot_is_not_kept_in_the_replay_window(stores):
+    """Review F7: the creation's snapshot (with the first message) goes to its creator
+    only; the replay window holds the events after it, and a replay from the creation
+    starts with the current snapshot."""
+    store = store_for(stores, [{"text": "done"}])
+    task = run(store.send(ALICE, request("x" * 2000)))
+    frames = run(drain_after(store, task.id, 1))
+    assert [seq for seq, _ in frames] == [1, 2, 3, 4]
+    assert kinds(frames) == [
+        "task",
+        "TASK_STATE_WORKING",
+        "artifact_update",
+        "TASK_STATE_COMPLETED",
+    ]
+    server_state = sv.get_state(store.name)
+    (entry,) = server_state.tasks.values()
+    assert [event.WhichOneof("payload") for _, event in entry.events] == [
+        "status_update",
+        "artifact_update",
+        "status_update",
+    ]
+
+
+async def drain_after(store: TaskStore, task_id: str, after: int) -> list[Any]:
+    return await drain(await store.subscribe(ALICE, task_id, after=after))
 
 
 def test_leaving_early_detaches_and_the_task_goes_on(stores):

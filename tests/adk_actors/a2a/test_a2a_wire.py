@@ -203,9 +203,10 @@ def test_parts_are_bounded() -> None:
         ({"raw": "!!"}, "standard padded base64"),
         ({"raw": "aGk"}, "standard padded base64"),
         ({"raw": "aG k="}, "standard padded base64"),
-        ({"url": "/relative/path"}, "absolute http(s) URL"),
-        ({"url": "ftp://files.example/a"}, "absolute http(s) URL"),
-        ({"url": "file:///etc/passwd"}, "absolute http(s) URL"),
+        ({"url": "/relative/path"}, "absolute URI"),
+        ({"url": "files.example/a"}, "absolute URI"),
+        ({"url": "https:///no-host"}, "must name a host"),
+        ({"url": "http://[::1/x"}, "does not parse"),
         ({"url": "https://a.example/x y"}, "whitespace"),
         ({"url": "https://user:secret@a.example/x"}, "may not carry credentials"),
         ({"text": None}, "null is not allowed"),
@@ -259,9 +260,41 @@ def test_unknown_and_snake_case_members_are_refused() -> None:
 
 
 def test_push_config_in_a_request_is_refused() -> None:
+    """Review W13: a push config inside SendMessage is -32003
+    (PushNotificationNotSupportedError), the code the push config methods answer, not -32602."""
     params = send_params({"text": "x"})
     params["configuration"] = {"taskPushNotificationConfig": {"url": "https://hook.example/x"}}
-    assert "push notifications" in reason_of(refused("SendMessage", params))
+    for method in ("SendMessage", "SendStreamingMessage"):
+        with pytest.raises(RpcError) as caught:
+            wire.parse_request(method, params)
+        assert caught.value.code == errors.PUSH_NOTIFICATION_NOT_SUPPORTED
+        assert caught.value.message == "push notifications are not supported"
+    params["configuration"]["taskPushNotificationConfig"]["bogus"] = 1
+    assert "unknown member 'bogus'" in reason_of(refused("SendMessage", params))
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "gs://bucket/report.pdf",
+        "file:///tmp/a.pdf",
+        "data:text/plain;base64,aGk=",
+        "s3://bucket/key",
+        "http://files.example/b",
+        "urn:isbn:0451450523",
+    ],
+)
+def test_url_parts_take_any_absolute_uri_as_a_mention(url: str) -> None:
+    """Review W5: A2A 1.0 asks only for an absolute URL; the SDK client sends ``gs:``,
+    ``file:``, ``data:`` parts. They are accepted, never fetched: the agent sees a text
+    mention (only https becomes file data)."""
+    request = wire.parse_request("SendMessage", send_params({"url": url, "filename": "r.pdf"}))
+    assert isinstance(request, pb.SendMessageRequest)
+    content = wire.user_content(request.message)
+    assert content.parts == (TextPart(text=f"[file (r.pdf): {url}]"),)
+    https = wire.parse_request("SendMessage", send_params({"url": "https://files.example/a"}))
+    assert isinstance(https, pb.SendMessageRequest)
+    assert isinstance(wire.user_content(https.message).parts[0], FileDataPart)
 
 
 def test_free_json_depth_is_bounded_without_recursion_errors() -> None:
@@ -487,7 +520,7 @@ def test_user_message_from_text_mapping_and_message() -> None:
         ({"parts": [{"kind": "text", "text": "x"}]}, {}, "invalid_shape"),
         ({"parts": []}, {}, "invalid_shape"),
         ({"parts": [{"text": "x", "data": 1}]}, {}, "invalid_shape"),
-        ("x", {"context_id": "bad id"}, "invalid_shape"),
+        ("x", {"context_id": "bad\nid"}, "invalid_shape"),
         (b"bytes", {}, "invalid_type"),
     ],
 )
