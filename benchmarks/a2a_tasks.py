@@ -11,7 +11,10 @@ process: raw JSON-RPC 2.0 over one `httpx.AsyncClient` with ``A2A-Version: 1.0``
 Two calls, each `count` tasks, sequential and `WIDTH`-way concurrent (coroutines):
 ``SendMessage`` (blocking: the answer is the completed task) and
 ``SendStreamingMessage`` read to its end (the task snapshot, status and artifact
-updates, the terminal status). Ours pays for the spec's rules on every task (strict
+updates, the terminal status). Both servers run throughout and each round measures
+them in turn, the first side alternating, so a drift of the machine's load reaches
+both; the best round of each counts. What the servers log (warnings and errors) is
+counted and printed under the table. Ours pays for the spec's rules on every task (strict
 parsing that refuses unknown fields, the version header, bounds on bytes, history and
 artifacts, a supervised task store with principal scoping, SSE event ids for resuming).
 
@@ -22,21 +25,22 @@ Usage: ``python benchmarks/a2a_tasks.py [--quick]``
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
-import datetime
-import importlib.metadata
 import itertools
 import json
 import logging
-import subprocess
+import re
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
+from typing import IO, Any
 
 import httpx
 import structlog
 from _a2a_peer import SdkPeer
+from _bench import print_header, url_process
 from weather_workload import quiet_options
 
 import adk_actors as adk
@@ -79,29 +83,9 @@ def serve(side: str) -> None:
     adk.stop()
 
 
-@contextlib.contextmanager
-def server_process(side: str) -> Iterator[str]:
-    """A server process of `side`; yields its JSON-RPC endpoint."""
-    process = subprocess.Popen(
-        [sys.executable, __file__, "--serve", side],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        url = process.stdout.readline().strip()
-        if not url.startswith("http://"):
-            raise RuntimeError(f"the {side} server did not start")
-        yield url + RPC_PATH
-    finally:
-        assert process.stdin is not None
-        process.stdin.close()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+def server_process(side: str, log: IO[str]) -> contextlib.AbstractContextManager[str]:
+    """A server process of `side`, its warnings written to `log`; yields its base URL."""
+    return url_process([sys.executable, __file__, "--serve", side], side, stderr=log)
 
 
 # -- the client ----------------------------------------------------------------------------------
@@ -152,38 +136,67 @@ async def rate(url: str, one: Any, count: int, width: int) -> float:
         return per_worker * width / (time.perf_counter() - started)
 
 
-def measure(url: str, one: Any, count: int, width: int, rounds: int) -> float:
-    return max(asyncio.run(rate(url, one, count, width)) for _ in range(rounds))
-
-
 # -- the table -----------------------------------------------------------------------------------
 
 CALLS = {"SendMessage (blocking)": send_one, "SendStreamingMessage": stream_one}
+SIDES = ("ours", "sdk")
+
+
+def interleaved(urls: dict[str, str], count: int, rounds: int) -> dict[tuple[str, str, int], float]:
+    """The best rate of each (side, call, width) over `rounds`, the sides measured in
+    turn within each round (the first side alternating) so that a drift of the
+    machine's load reaches both."""
+    rates: dict[tuple[str, str, int], float] = {}
+    for round_number in range(rounds):
+        sides = SIDES if round_number % 2 == 0 else SIDES[::-1]
+        for label, one in CALLS.items():
+            for width in (1, WIDTH):
+                for side in sides:
+                    measured = asyncio.run(rate(urls[side] + RPC_PATH, one, count, width))
+                    key = side, label, width
+                    rates[key] = max(rates.get(key, 0.0), measured)
+    return rates
+
+
+_LOGGED = re.compile(r"\[(warning|error|critical)\s*\]\s+(\S+)")
+
+
+def logged_events(log: IO[str]) -> collections.Counter[str]:
+    """What a server process logged on stderr: its warning and error events by name (any
+    other line, a traceback say, counted as "other output")."""
+    log.seek(0)
+    counts: collections.Counter[str] = collections.Counter()
+    for line in log:
+        if line.strip():
+            found = _LOGGED.search(line)
+            counts[found.group(2) if found else "other output"] += 1
+    return counts
 
 
 def main() -> None:
     options = quiet_options(__doc__.splitlines()[0])
     count, rounds = (200, 1) if options.quick else (2_000, 3)
-    print(
-        f"# a2a benchmark  {datetime.date.today()}  a2a-sdk {importlib.metadata.version('a2a-sdk')}"
-        f"  python {sys.version.split()[0]}"
-    )
+    print_header("a2a", "a2a-sdk")
     print(f"\nA2A tasks per second, scripted echo agent, {count:,} tasks, best of {rounds}")
     print(
-        "  (the same raw JSON-RPC client; ours = adk.a2a.serve, sdk = the a2a-sdk server classes)"
+        "  (the same raw JSON-RPC client; ours = adk.a2a.serve, sdk = the a2a-sdk server classes;"
+        " rounds interleaved)"
     )
     print("                                         ours      sdk   ratio")
-    rates: dict[tuple[str, str, int], float] = {}
-    for side in ("ours", "sdk"):
-        with server_process(side) as url:
-            for label, one in CALLS.items():
-                for width in (1, WIDTH):
-                    rates[side, label, width] = measure(url, one, count, width, rounds)
+    with contextlib.ExitStack() as files:
+        logs = {side: files.enter_context(tempfile.TemporaryFile("w+")) for side in SIDES}
+        with contextlib.ExitStack() as servers:  # both up: the rounds alternate between them
+            urls = {side: servers.enter_context(server_process(side, logs[side])) for side in SIDES}
+            rates = interleaved(urls, count, rounds)
+        logged = {side: logged_events(logs[side]) for side in SIDES}  # the processes have ended
     for label in CALLS:
         for width in (1, WIDTH):
             ours, sdk = rates["ours", label, width], rates["sdk", label, width]
             shape = "sequential" if width == 1 else f"{width}-way"
             print(f"  {label + ', ' + shape:36s} {ours:8,.0f} {sdk:8,.0f} {ours / sdk:6.2f}x")
+    for side in SIDES:
+        for event, times in sorted(logged[side].items()):
+            print(f"note: the {side} server logged {event!r} {times} time(s)")
 
 
 if __name__ == "__main__":

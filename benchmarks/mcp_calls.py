@@ -23,17 +23,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
-import importlib.metadata
-import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import httpx2
+from _bench import print_header, url_process
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -51,29 +49,9 @@ NOTES: list[str] = []
 # -- servers ---------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def http_server(side: str, variant: str = "") -> Iterator[str]:
+def http_server(side: str, variant: str = "") -> contextlib.AbstractContextManager[str]:
     """An HTTP server process of `side` ("ours" | "sdk"); yields its endpoint URL."""
-    process = subprocess.Popen(
-        [sys.executable, str(SERVERS), f"{side}-http{variant}"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        url = process.stdout.readline().strip()
-        if not url.startswith("http://"):
-            raise RuntimeError(f"the {side} server did not start")
-        yield url
-    finally:
-        assert process.stdin is not None
-        process.stdin.close()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    return url_process([sys.executable, str(SERVERS), f"{side}-http{variant}"], side)
 
 
 def stdio_command(side: str) -> list[str]:
@@ -192,10 +170,7 @@ def sdk_json_sequential(count: int) -> float:
 def main() -> None:
     options = quiet_options(__doc__.splitlines()[0])
     count, rounds = (200, 1) if options.quick else (2_000, 3)
-    print(
-        f"# mcp benchmark  {datetime.date.today()}  mcp {importlib.metadata.version('mcp')}"
-        f"  python {sys.version.split()[0]}"
-    )
+    print_header("mcp", "mcp")
     adk.start()
     sdk_sequential = 0.0
     print(f"\ntools/call per second, add(a, b), {count:,} calls on one session, best of {rounds}")
