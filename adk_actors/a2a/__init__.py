@@ -3,7 +3,8 @@
 ``adk.a2a.serve(agent, host=..., port=..., auth_token=... | verifier=...)``: see
 `adk_actors.a2a.server`; ``adk.a2a.connect(card_url, auth=..., ...)``: see
 `adk_actors.a2a.client`; ``adk.a2a.RemoteAgent(card_url, ...)``: a remote agent as a
-sub-agent or tool (`adk_actors.a2a.remote_agent`). The package README has the split
+sub-agent (``RemoteAgent(...).spawn(name)``: a local proxy agent whose model is the remote
+agent, `adk_actors.a2a.remote_provider`) or a tool (`adk_actors.a2a.remote_agent`). The package README has the split
 between the official ``a2a-sdk`` (the wire types) and what this package adds.
 
 The names load on first use (PEP 562), so ``import adk_actors`` never pays for the SDK.
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from adk_actors.a2a.card import build_card
     from adk_actors.a2a.client import A2AClient, StreamTimeout, aconnect, connect
     from adk_actors.a2a.remote_agent import RemoteAgent
+    from adk_actors.a2a.remote_provider import A2AProvider
     from adk_actors.a2a.server import A2AServer, serve
     from adk_actors.a2a.server_options import A2AServerOptions
 
@@ -27,6 +29,7 @@ _WHERE = {
     "aconnect": "client",
     "StreamTimeout": "client",
     "RemoteAgent": "remote_agent",
+    "A2AProvider": "remote_provider",
     "A2AServer": "server",
     "serve": "server",
     "A2AServerOptions": "server_options",
@@ -35,6 +38,7 @@ _WHERE = {
 
 __all__ = [
     "A2AClient",
+    "A2AProvider",
     "A2AServer",
     "A2AServerOptions",
     "RemoteAgent",

@@ -9,9 +9,10 @@ twins ``a...``) is one POST with ``A2A-Version: 1.0`` under one absolute deadlin
 answer is strictly parsed with the SDK's protobuf types (`wire.parse`) and returned as
 its JSON dict. Streams are read as bounded server-sent events (`client_sse`); a stream
 past its deadline raises `StreamTimeout` holding the events received and the last event
-id. The sync forms (`connect`, `send`, ...: `blocking`) run on the calling thread's own
-loop and refuse inside a running event loop (``a2a_sync_call_in_event_loop``, naming the
-``a...`` twin to await), which they would freeze. Task and context ids are the peer's
+id. The sync forms (`connect`, `send`, ...: `blocking`) run on a private loop on the
+calling thread (never installed: a thread's own loop is left as it was) and refuse
+inside a running event loop (``a2a_sync_call_in_event_loop``, naming the ``a...`` twin
+to await), which they would freeze. Task and context ids are the peer's
 (opaque: any printable string up to ``MAX_STRING_CHARS``); answers are read as strict
 JSON (`wire.loads`).
 
@@ -97,8 +98,11 @@ SYNC_IN_LOOP = "a2a_sync_call_in_event_loop"
 
 def blocking(async_twin: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
     """The sync form of `async_twin` (``aconnect`` -> ``connect``, ``asend`` -> ``send``):
-    it runs the call on an event loop of its own, on the calling thread, so the call's
-    one deadline starts when it is made. Inside a running event loop it refuses with
+    it runs the call on a private event loop, on the calling thread, so the call's one
+    deadline starts when it is made. The loop is never installed as the thread's loop (a
+    loop the thread set but is not running stays its current loop) and is closed after
+    the call, leftovers cancelled; Ctrl-C cancels the call (its cleanup runs) as with
+    ``asyncio.run``. Inside a running event loop it refuses with
     ``("a2a_sync_call_in_event_loop", <the twin>)``: blocking there would freeze that
     loop (and any peer it serves) for the whole call; await the twin instead."""
     twin = async_twin.__name__
@@ -109,7 +113,9 @@ def blocking(async_twin: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(async_twin(*args, **kwargs))
+            # asyncio.run would install its loop as the thread's and then unset it
+            with asyncio.Runner(loop_factory=asyncio.new_event_loop) as private:
+                return private.run(async_twin(*args, **kwargs))
         raise AdkError(
             (SYNC_IN_LOOP, twin),
             f"{name}() blocks; inside a running event loop use `await {twin}(...)`",

@@ -1,4 +1,5 @@
-"""`RemoteAgent`: a remote A2A agent offered to a local agent's model as a tool.
+"""`RemoteAgent`: a remote A2A agent offered to a local agent's model as a tool, or
+spawned as a local proxy agent (`RemoteAgent.spawn`, the sub-agent form: `remote_provider`).
 
 ``spawn_agent(..., tools=[RemoteAgent(card_url, ...)])``: the tool is named after the
 card (or ``name=``) and takes a required ``prompt`` and an optional ``task_id`` (to
@@ -17,11 +18,12 @@ agent.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from typing import Any
 
 from adk_actors.a2a.client import SYNC_IN_LOOP, A2AClient, aconnect, connect
+from adk_actors.a2a.remote_provider import A2AProvider, part_texts
+from adk_actors.agents import AgentRef, spawn_agent
 from adk_actors.tools import Tool, ToolContext
 from providers.errors import AdkError
 
@@ -150,6 +152,27 @@ class RemoteAgent(Tool):
             raise
         return summary(answer)
 
+    def spawn(self, name: str | None = None, **spawn_options: Any) -> AgentRef:
+        """The sub-agent form: a local agent named `name` (default: this tool's name)
+        whose model is the remote agent (`A2AProvider`: one ``SendMessage`` per model
+        call, a fresh remote context each time), so a parent's ``sub_agents``,
+        ``adk.prompt`` and workflows can name it. `spawn_options` are agent config keys
+        (``turn_timeout``, ``restart_intensity``, ...); a proxy has no ``provider``,
+        ``sub_agents`` or instructions of its own. It shares this tool's client (or
+        discovers the card on its first call), deadline and outbound rules."""
+        for key in ("provider", "sub_agents", "instructions", "global_instruction"):
+            if key in spawn_options:
+                raise AdkError(
+                    ("invalid_a2a_spawn_option", key),
+                    f"a proxy of a remote agent takes no {key!r}: the remote agent has its own",
+                )
+        provider = A2AProvider(
+            self.card_url, client=self.client, timeout=self.timeout, **self._connect_options
+        )
+        return spawn_agent(
+            name if name is not None else self.name, {**spawn_options, "provider": provider}
+        )
+
     def close(self) -> None:
         if self.client is not None:
             self.client.close()
@@ -171,8 +194,8 @@ def summary(answer: dict[str, Any]) -> dict[str, Any]:
     if isinstance(task, dict):
         status = task.get("status") or {}
         state = status.get("state", "TASK_STATE_UNSPECIFIED")
-        said = _texts(status.get("message") or {})
-        made = [text for artifact in task.get("artifacts") or () for text in _texts(artifact)]
+        said = part_texts(status.get("message") or {})
+        made = [text for artifact in task.get("artifacts") or () for text in part_texts(artifact)]
         texts = (said or made) if state in _QUESTION_FIRST else (made or said)
         return {
             "state": state,
@@ -185,19 +208,8 @@ def summary(answer: dict[str, Any]) -> dict[str, Any]:
         "state": "MESSAGE",
         "task_id": message.get("taskId"),
         "context_id": message.get("contextId"),
-        "text": "\n".join(_texts(message))[:MAX_TEXT_CHARS],
+        "text": "\n".join(part_texts(message))[:MAX_TEXT_CHARS],
     }
-
-
-def _texts(holder: dict[str, Any]) -> list[str]:
-    """The text of each part (a data part as its compact JSON)."""
-    found: list[str] = []
-    for part in holder.get("parts") or ():
-        if isinstance(part.get("text"), str):
-            found.append(part["text"])
-        elif "data" in part:
-            found.append(json.dumps(part["data"], separators=(",", ":"), ensure_ascii=False))
-    return found
 
 
 def _loop_running() -> bool:

@@ -17,10 +17,12 @@ is then the principal ``anonymous``). Binding anywhere but loopback needs authen
 ``allow_non_loopback=True`` and TLS (``tls_certfile``/``tls_keyfile``, or
 ``trusted_tls_proxy=True`` when only a TLS terminator reaches the listener), and a
 ``public_url`` for a wildcard address. `A2AServer.stop` ends the open streams (each
-closes cleanly: no wait for uvicorn's graceful timeout) and refuses new requests (503),
-cancels the store's running runs and waits (bounded) for their ends, so each stores its
-end event while the sessions are still open and a blocking ``SendMessage`` is answered
-with its settled task; then it stops the listener and the store (which closes them).
+closes cleanly: no wait for uvicorn's graceful timeout) and refuses new requests (503);
+it drains the store (a request already past that check is refused by the store: 503
+too), cancels the store's running runs and waits (bounded) for their ends, so each
+stores its end event while the sessions are still open and a blocking ``SendMessage``
+is answered with its settled task; then it stops the listener and the store (which
+closes them).
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ _STOP_TIMEOUT = 10.0
 _RUNS_END_TIMEOUT = 5.0
 """How long `A2AServer.stop` waits for the runs it cancelled to store their ends."""
 _RUNS_PAGE = 500
+_MAX_LISTINGS = 20
+"""At most this many listings of the running runs per stop (each cancels what it finds)."""
 _BACKLOG = 1024
 _NAMES = ListenerNames(
     bind_failed="a2a_server_bind_failed",
@@ -145,8 +149,12 @@ class A2AServer:
             self._stopped = True
         self._closing.close()  # open streams end; new requests are 503
         try:
+            deadline = time.monotonic() + _RUNS_END_TIMEOUT
+            # a request already past the 503 check is refused by the store itself, and
+            # no run is still being started once this returns (Review2 1)
+            self.store.drain(deadline - time.monotonic())
             if self._app_name is not None:  # a blocking SendMessage is answered as it settles
-                end_runs(self._app_name, time.monotonic() + _RUNS_END_TIMEOUT)
+                end_runs(self._app_name, deadline)
         finally:
             try:
                 stop_listener(self._listener)
@@ -245,28 +253,25 @@ def serve(
     return A2AServer(listener, store, auth, url, closing, app_name)
 
 
-def end_runs(app_name: str, deadline: float) -> int:
+def end_runs(app_name: str, deadline: float, *, page_size: int = _RUNS_PAGE) -> int:
     """Cancel the running runs of `app_name` (a store's runner) and wait until
     `deadline` for their ends: each stores its end event in its session before the
-    store closes the sessions (Review F9). How many it cancelled."""
-    running: list[str] = []
-    cursor: str | None = None
-    try:
-        while True:
-            page = runs.list(state="running", app_name=app_name, limit=_RUNS_PAGE, cursor=cursor)
-            running.extend(view["run_id"] for view in page["runs"])
-            cursor = page["next_cursor"]
-            if cursor is None:
-                break
-    except AdkError:
-        pass  # the runs registry is gone: nothing left to end
-    cancelled = []
-    for run_id in running:
-        try:
-            runs.cancel(run_id, reason=STORE_STOPPED_REASON)
-        except AdkError:
-            continue  # it ended meanwhile
-        cancelled.append(run_id)
+    store closes the sessions (Review F9). The listing pages by offset, so a run that
+    ends meanwhile shifts the pages: it is listed again, each page's runs cancelled,
+    until a listing holds no run not yet cancelled (Review2 8). How many it cancelled."""
+    seen: set[str] = set()
+    cancelled: list[str] = []
+    for _ in range(_MAX_LISTINGS):
+        fresh = [run_id for run_id in _running(app_name, page_size) if run_id not in seen]
+        if not fresh or time.monotonic() >= deadline:
+            break
+        for run_id in fresh:
+            seen.add(run_id)
+            try:
+                runs.cancel(run_id, reason=STORE_STOPPED_REASON)
+            except AdkError:
+                continue  # it ended meanwhile
+            cancelled.append(run_id)
     for run_id in cancelled:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -276,6 +281,21 @@ def end_runs(app_name: str, deadline: float) -> int:
         except AdkError:
             continue  # timed out (the store's stop cancels it again) or already gone
     return len(cancelled)
+
+
+def _running(app_name: str, page_size: int) -> list[str]:
+    """The ids of `app_name`'s running runs, every page (empty once the registry is gone)."""
+    running: list[str] = []
+    cursor: str | None = None
+    try:
+        while True:
+            page = runs.list(state="running", app_name=app_name, limit=page_size, cursor=cursor)
+            running.extend(view["run_id"] for view in page["runs"])
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return running
+    except AdkError:
+        return running  # the runs registry is gone: nothing left to end
 
 
 def _listen_options(**values: Any) -> ListenOptions:

@@ -10,7 +10,9 @@ and by ``adk serve --a2a``):
      hook thread busy: 503;
   2. ``POST`` only (405), a JSON ``Content-Type`` (415), a body of at most
      ``max_input_bytes`` (413, read no further; a non-numeric ``Content-Length`` is 400
-     ``-32600``; a client that leaves mid-body gets no answer: `serving.bodies`);
+     ``-32600``; a client that leaves mid-body gets no answer; a body not read in full
+     within ``body_timeout``, 30 s by default, is 408 and the connection closes:
+     `serving.bodies`);
   3. strict JSON (`wire.loads`: UTF-8, no member name twice, no NaN; HTTP 400,
      ``-32700``; past its value-count or depth bound ``-32600``), then a JSON-RPC 2.0
      request object with a string or integer id, a method name and object params
@@ -32,7 +34,9 @@ at their defaults too. The store's `RpcError` is answered
 as it is; anything else it raises is ``-32603`` (logged by class, never echoed). The
 principal (never the credential) is all the store sees. A streamed answer is SSE
 (`server_sse`); `StreamsClosing.close` ends the open ones when the server stops, and
-from then on every request is 503.
+from then on every request is 503; a request already past that check when the server
+stops is refused by the drained store (`tasks_protocol.StoreStopping`): 503 with the
+JSON-RPC error ``-32603`` "server stopping" under its id.
 """
 
 from __future__ import annotations
@@ -67,8 +71,9 @@ from adk_actors.a2a.server_sse import (
     Subscription,
     stream_subscription,
 )
+from adk_actors.a2a.tasks_protocol import StoreStopping
 from adk_actors.serving.auth import AuthNames, BearerAuth
-from adk_actors.serving.bodies import BodyStatus, read_body
+from adk_actors.serving.bodies import BODY_TIMEOUT, BodyStatus, read_body
 from adk_actors.serving.workers import PoolNames, WorkersBusy
 from supervision import get_logger
 
@@ -141,12 +146,13 @@ def a2a_routes(
     *,
     heartbeat: float = HEARTBEAT_SECONDS,
     closing: StreamsClosing | None = None,
+    body_timeout: float = BODY_TIMEOUT,
 ) -> list[BaseRoute]:
     """The card route and the JSON-RPC route of one served agent (see the module doc);
-    an idle stream carries an SSE comment every `heartbeat` seconds, and every stream
-    ends once `closing` is closed."""
+    an idle stream carries an SSE comment every `heartbeat` seconds, every stream ends
+    once `closing` is closed, and a request body must arrive within `body_timeout`."""
     slot = card if isinstance(card, CardSlot) else CardSlot(card)
-    rpc = RpcEndpoint(store, slot, auth, options, heartbeat, closing)
+    rpc = RpcEndpoint(store, slot, auth, options, heartbeat, closing, body_timeout)
     return [
         Route(wire.CARD_PATH, CardEndpoint(slot), methods=None),
         Route(wire.RPC_PATH, rpc, methods=None),
@@ -191,6 +197,7 @@ class RpcEndpoint:
         options: A2AServerOptions,
         heartbeat: float = HEARTBEAT_SECONDS,
         closing: StreamsClosing | None = None,
+        body_timeout: float = BODY_TIMEOUT,
     ) -> None:
         self.store = store
         self.slot = slot
@@ -198,6 +205,7 @@ class RpcEndpoint:
         self.options = options
         self.heartbeat = heartbeat
         self.closing = closing
+        self.body_timeout = body_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.closing is not None and self.closing.closed:  # the server stops
@@ -222,6 +230,10 @@ class RpcEndpoint:
                 subscription = await self._subscribe(principal, request, headers)
             else:
                 result = await self._call(principal, request)
+        except StoreStopping as error:  # admitted before stop(), refused by the store
+            refused = _encode(error_response(request_id, error))
+            await _respond(send, 503, refused, {"retry-after": "1", "connection": "close"})
+            return
         except RpcError as error:
             await _respond(send, 200, _encode(error_response(request_id, error)))
             return
@@ -269,7 +281,10 @@ class RpcEndpoint:
             await _respond(send, 415, not_json)
             return None
         body = await read_body(
-            receive, self.options.max_input_bytes, content_length=headers.get("content-length")
+            receive,
+            self.options.max_input_bytes,
+            content_length=headers.get("content-length"),
+            timeout=self.body_timeout,
         )
         match body.status:
             case BodyStatus.TOO_LARGE:
@@ -282,6 +297,10 @@ class RpcEndpoint:
                 return None
             case BodyStatus.DISCONNECTED:
                 return None  # the client left mid-body: nothing is parsed, no one to answer
+            case BodyStatus.TIMED_OUT:  # declared more than it sent, or trickles (Review2 6)
+                too_slow = _transport_error(INVALID_REQUEST, "request body timed out")
+                await _respond(send, 408, too_slow, {"connection": "close"})
+                return None
         try:
             message = wire.loads(body.data, max_bytes=self.options.max_input_bytes)
         except RpcError as error:  # not strict JSON (-32700) or past a document bound (-32600)

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 from adk_actors import runs
 from adk_actors.outcomes import Failed, Outcome
+from adk_actors.runner import continuations
 from providers.errors import AdkError
 from supervision import KernelError, Pid, cast
 from supervision.aio import run_blocking
@@ -217,8 +218,9 @@ async def cancel_run_async(run_id: str, reason: str) -> None:
 def release_run(runner: Any, ledger: RunLedger, run_id: str, reason: str) -> None:
     """Release a run the store no longer wants, then take it out of `ledger`: a running
     run is cancelled; a paused one (terminal for `adk.runs`, so `runs.cancel` cannot end
-    it) has its continuation dropped through `runner` (`Runner.abandon`): it can never
-    be resumed and its session records the end. A release the kernel refused (its store
+    it) has its continuation dropped through `runner` (`Runner.abandon` with the
+    continuation's token, so a resume under way is never ended here): it can never be
+    resumed and its session records the end. A release the kernel refused (its store
     is gone) leaves the run in the ledger for the next store."""
     try:
         pause = ledger.pause_of(run_id) or _pause_of(run_id)
@@ -230,7 +232,11 @@ def release_run(runner: Any, ledger: RunLedger, run_id: str, reason: str) -> Non
                 if pause is None:
                     raise
         if pause is not None:
-            runner.abandon(pause.user_id, pause.session_id, pause.invocation_id, reason)
+            claimed, token = _continuation_token(runner, pause)
+            if not claimed:  # else a resume claimed it: that run is released on its own
+                runner.abandon(
+                    pause.user_id, pause.session_id, pause.invocation_id, reason, token=token
+                )
     except AdkError:
         pass  # it has ended, is unknown, or its session is gone: nothing left to release
     except KernelError:
@@ -238,6 +244,20 @@ def release_run(runner: Any, ledger: RunLedger, run_id: str, reason: str) -> Non
     else:
         _log.info("adk.a2a.run_released", run_id=run_id, reason=reason, paused=pause is not None)
     ledger.discard(run_id)
+
+
+def _continuation_token(runner: Any, pause: PauseRef) -> tuple[bool, str | None]:
+    """Whether a resume has claimed the paused invocation's continuation, and else its
+    opening token: abandoning with it drops that continuation only, never a resume's
+    opening (Review2 7)."""
+    session = runner.sessions.get_session(
+        runner.app_name, pause.user_id, pause.session_id, include_internal=True
+    )
+    continuation = session.state.get(continuations.key_of(pause.invocation_id))
+    if not isinstance(continuation, dict):
+        return True, None
+    token = continuation.get("token")
+    return False, token if isinstance(token, str) else None
 
 
 def _pause_of(run_id: str) -> PauseRef | None:

@@ -45,6 +45,7 @@ from adk_actors.a2a.tasks_protocol import (
     Continue,
     Create,
     Detached,
+    Drain,
     Get,
     ListPage,
     Opened,
@@ -212,6 +213,18 @@ class TaskStore:
             inbox.close()
             raise
         return TaskSubscription(self, inbox, opened)
+
+    def drain(self, timeout: float) -> bool:
+        """Make the store refuse new work (Create and Continue answer -32603 "server
+        stopping", `StoreStopping`) and wait, at most `timeout`, until no run is being
+        started or resumed: after it, the store's running runs are all listed by
+        `adk.runs`. A blocking call (`A2AServer.stop`); False when it timed out or the
+        store is gone."""
+        try:
+            call(self.name, Drain(), max(timeout, 0.001))
+        except (ProcessExit, CallTimeout):
+            return False
+        return True
 
     def stats(self) -> dict[str, int]:
         """Live counts: ``tasks`` (retained), ``active``, ``subscribers``, ``runs``

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 from a2a.types import a2a_pb2 as pb
 
+from adk_actors.a2a import errors
 from adk_actors.a2a.server_options import A2AServerOptions
 from adk_actors.a2a.task_runs import RunLedger
 from adk_actors.a2a.tasks_model import TaskSizes
@@ -105,6 +106,25 @@ class Stats(NamedTuple):
     pass
 
 
+class Drain(NamedTuple):
+    """Refuse new work from now on (`StoreStopping`); answered once no task's run is
+    still being started or resumed, so a listing of the running runs after it is
+    complete (`A2AServer.stop`, Review2 1)."""
+
+
+class Prune(NamedTuple):
+    """Forget the tasks whose retention is over (a timer set as each task settles, so
+    an expired task's paused run is released on time, not on the next request)."""
+
+
+class StoreStopping(errors.RpcError):
+    """The refusal of new work by a draining store: -32603 "server stopping" (the HTTP
+    layer answers it 503, as a request that arrives once the server stops)."""
+
+    def __init__(self) -> None:
+        super().__init__(errors.INTERNAL_ERROR, "server stopping")
+
+
 # -- what subscribers receive ---------------------------------------------------------------
 
 
@@ -193,3 +213,9 @@ class State:
     watches: dict[Ref, tuple[str, int]] = field(default_factory=dict)
     orders: int = 0
     sub_ids: int = 0
+    prune_armed: bool = False
+    """Whether a `Prune` timer is set (one at a time, for the oldest settled task)."""
+    draining: bool = False
+    """Set by `Drain`: Create and Continue are refused (`StoreStopping`)."""
+    drain_waiters: list[From] = field(default_factory=list)
+    """The `Drain` calls to answer once no task is in `Phase.STARTING`."""

@@ -16,8 +16,9 @@ A server killed outright skips `terminate`: its bridges stop with it (they are i
 tasks), and its successor, started by the root tree, opens a new epoch of the ledger
 its child spec keeps and releases, in kernel tasks, the runs its predecessor left
 (reason ``a2a_task_store_restarted``). The successor starts empty: the old task ids
-are unknown (-32001). A cancelled, expired or evicted task's paused run is released
-the same way, so no paused run outlives its task.
+are unknown (-32001). A cancelled, expired (a `Prune` timer: on time) or evicted task's
+paused run is released the same way: no paused run outlives its task. After a `Drain`
+(`A2AServer.stop`) new work is refused (`StoreStopping`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from a2a.types import a2a_pb2 as pb
 from adk_actors import runs
 from adk_actors.a2a import errors, wire
 from adk_actors.a2a import tasks_model as model
-from adk_actors.a2a.server_options import MAX_PAGE_SIZE
 from adk_actors.a2a.task_runs import (
     CANCEL_REASON,
     RETRY_RELEASE,
@@ -49,6 +49,7 @@ from adk_actors.a2a.task_runs import (
     follow_run,
     release_run,
 )
+from adk_actors.a2a.tasks_list import list_page, store_stats
 from adk_actors.a2a.tasks_protocol import (
     ACTIVE,
     Ack,
@@ -56,15 +57,18 @@ from adk_actors.a2a.tasks_protocol import (
     Continue,
     Create,
     Detached,
+    Drain,
     Entry,
     Get,
     ListPage,
     Opened,
     Phase,
+    Prune,
     Settle,
     State,
     Stats,
     StoreArgs,
+    StoreStopping,
     Subscribe,
     Subscriber,
     TaskEvent,
@@ -106,6 +110,8 @@ def _capacity(why: str) -> errors.RpcError:
     return errors.RpcError(errors.UNSUPPORTED_OPERATION, why)
 
 
+_PRUNE_SLACK = 0.01
+"""How long after a task's retention ends its `Prune` timer fires."""
 CREATION_SEQ = 1
 """A task's first event, its creation (a replay from it starts with the snapshot)."""
 
@@ -142,6 +148,8 @@ class TaskStoreServer(GenServer):
     def handle_call(self, request: Any, from_: From, state: State) -> Any:
         self._prune(state)
         match request:
+            case Create() | Continue() if state.draining:
+                return Reply(_error(StoreStopping()), state)
             case Create() | Continue():
                 try:
                     return Reply(_ok(self._submit(request, state)), state)
@@ -164,7 +172,7 @@ class TaskStoreServer(GenServer):
                 return Reply(_ok(model.public_task(entry.task, history_length, True)), state)
             case ListPage(scope, list_request):
                 try:
-                    return Reply(_ok(self._list(scope, list_request, state)), state)
+                    return Reply(_ok(list_page(scope, list_request, state)), state)
                 except errors.RpcError as error:
                     return Reply(_error(error), state)
             case CancelTask(scope, task_id):
@@ -178,7 +186,13 @@ class TaskStoreServer(GenServer):
                 except errors.RpcError as error:
                     return Reply(_error(error), state)
             case Stats():
-                return Reply(self._stats(state), state)
+                return Reply(store_stats(state), state)
+            case Drain():
+                state.draining = True
+                if self._starting(state):
+                    state.drain_waiters.append(from_)
+                    return NoReply(state)
+                return Reply(_ok(None), state)
         return Reply(_error(errors.RpcError(errors.INTERNAL_ERROR, "unsupported request")), state)
 
     def handle_cast(self, msg: Any, state: State) -> State:
@@ -199,6 +213,7 @@ class TaskStoreServer(GenServer):
                 if not isinstance(outcome, Paused):  # a paused run is released later
                     state.ledger.discard(run_id)
                 self._run_ended(state, task_id, generation, run_id, outcome)
+        self._answer_drain(state)
         return state
 
     def handle_info(self, msg: Any, state: State) -> State:
@@ -219,7 +234,23 @@ class TaskStoreServer(GenServer):
                     self._run_ended(state, task_id, generation, "", failed)
             case RetryRelease(run_id, reason):
                 _release_later(state, run_id, reason)
+            case Prune():
+                state.prune_armed = False
+                self._prune(state)
+                self._arm_prune(state)
+        self._answer_drain(state)
         return state
+
+    def _starting(self, state: State) -> bool:
+        """Whether a task's run is still being started or resumed (its id unknown yet)."""
+        return any(entry.phase is Phase.STARTING for entry in state.tasks.values())
+
+    def _answer_drain(self, state: State) -> None:
+        """Answer the `Drain` calls once no run is being started or resumed."""
+        if state.drain_waiters and not self._starting(state):
+            waiters, state.drain_waiters = state.drain_waiters, []
+            for from_ in waiters:
+                reply(from_, _ok(None))
 
     # -- submit ----------------------------------------------------------------------------
 
@@ -431,6 +462,7 @@ class TaskStoreServer(GenServer):
         entry.settled_at = time.monotonic()
         state.settled.pop(entry.task.id, None)
         state.settled[entry.task.id] = None
+        self._arm_prune(state)
         waiters, entry.waiters = entry.waiters, []
         for from_, history_length in waiters:
             if refusal is not None:
@@ -525,43 +557,6 @@ class TaskStoreServer(GenServer):
         entry = state.tasks.get(task_id)
         return entry if entry is not None and entry.scope == scope else None
 
-    def _list(self, scope: str, request: pb.ListTasksRequest, state: State) -> pb.ListTasksResponse:
-        page_size = (
-            request.page_size if request.HasField("page_size") else state.options.list_page_size
-        )
-        if not 1 <= page_size <= MAX_PAGE_SIZE:
-            raise errors.invalid_params(f"pageSize is 1..{MAX_PAGE_SIZE}")
-        before = None
-        if request.page_token:
-            before = model.page_order(request.page_token, state.secret)
-            if before is None:
-                raise errors.invalid_params("invalid pageToken")
-        history_length = request.history_length if request.HasField("history_length") else None
-        include_artifacts = request.HasField("include_artifacts") and request.include_artifacts
-        after_time = (
-            request.status_timestamp_after if request.HasField("status_timestamp_after") else None
-        )
-        matching = [
-            entry
-            for entry in reversed(state.tasks.values())  # newest first: creation order
-            if entry.scope == scope
-            and (not request.context_id or entry.task.context_id == request.context_id)
-            and (not request.status or entry.task.status.state == request.status)
-            and (
-                after_time is None
-                or entry.task.status.timestamp.ToNanoseconds() >= after_time.ToNanoseconds()
-            )
-        ]
-        remaining = [
-            (entry.task, entry.sizes, entry.order)
-            for entry in matching
-            if before is None or entry.order < before
-        ]
-        response = pb.ListTasksResponse(page_size=page_size, total_size=len(matching))
-        bounds = (state.options.max_list_bytes, state.secret)
-        model.fill_page(response, remaining, history_length, include_artifacts, *bounds)
-        return response
-
     def _prune(self, state: State) -> None:
         """Forget the tasks whose retention is over (terminal or waiting for input)."""
         cutoff = time.monotonic() - state.options.retention
@@ -570,6 +565,16 @@ class TaskStoreServer(GenServer):
             if oldest.settled_at is None or oldest.settled_at > cutoff:
                 return
             self._forget(state, oldest.task.id)
+
+    def _arm_prune(self, state: State) -> None:
+        """Set the `Prune` timer for when the oldest settled task expires (Review2 7: an
+        expired task's paused run is released then, not at the next request)."""
+        if state.prune_armed or not state.settled:
+            return
+        oldest = state.tasks[next(iter(state.settled))]
+        expires = (oldest.settled_at or time.monotonic()) + state.options.retention
+        send_after(self_pid(), Prune(), max(expires - time.monotonic(), 0.0) + _PRUNE_SLACK)
+        state.prune_armed = True
 
     def _evict_one(self, state: State) -> bool:
         """Forget the task settled longest ago (terminal or waiting for input); False
@@ -588,11 +593,3 @@ class TaskStoreServer(GenServer):
             send(sub.pid, Detached(sub_id))
             demonitor(sub.watch, flush=True)
             state.watches.pop(sub.watch, None)
-
-    def _stats(self, state: State) -> dict[str, int]:
-        return {
-            "tasks": len(state.tasks),
-            "active": len(state.tasks) - len(state.settled),
-            "subscribers": sum(len(entry.subscribers) for entry in state.tasks.values()),
-            "runs": len(state.ledger),
-        }

@@ -36,6 +36,8 @@ from adk_actors.sessions import SessionService
 
 PRINCIPAL = "developer"
 CHILD_ID = "daemon_a2a_tasks"
+DRAIN_TIMEOUT = 5.0
+"""How long `close` waits for the runs being started before it stops the task store."""
 
 
 class DaemonA2A(NamedTuple):
@@ -80,6 +82,7 @@ def a2a_routes_for_daemon(
         )
 
     def close() -> None:
+        store.drain(DRAIN_TIMEOUT)  # a request still in flight is refused, not lost (Review2 1)
         stop_task_store(store)
         bearer.hooks.release_idle()
 

@@ -14,7 +14,8 @@ sits in front of it and enforces what the SDK does not, before a message reaches
   ``insufficient_scope``); with every hook thread busy, 503 (no thread is added);
 - a body larger than ``max_body_bytes`` is 413 (read at most that many bytes; a declared
   ``Content-Length`` past it is refused unread), a non-numeric ``Content-Length`` 400;
-  a client that leaves mid-body gets no answer (`serving.bodies.read_body`);
+  a body not in full within 30 s is 408; a client that leaves mid-body gets no answer
+  (`serving.bodies.read_body`);
 - ``initialize`` opens a session (``max_sessions`` at most, initializes in progress
   included, the SDK's own cap the same: ``-32000`` "Session capacity reached" past it,
   whoever notices) and an
@@ -197,6 +198,8 @@ class McpHttpApp:
                 await _error(send, 400, "invalid_content_length", {"connection": "close"})
             case BodyStatus.COMPLETE:
                 await self._post(scope, receive, send, headers, principal, body.data)
+            case BodyStatus.TIMED_OUT:
+                await _error(send, 408, "request_timeout", {"connection": "close"})
             case BodyStatus.DISCONNECTED:
                 pass  # the client left mid-body: nothing to parse, no one to answer
 

@@ -11,7 +11,9 @@ SDK's HTTP client).
   every response body (`ResponseTooLarge`). Every request asks for
   ``Accept-Encoding: identity`` and a response in any other ``Content-Encoding`` is
   refused (``reasons.unsupported_content_encoding``): the bound counts the bytes the
-  caller reads, so a compressed body can never decode past it.
+  caller reads, so a compressed body can never decode past it. The status is recorded
+  first: a redirect or a 401/403 (refused by status, body never read) keeps its own
+  refusal, its compressed body dropped unread.
 """
 
 from __future__ import annotations
@@ -149,33 +151,56 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
             raise httpx2.ConnectError("refused: another origin", request=request)
         request.headers["Accept-Encoding"] = "identity"
         response = await self.inner.handle_async_request(request)
+        status = response.status_code
+        self.observed.statuses = [*self.observed.statuses[-15:], status]
+        if 300 <= status < 400:
+            self.observed.redirects += 1
+        if (
+            status == 404
+            and self.session_header is not None
+            and request.headers.get(self.session_header)
+        ):
+            self.observed.session_lost += 1
+        if status in (401, 403):
+            self.observed.refused = auth_refusal(
+                status, response.headers.get("www-authenticate", ""), self.reasons
+            )
         encoding = response.headers.get("content-encoding", "").strip().lower()
         if encoding not in ("", "identity"):
             await response.aclose()
+            if status in UNREAD_STATUSES:  # refused by their status: never decoded
+                return unread(response, request)
             self.observed.refused = AdkError(
                 self.reasons.unsupported_content_encoding,
                 "the server sent a compressed body; the client asks for identity only",
             )
             raise httpx2.DecodingError("refused: content encoding", request=request)
-        self.observed.statuses = [*self.observed.statuses[-15:], response.status_code]
-        if 300 <= response.status_code < 400:
-            self.observed.redirects += 1
-        if (
-            response.status_code == 404
-            and self.session_header is not None
-            and request.headers.get(self.session_header)
-        ):
-            self.observed.session_lost += 1
-        if response.status_code in (401, 403):
-            self.observed.refused = auth_refusal(
-                response.status_code, response.headers.get("www-authenticate", ""), self.reasons
-            )
         assert isinstance(response.stream, httpx2.AsyncByteStream)
         response.stream = BoundedStream(response.stream, self.max_response_bytes, self.observed)
         return response
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+UNREAD_STATUSES = frozenset({*range(300, 400), 401, 403})
+"""Statuses a client refuses without reading the body (a redirect, never followed; an
+auth refusal, typed from the challenge): their compressed body is dropped, not refused,
+so the status keeps its own refusal."""
+
+
+def unread(response: httpx2.Response, request: httpx2.Request) -> httpx2.Response:
+    """`response` (already closed) with an empty, unencoded body and its status and other
+    headers: what the caller acts on is the status."""
+    dropped = {"content-encoding", "content-length", "transfer-encoding"}
+    headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in dropped]
+    return httpx2.Response(
+        response.status_code,
+        headers=[*headers, ("content-length", "0")],
+        content=b"",
+        request=request,
+        extensions=response.extensions,
+    )
 
 
 _CHALLENGE_ERROR = re.compile(r'error\s*=\s*"?([A-Za-z_]+)', re.IGNORECASE)

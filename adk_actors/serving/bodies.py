@@ -1,16 +1,20 @@
 """Reading a request body under a byte bound, shared by the HTTP surfaces (`adk.mcp.serve`,
 `adk.a2a.serve`).
 
-`read_body(receive, limit, content_length=...)` answers a `Body`: the bytes
-(`BodyStatus.COMPLETE`), `TOO_LARGE` once the body passes `limit` (a declared
+`read_body(receive, limit, content_length=..., timeout=...)` answers a `Body`: the
+bytes (`BodyStatus.COMPLETE`), `TOO_LARGE` once the body passes `limit` (a declared
 ``Content-Length`` past it is refused before anything is read; the rest is never read,
 so the caller answers 413 and closes), `INVALID_LENGTH` for a ``Content-Length`` that
-is not a decimal number (answer 400), or `DISCONNECTED` when the client left before
-the body ended (answer nothing: the partial body is never parsed).
+is not a decimal number (answer 400), `DISCONNECTED` when the client left before the
+body ended (answer nothing: the partial body is never parsed), or `TIMED_OUT` when the
+whole body did not arrive within `timeout` seconds (``BODY_TIMEOUT`` by default: a
+client that declares more than it sends, or trickles, holds its connection no longer;
+answer 408 and close).
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from typing import NamedTuple
 
@@ -24,6 +28,7 @@ class BodyStatus(enum.Enum):
     TOO_LARGE = "too_large"
     INVALID_LENGTH = "invalid_length"
     DISCONNECTED = "disconnected"
+    TIMED_OUT = "timed_out"
 
 
 class Body(NamedTuple):
@@ -34,17 +39,35 @@ class Body(NamedTuple):
 
 
 _MAX_LENGTH_DIGITS = 19
+BODY_TIMEOUT = 30.0
+"""How long a whole request body may take to arrive (the order of the head's 10 s)."""
 
 
-async def read_body(receive: Receive, limit: int, *, content_length: str | None = None) -> Body:
-    """The request body read from `receive`, at most `limit` bytes (see the module doc);
-    `content_length` is the request's ``Content-Length`` header, when it has one."""
+async def read_body(
+    receive: Receive,
+    limit: int,
+    *,
+    content_length: str | None = None,
+    timeout: float = BODY_TIMEOUT,
+) -> Body:
+    """The request body read from `receive`, at most `limit` bytes, within `timeout`
+    seconds (see the module doc); `content_length` is the request's ``Content-Length``
+    header, when it has one."""
     if content_length is not None:
         declared = content_length.strip()
         if not declared.isascii() or not declared.isdigit() or len(declared) > _MAX_LENGTH_DIGITS:
             return Body(BodyStatus.INVALID_LENGTH)
         if int(declared) > limit:
             return Body(BodyStatus.TOO_LARGE)
+    try:
+        async with asyncio.timeout(timeout):
+            return await _read_chunks(receive, limit)
+    except TimeoutError:
+        return Body(BodyStatus.TIMED_OUT)
+
+
+async def _read_chunks(receive: Receive, limit: int) -> Body:
+    """The body's chunks up to its end, a disconnect, or past `limit`."""
     chunks: list[bytes] = []
     size = 0
     while True:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -261,3 +262,28 @@ def test_trailing_dot_and_idna_hosts_reach_their_own_origin(
     assert remote.get_task("task-1")["id"] == "task-1"
     expected = host.lower().rstrip(".").encode("idna").decode()
     assert {asked for asked, _ in resolver.asked} == {expected}
+
+
+def test_a_sync_call_leaves_the_threads_own_event_loop_in_place(peer: FixturePeer) -> None:
+    """Review2 3: a thread that set an event loop it
+    is not running keeps it as its current loop after a sync call (the call runs on a
+    private loop, closed after; ``asyncio.run`` would unset the thread's loop)."""
+    seen: list[Any] = []
+
+    def worker() -> None:
+        mine = asyncio.new_event_loop()
+        asyncio.set_event_loop(mine)
+        try:
+            remote = local(peer)
+            seen.append(remote.get_task("task-1")["id"])
+            seen.append(asyncio.get_event_loop() is mine)
+            seen.append(mine.run_until_complete(asyncio.sleep(0, "still usable")))
+            seen.append(mine.is_closed())
+        finally:
+            asyncio.set_event_loop(None)
+            mine.close()
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join(10)
+    assert seen == ["task-1", True, "still usable", False]

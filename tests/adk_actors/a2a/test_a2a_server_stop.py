@@ -10,6 +10,7 @@ runs it had just cancelled ended.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 import time
@@ -20,7 +21,8 @@ import pytest
 from starlette.routing import Route
 
 import adk_actors as adk
-from adk_actors.a2a.server import serve
+from adk_actors.a2a import wire
+from adk_actors.a2a.server import end_runs, serve
 from adk_actors.a2a.server_http import CardSlot, a2a_routes
 from adk_actors.a2a.server_options import server_options
 from adk_actors.a2a.server_sse import StreamsClosing
@@ -175,3 +177,118 @@ def test_a_stopping_server_refuses_new_requests() -> None:
         stop_task_store(store)
     assert sent[0]["status"] == 503
     assert (b"retry-after", b"1") in sent[0]["headers"]
+
+
+def test_stop_refuses_a_request_admitted_before_it(caplog: pytest.LogCaptureFixture) -> None:
+    """Review2 1. A blocking SendMessage whose (slow) verifier runs when stop() is called
+    reaches the store after stop() drained it: the store refuses it (503, -32603
+    "server stopping" under its id) instead of starting a run nobody cancels; stop()
+    does not wait for uvicorn's graceful timeout, no ASGI exception, no lost end."""
+    agent = adk.spawn_agent(
+        "Long", {"provider": adk.ScriptedProvider(fn=lambda h, t: {"text": "x", "delay": 30.0})}
+    )
+    verifying = threading.Event()
+
+    def verifier(token: str) -> str | None:
+        verifying.set()
+        time.sleep(0.5)  # the request is in flight when stop() starts
+        return "alice" if token == ALICE else None
+
+    server = serve(agent, verifier=verifier)
+    answers: list[Any] = []
+
+    def send() -> None:
+        body = envelope("SendMessage", {"message": message("wait")}, request_id=7)
+        headers = {"Authorization": f"Bearer {ALICE}", "A2A-Version": "1.0"}
+        try:
+            answers.append(httpx.post(server.rpc_url, json=body, headers=headers, timeout=30))
+        except httpx.HTTPError as error:
+            answers.append(error)
+
+    caplog.set_level(logging.WARNING)
+    thread = threading.Thread(target=send)
+    try:
+        thread.start()
+        assert verifying.wait(10)
+    finally:
+        server.stop()
+    thread.join(30)
+    (answer,) = answers
+    assert isinstance(answer, httpx.Response), answer
+    assert answer.status_code == 503
+    assert answer.json() == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "error": {"code": -32603, "message": "server stopping"},
+    }
+    assert adk.runs.list(state="running", agent="Long")["runs"] == []
+    messages = [record.getMessage() for record in caplog.records]
+    assert not [m for m in messages if "Exception in ASGI application" in m]
+    assert not [m for m in messages if "end_not_stored" in m]
+
+
+def test_a_request_body_past_its_deadline_is_408() -> None:
+    """Review2 6. A client that declares a Content-Length and sends less (or trickles)
+    is cut off after ``body_timeout``: 408, -32600, the connection closes."""
+    agent = adk.spawn_agent("Echo", {"provider": "scripted", "script": [{"text": "ok"}]})
+    store = start_task_store(agent, server_options(None), child_id="a2a_body_timeout_tasks")
+    auth = BearerAuth(auth_token=ALICE, verifier=None, callback_timeout=1.0)
+    routes = a2a_routes(store, CardSlot(), auth, server_options(None), body_timeout=0.05)
+    endpoint = next(
+        route.app for route in routes if isinstance(route, Route) and route.path == "/a2a/v1"
+    )
+    sent: list[Any] = []
+    parts = [{"type": "http.request", "body": b'{"jsonrpc"', "more_body": True}]
+
+    async def receive() -> dict[str, Any]:
+        if parts:
+            return parts.pop(0)
+        await asyncio.sleep(3600)  # the rest never comes
+        raise AssertionError("unreachable")
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    headers = [
+        (b"authorization", f"Bearer {ALICE}".encode()),
+        (b"content-type", b"application/json"),
+        (b"content-length", b"100"),
+    ]
+
+    async def request() -> None:
+        await endpoint({"type": "http", "method": "POST", "headers": headers}, receive, send)
+
+    try:
+        asyncio.run(request())
+    finally:
+        stop_task_store(store)
+    assert sent[0]["status"] == 408
+    assert (b"connection", b"close") in sent[0]["headers"]
+    assert json.loads(sent[1]["body"])["error"]["code"] == -32600
+
+
+def test_end_runs_cancels_every_running_run_across_pages() -> None:
+    """Review2 8: with more running runs than a listing page (here pages of 2 for 5
+    runs), every one is cancelled and has ended when `end_runs` returns; it lists
+    again until no running run is left that it has not cancelled (an offset page
+    shifted by a run that ended meanwhile can no longer hide one)."""
+    agent = adk.spawn_agent(
+        "Paged", {"provider": adk.ScriptedProvider(fn=lambda h, t: {"text": "x", "delay": 30.0})}
+    )
+    app_name = "a2a.a2a_paged_tasks"
+    store = start_task_store(
+        agent, server_options(None), child_id="a2a_paged_tasks", app_name=app_name
+    )
+    try:
+        for number in range(5):
+            params = {"message": message(f"task {number}")}
+            request = wire.parse_request("SendMessage", params, max_parts=8)
+            request.configuration.return_immediately = True
+            asyncio.run(store.send("alice", request))
+        deadline = time.monotonic() + 10
+        while store.stats()["runs"] < 5 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert end_runs(app_name, time.monotonic() + 10, page_size=2) == 5
+        assert adk.runs.list(state="running", app_name=app_name)["runs"] == []
+    finally:
+        stop_task_store(store)

@@ -1,4 +1,4 @@
-"""Review F1: a task waiting for input holds a paused run; the store releases it (drops
+"""Review F1 (and Review2 1, 7): a task waiting for input holds a paused run; the store releases it (drops
 its continuation: nothing can resume it, its pause is no longer pending) when the task
 is cancelled, expires, is evicted, or the store stops or is restarted."""
 
@@ -11,6 +11,8 @@ import adk_actors as adk
 import supervision as sv
 from adk_actors.a2a import errors
 from adk_actors.a2a.tasks import TaskStore, principal_scope, stop_task_store
+from adk_actors.a2a.tasks_protocol import StoreStopping
+from adk_actors.outcomes import Completed
 from adk_actors.runner import Runner
 from adk_actors.sessions import InMemorySessionService
 from adk_actors.tools.suspension import request_human_approval
@@ -154,3 +156,46 @@ def test_a_task_canceled_while_it_resumes_leaves_no_run(stores, sessions):
     assert run(store.cancel(ALICE, task.id)).status.state == pb.TASK_STATE_CANCELED
     wait_until(lambda: store.stats()["runs"] == 0)
     wait_until(lambda: not adk.runs.list(state="running", agent="Pauser")["runs"])
+
+
+def test_an_expired_input_required_task_is_released_without_another_request(
+    stores, sessions, pending
+):
+    """Review2 7: expiry is a timer in the store, not the next request's prune: the
+    paused run's pause leaves the sessions once the retention ends, with no call to
+    the store in between."""
+    store = paused_store(stores, sessions, retention=0.05)
+    _, run_id = pause_one(store)
+    wait_until(lambda: pending() == [])  # reads the sessions only, never the store
+    with pytest.raises(adk.AdkError):
+        adk.runs.resume(run_id, {"answer": "yes"})
+
+
+def test_releasing_a_paused_run_leaves_a_resume_under_way_alone(stores, sessions, pending):
+    """Review2 7: the store drops the paused continuation with its own token, so a
+    resume that already claimed it (here one made outside the store) is not ended by
+    the release: it completes and stores its answer."""
+    store = paused_store(stores, sessions, [APPROVAL, {"text": "resumed", "delay": 0.5}])
+    task, run_id = pause_one(store)
+    resumed = adk.runs.resume(run_id, {"answer": "yes"})
+    wait_until(lambda: adk.runs.status(resumed)["state"] == "running")
+    assert run(store.cancel(ALICE, task.id)).status.state == pb.TASK_STATE_CANCELED
+    wait_until(lambda: store.stats()["runs"] == 0)  # released: the claimed pause is let be
+    outcome = adk.runs.wait(resumed, timeout=10)
+    assert isinstance(outcome, Completed), outcome
+
+
+def test_a_drained_store_refuses_new_work(stores):
+    """Review2 1: after `drain` the store answers a new task and a follow-up with
+    -32603 "server stopping" (`StoreStopping`), while its tasks stay readable."""
+    store = start_store(stores, adk.ScriptedProvider(fn=echo), name="Drained")
+    done = run(store.send(ALICE, request()))
+    assert store.drain(5.0)
+    for refused in (
+        refusal(store.send(ALICE, request())),
+        refusal(store.send(ALICE, request(task_id=done.id))),
+    ):
+        assert isinstance(refused, StoreStopping)
+        assert (refused.code, refused.message) == (errors.INTERNAL_ERROR, "server stopping")
+    assert run(store.get(ALICE, done.id)).status.state == pb.TASK_STATE_COMPLETED
+    assert store.stats()["runs"] == 0

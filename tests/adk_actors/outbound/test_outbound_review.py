@@ -14,6 +14,7 @@ import httpx2
 import pytest
 
 import adk_actors.mcp as mcp
+from adk_actors.a2a.client import connect
 from adk_actors.mcp import security
 from adk_actors.outbound import (
     HttpPolicy,
@@ -190,3 +191,94 @@ def test_an_auth_callback_raising_timeout_error_keeps_the_mcp_reason() -> None:
         ]
     finally:
         release.set()
+
+
+class GzipRefusals(http.server.BaseHTTPRequestHandler):
+    """Every request answered with `status` (and its headers) and a gzip body."""
+
+    status = 401
+    extra: dict[str, str] = {}
+    body = gzip.compress(b'{"error": "refused"}')
+
+    def answer(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", "0")))
+        self.send_response(self.status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-encoding", "gzip")
+        for name, value in self.extra.items():
+            self.send_header(name, value)
+        self.send_header("content-length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    do_GET = do_POST = answer
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def gzip_refusals() -> Iterator[str]:
+    """The URL of a `GzipRefusals` server on 127.0.0.1."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), GzipRefusals)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/mcp"
+    finally:
+        GzipRefusals.status, GzipRefusals.extra = 401, {}
+        server.shutdown()
+        server.server_close()
+
+
+REFUSALS = [
+    (401, {"www-authenticate": 'Bearer error="invalid_token"'}, "unauthorized", "invalid_token"),
+    (403, {"www-authenticate": 'Bearer error="insufficient_scope"'}, "forbidden", None),
+    (302, {"location": "http://127.0.0.1:1/elsewhere"}, "redirect", None),
+]
+
+
+@pytest.mark.parametrize(("status", "extra", "kind", "why"), REFUSALS)
+def test_a_refused_status_keeps_its_refusal_when_its_body_is_compressed(
+    gzip_refusals: str, status: int, extra: dict[str, str], kind: str, why: Any
+) -> None:
+    """Review2 4 (repro2_6): the status is checked before the encoding, so a 401/403 or a
+    redirect whose (never read) body is gzip gets its auth / redirect refusal, for A2A and
+    MCP alike; the compressed body is dropped undecoded."""
+    GzipRefusals.status, GzipRefusals.extra = status, extra
+    url = gzip_refusals
+    a2a_reason = reason(lambda: connect(url, allow_http_loopback=True, request_timeout=5.0))
+    mcp_reason = reason(
+        lambda: mcp.connect("streamable_http", url, allow_http_loopback=True, connect_timeout=5.0)
+    )
+    if kind == "redirect":
+        assert a2a_reason == mcp_reason == "redirect_rejected"
+    else:
+        assert a2a_reason[0] == f"a2a_{kind}" and mcp_reason[0] == f"mcp_{kind}"
+        assert why is None or a2a_reason[1] == mcp_reason[1] == why
+
+
+def test_an_unread_compressed_body_is_dropped_by_the_transport() -> None:
+    """Review2 4: at the transport, the 401's gzip body is never decoded (an empty
+    identity body with the status and challenge kept) and the refusal is typed."""
+    challenge = 'www-authenticate: Bearer error="invalid_token"\r\n'
+
+    async def main() -> tuple[int, bytes, Any, Observed]:
+        bomb = gzip.compress(b" " * (4 * 1024 * 1024))
+        server, port, _ = await raw_server(
+            {"/mcp": response("401 Unauthorized", bomb, GZIP_JSON + challenge)}
+        )
+        endpoint = parse_endpoint(f"http://127.0.0.1:{port}/mcp", A2A)
+        observed = Observed()
+        transport = security.GuardedTransport(
+            endpoint, HttpPolicy(reasons=A2A, allow_http_loopback=True), observed, 1024
+        )
+        async with server, httpx2.AsyncClient(transport=transport, trust_env=False) as client:
+            answer = await client.get(endpoint.url)
+        return answer.status_code, answer.content, answer.headers.get("www-authenticate"), observed
+
+    status, body, kept, observed = run(main)
+    assert (status, body, kept) == (401, b"", 'Bearer error="invalid_token"')
+    assert observed.refused is not None
+    assert observed.refused.reason == ("a2a_unauthorized", "invalid_token")
+    assert observed.too_large == 0

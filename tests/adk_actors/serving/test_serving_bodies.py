@@ -53,3 +53,27 @@ def test_a_client_leaving_mid_body_is_disconnected_with_no_data() -> None:
     """Review F4: the part that arrived before the disconnect is never handed over."""
     body = read([chunk(b'{"complete": true}', True), {"type": "http.disconnect"}], 1024, "100")
     assert body == Body(BodyStatus.DISCONNECTED)
+
+
+def test_a_body_that_never_ends_times_out() -> None:
+    """Review2 6: a declared length never sent in full (the client waits) is cut off
+    after `timeout`, not held open."""
+
+    async def receive() -> dict[str, Any]:
+        await asyncio.sleep(3600)
+        raise AssertionError("unreachable")
+
+    body = asyncio.run(read_body(receive, 1024, content_length="100", timeout=0.05))
+    assert body == Body(BodyStatus.TIMED_OUT)
+
+
+def test_a_trickling_body_times_out_as_a_whole() -> None:
+    """Review2 6: the deadline bounds the whole body, not each chunk (a byte every few
+    milliseconds never completes it in time)."""
+
+    async def receive() -> dict[str, Any]:
+        await asyncio.sleep(0.005)
+        return chunk(b"x", True)
+
+    body = asyncio.run(read_body(receive, 1 << 20, timeout=0.1))
+    assert body == Body(BodyStatus.TIMED_OUT)
