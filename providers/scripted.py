@@ -61,6 +61,10 @@ class ScriptedProvider:
     ) -> None:
         if (steps is None) == (fn is None):
             raise AdkError("invalid_script", "give either steps or fn")
+        if steps is not None and (
+            not isinstance(steps, Sequence) or isinstance(steps, (str, bytes))
+        ):
+            raise AdkError("invalid_script", "steps is a list of step mappings")
         self._steps = [_check_step(step) for step in steps] if steps is not None else []
         self._fn = fn
         self._inline = inline

@@ -265,7 +265,7 @@ class ToolRound(TurnContext):
                 runtime_span(
                     _tracer,
                     semconv.span_name(semconv.EXECUTE_TOOL, call.name),
-                    attributes=semconv.tool_call(spec.name, call.name, call.id),
+                    attributes=lambda: semconv.tool_call(spec.name, call.name, call.id),
                 ) as span,
             ):
                 # approval was settled by `_admit`: the catalog need not ask again

@@ -72,7 +72,7 @@ async def run_turn(
     with runtime_span(
         _tracer,
         semconv.span_name(semconv.INVOKE_AGENT, spec.name),
-        attributes=semconv.invocation(
+        attributes=lambda: semconv.invocation(  # built only for a recording span
             spec.name, invocation_id=invocation_id, session_id=scope.session_id
         ),
     ):
@@ -96,7 +96,7 @@ async def resume_turn(
     with runtime_span(
         _tracer,
         semconv.span_name(semconv.INVOKE_AGENT, spec.name),
-        attributes=semconv.invocation(
+        attributes=lambda: semconv.invocation(  # built only for a recording span
             spec.name, invocation_id=invocation_id, session_id=scope.session_id
         ),
     ):

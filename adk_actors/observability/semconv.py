@@ -50,6 +50,7 @@ ADK_SEMCONV: Final = "adk.semconv.version"
 
 MAX_VALUE_CHARS: Final = 256
 MAX_ATTRIBUTES: Final = 32
+_NUMBERS: Final = (bool, int, float)
 
 
 def span_name(operation: str, target: str) -> str:
@@ -63,12 +64,16 @@ def checked(attributes: Mapping[str, object]) -> dict[str, AttributeValue]:
     can never become an attribute. At most `MAX_ATTRIBUTES` keys."""
     out: dict[str, AttributeValue] = {}
     for key, value in attributes.items():
-        if len(out) >= MAX_ATTRIBUTES:
-            break
-        if isinstance(value, bool | int | float):
+        if type(value) is str:  # the common case first: every span is built through here
+            out[key] = value if len(value) <= MAX_VALUE_CHARS else value[:MAX_VALUE_CHARS]
+        elif isinstance(value, _NUMBERS):
             out[key] = value
         elif isinstance(value, str):
             out[key] = value[:MAX_VALUE_CHARS]
+        else:
+            continue
+        if len(out) >= MAX_ATTRIBUTES:
+            break
     return out
 
 

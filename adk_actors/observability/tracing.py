@@ -11,17 +11,33 @@ exception passing through it (its message and stack trace as an ``exception`` ev
 its message as the status description), and a message can hold a credential or
 prompt text. `runtime_span` records only `error.type` (the exception's class name, or an
 `AdkError`'s reason code) and an ERROR status without a description.
+
+Without an SDK a span is free: `runtime_span` sees that its tracer can only make
+non-recording spans (the API's no-op tracer, or its proxy while the global provider is
+unset or a no-op one) and opens nothing: no span, no context attached, no attributes
+built when they are passed as a callable. The check reads the global provider on every
+span, so an SDK installed later (after import, after the first runs) gets every span
+from then on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from typing import Final
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from types import TracebackType
+from typing import Final, TypeAlias
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Status, StatusCode
+from opentelemetry.trace import (
+    INVALID_SPAN,
+    NoOpTracer,
+    NoOpTracerProvider,
+    ProxyTracer,
+    ProxyTracerProvider,
+    Status,
+    StatusCode,
+)
 from opentelemetry.util.types import AttributeValue
 
 from adk_actors.observability import semconv
@@ -48,27 +64,109 @@ def tracer() -> trace.Tracer:
     return trace.get_tracer(TRACER_NAME)
 
 
-@contextmanager
+Attributes: TypeAlias = Mapping[str, AttributeValue]
+
+_UNREAD: Final = object()
+_NO_OP_PROVIDERS: Final = (NoOpTracerProvider, ProxyTracerProvider)
+
+
+def _global_provider() -> object:
+    """The global tracer provider as a `ProxyTracer` resolves it: the API's module
+    global, None until an application sets one (read directly: `get_tracer_provider`
+    also consults ``os.environ`` on every call while it is unset)."""
+    provider = getattr(trace, "_TRACER_PROVIDER", _UNREAD)
+    return trace.get_tracer_provider() if provider is _UNREAD else provider
+
+
+def _no_sdk(tracer_: trace.Tracer) -> bool:
+    """True when `tracer_` can only make non-recording spans: the API's no-op tracer,
+    or its proxy while the global provider is unset or a no-op one. Anything else (an
+    SDK's tracer, another implementation's) is used as it is."""
+    kind = type(tracer_)
+    if kind is ProxyTracer:
+        resolved = getattr(tracer_, "_real_tracer", None)  # cached once a provider is set
+        if resolved is not None:
+            return type(resolved) is NoOpTracer
+        provider = _global_provider()
+        return provider is None or isinstance(provider, _NO_OP_PROVIDERS)
+    return kind is NoOpTracer
+
+
+def recording(tracer_: trace.Tracer) -> bool:
+    """Whether spans from `tracer_` can record (False without an SDK): for a caller
+    that has span work of its own to skip. Cheap; checked again on every call."""
+    return not _no_sdk(tracer_)
+
+
+class RuntimeSpan:
+    """What `runtime_span` returns: entering it starts the span and makes it current
+    (or, without an SDK, does nothing and gives the API's non-recording
+    `INVALID_SPAN`); leaving it on an exception marks the span `failed`."""
+
+    __slots__ = ("_attributes", "_current", "_name", "_span", "_tracer")
+
+    def __init__(
+        self,
+        tracer_: trace.Tracer,
+        name: str,
+        attributes: Attributes | Callable[[], Attributes] | None,
+    ) -> None:
+        self._tracer = tracer_
+        self._name = name
+        self._attributes = attributes
+        self._current: AbstractContextManager[trace.Span] | None = None
+        self._span: trace.Span = INVALID_SPAN
+
+    def __enter__(self) -> trace.Span:
+        if _no_sdk(self._tracer):
+            return INVALID_SPAN
+        attributes = self._attributes
+        if callable(attributes):
+            attributes = attributes()
+        current = self._tracer.start_as_current_span(
+            self._name,
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
+        )
+        self._span = current.__enter__()
+        self._current = current
+        return self._span
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        current = self._current
+        if current is None:
+            return None
+        self._current = None
+        if exc is not None:
+            failed(self._span, exc)
+        return current.__exit__(exc_type, exc, traceback)
+
+
 def runtime_span(
-    tracer_: trace.Tracer, name: str, attributes: Mapping[str, AttributeValue] | None = None
-) -> Iterator[trace.Span]:
+    tracer_: trace.Tracer,
+    name: str,
+    attributes: Attributes | Callable[[], Attributes] | None = None,
+) -> RuntimeSpan:
     """`tracer_.start_as_current_span(name, attributes=...)` that never records an
     exception's message or stack trace: a failure passing through sets `error.type`
-    (`failed`) and re-raises."""
-    with tracer_.start_as_current_span(
-        name, attributes=attributes, record_exception=False, set_status_on_exception=False
-    ) as current_span:
-        try:
-            yield current_span
-        except BaseException as exc:
-            failed(current_span, exc)
-            raise
+    (`failed`) and re-raises. `attributes` may be a callable, called only when a span
+    is really started. Without an SDK nothing is started (see the module's doc)."""
+    return RuntimeSpan(tracer_, name, attributes)
 
 
 def failed(span_: trace.Span, cause: object) -> None:
     """Mark `span_` failed: `error.type` is an `AdkError`'s reason code, another
     exception's class name, or `cause` itself as a reason code (bounded); the status is
-    ERROR with no description. An exception's message is never read."""
+    ERROR with no description. An exception's message is never read. Nothing is
+    built for a span that does not record (no SDK, sampled out, ended)."""
+    if not span_.is_recording():
+        return
     if isinstance(cause, AdkError):
         span_.set_attributes(semconv.error(cause.reason))
     elif isinstance(cause, BaseException):

@@ -134,6 +134,12 @@ class ToolCatalog:
         entry = self._entries.get(name)
         return entry.tool if entry else None
 
+    def validator(self, name: str) -> Callable[[Any], Any] | None:
+        """Tool `name`'s compiled argument validator: one object, shared by every catalog
+        whose tool has an equal parameter schema (`adk_actors.tools.schema`)."""
+        entry = self._entries.get(name)
+        return entry.validate if entry else None
+
     def check_arguments(self, name: str, args: Any) -> dict[str, Any] | None:
         """None if `args` are valid for tool `name`, else the structural error payload."""
         entry = self._entries.get(name)

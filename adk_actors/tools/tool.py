@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import inspect
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -97,8 +99,8 @@ class FunctionTool(Tool):
         doc = inspect.getdoc(fn) or ""
         summary, argument_docs = _parse_docstring(doc)
         self.description = description if description is not None else summary
-        self._context_parameter, self._struct = _arguments_struct(fn, self.name)
-        self.parameters = _schema_of(self._struct, argument_docs)
+        self._context_parameter, fields = _arguments(fn, self.name)
+        self.parameters = _schema_of(f"{self.name}_arguments", fields, argument_docs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -140,7 +142,8 @@ def check_name(name: str, what: str = "tool") -> str:
     return name
 
 
-def _arguments_struct(fn: Callable[..., Any], name: str) -> tuple[str | None, type[msgspec.Struct]]:
+def _arguments(fn: Callable[..., Any], name: str) -> tuple[str | None, list[Any]]:
+    """The context parameter's name (or None) and the arguments' struct fields."""
     try:
         hints = get_type_hints(fn)
     except Exception:
@@ -167,20 +170,15 @@ def _arguments_struct(fn: Callable[..., Any], name: str) -> tuple[str | None, ty
             fields.append((parameter.name, annotation))
         else:
             fields.append((parameter.name, annotation, parameter.default))
-    return context_parameter, msgspec.defstruct(
-        f"{name}_arguments", fields, forbid_unknown_fields=True
-    )
+    return context_parameter, fields
 
 
-def _schema_of(struct: type[msgspec.Struct], argument_docs: dict[str, str]) -> dict[str, Any]:
-    try:
-        generated = msgspec.json.schema(struct)
-    except TypeError:
-        raise AdkError(
-            ("invalid_tool_schema", struct.__name__), "a parameter type has no JSON Schema"
-        ) from None
+def _schema_of(
+    struct_name: str, fields: list[Any], argument_docs: dict[str, str]
+) -> dict[str, Any]:
+    generated = _generated_schema(struct_name, fields)
     definitions = generated.get("$defs", {})
-    root = dict(definitions.pop(struct.__name__))
+    root = dict(definitions.pop(struct_name))
     root.pop("title", None)
     root["additionalProperties"] = False
     properties = {key: dict(value) for key, value in root.get("properties", {}).items()}
@@ -191,6 +189,64 @@ def _schema_of(struct: type[msgspec.Struct], argument_docs: dict[str, str]) -> d
     if definitions:
         root["$defs"] = definitions
     return root
+
+
+RECENT_SIGNATURES = 256
+"""Generated argument schemas kept, by signature (most recently used)."""
+
+_signatures: OrderedDict[tuple[Any, ...], bytes] = OrderedDict()
+_signatures_lock = threading.Lock()
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder()
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _generated_schema(struct_name: str, fields: list[Any]) -> dict[str, Any]:
+    """msgspec's JSON Schema of a struct `struct_name` with `fields`, always a fresh
+    value. Generating it (a struct class, then msgspec's schema walk) is most of the
+    cost of `@tool`; a function wrapped again with the same signature (a tool object
+    per agent) reuses the JSON text of the last one instead."""
+    key = _signature_key(struct_name, fields)
+    if key is not None:
+        with _signatures_lock:
+            cached = _signatures.get(key)
+            if cached is not None:
+                _signatures.move_to_end(key)
+        if cached is not None:
+            return _decoder.decode(cached)  # type: ignore[no-any-return]
+    struct = msgspec.defstruct(struct_name, fields, forbid_unknown_fields=True)
+    try:
+        generated = msgspec.json.schema(struct)
+    except TypeError:
+        raise AdkError(
+            ("invalid_tool_schema", struct_name), "a parameter type has no JSON Schema"
+        ) from None
+    if key is not None:
+        data = _encoder.encode(generated)
+        if _decoder.decode(data) == generated:  # kept only if its JSON text is all of it
+            with _signatures_lock:
+                _signatures[key] = data
+                while len(_signatures) > RECENT_SIGNATURES:
+                    _signatures.popitem(last=False)
+    return generated
+
+
+def _signature_key(struct_name: str, fields: list[Any]) -> tuple[Any, ...] | None:
+    """What the generated schema depends on: the name, and each field's name, type (by
+    equality and by repr: ``int | str`` equals ``str | int`` but is written in its own
+    order) and default (scalars only, with their type); None if not hashable."""
+    parts: list[Any] = [struct_name]
+    try:
+        for field_name, annotation, *default in fields:
+            if default and type(default[0]) not in _SCALARS:
+                return None
+            typed_default = (type(default[0]), default[0]) if default else ()
+            parts.append((field_name, annotation, repr(annotation), typed_default))
+        key = tuple(parts)
+        hash(key)
+    except Exception:  # an unhashable type or default, a failing __repr__
+        return None
+    return key
 
 
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:

@@ -7,6 +7,7 @@ from typing import Literal
 import pytest
 
 import adk_actors as adk
+from adk_actors.agents.api import agent_spec
 from adk_actors.tools import ToolCatalog, ToolContext
 from providers import content
 
@@ -161,3 +162,97 @@ def test_tool_context_carries_the_scope():
     adk.invoke(agent, "weather", scope=("app", "u1", "s1"))
     response = model.histories[1][-1].parts[0]
     assert response.id == "call-9" and response.response["session"] == "s1"
+
+
+# -- shared validators (issue 20: spawning compiles nothing already compiled) ------------------
+
+
+def _weather_tool():
+    """A tool object per call, as a factory that spawns agents writes it."""
+
+    @adk.tool
+    def get_weather(city: str, days: int = 1, ctx: ToolContext = None) -> dict:
+        """Get the weather for a city."""
+        return {"city": city, "days": days}
+
+    return get_weather
+
+
+def test_agents_with_one_tool_object_share_one_compiled_validator():
+    config = {"provider": "scripted", "script": [{"text": "hi"}]}
+    first = agent_spec(adk.spawn_agent("SharedA", config, tools=[get_weather]))
+    second = agent_spec(adk.spawn_agent("SharedB", config, tools=[get_weather]))
+    assert first.catalog is not second.catalog
+    validator = first.catalog.validator("get_weather")
+    assert validator is not None and second.catalog.validator("get_weather") is validator
+
+
+def test_a_tool_object_per_agent_shares_the_validator_but_not_the_schema():
+    config = {"provider": "scripted", "script": [{"text": "hi"}]}
+    one, two = _weather_tool(), _weather_tool()
+    assert one is not two and one.schema() == two.schema()
+    assert one.parameters is not two.parameters  # each tool owns its schema, deep
+    assert one.parameters["properties"]["city"] is not two.parameters["properties"]["city"]
+    first = agent_spec(adk.spawn_agent("OwnA", config, tools=[one]))
+    second = agent_spec(adk.spawn_agent("OwnB", config, tools=[two]))
+    assert first.catalog.validator("get_weather") is second.catalog.validator("get_weather")
+
+
+@pytest.mark.parametrize(
+    ("args", "validation"),
+    [
+        ({}, {"kind": "required_property", "path": ["city"], "constraint": "required"}),
+        ({"city": 42}, {"kind": "expected_type", "path": ["city"], "constraint": "type"}),
+        (
+            {"city": "Oslo", "secret": "x"},
+            {"kind": "additional_property", "path": [], "constraint": "additionalProperties"},
+        ),
+        (
+            {"city": "Oslo", "days": "2"},
+            {"kind": "expected_type", "path": ["days"], "constraint": "type"},
+        ),
+        (
+            {"city": "Oslo", "days": float("nan")},
+            {"kind": "not_json", "path": [], "constraint": "json"},
+        ),
+    ],
+)
+def test_a_shared_validator_reports_the_same_errors(args, validation):
+    expected = {
+        "success": False,
+        "error": {"type": "invalid_tool_arguments", "validation": validation},
+    }
+    catalogs = [ToolCatalog([_weather_tool()]) for _ in range(3)]
+    assert len({id(catalog.validator("get_weather")) for catalog in catalogs}) == 1
+    for catalog in catalogs:
+        assert catalog.check_arguments("get_weather", args) == expected
+        assert catalog.check_arguments("get_weather", {"city": "Oslo", "days": 2}) is None
+
+
+def test_only_plain_json_schemas_are_shared_and_refusals_are_never_cached():
+    def explicit(name, parameters):
+        tool = adk.Tool()
+        tool.name, tool.parameters = name, parameters
+        return tool
+
+    plain = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    reordered = {"required": ["a"], "properties": {"a": {"type": "string"}}, "type": "object"}
+    with_tuple = {**plain, "required": ("a",)}  # not JSON as it stands: compiled afresh
+    tools = [("p", plain), ("q", dict(plain)), ("r", reordered), ("t", with_tuple)]
+    catalog = ToolCatalog([explicit(*tool) for tool in [*tools, ("u", dict(with_tuple))]])
+    assert catalog.validator("p") is catalog.validator("q")
+    assert catalog.validator("r") is not catalog.validator("p")  # key order is kept
+    assert catalog.validator("t") is not catalog.validator("u")
+    refusal = {"kind": "required_property", "path": ["a"], "constraint": "required"}
+    for name in "pqrtu":
+        response = catalog.check_arguments(name, {})
+        assert response is not None and response["error"]["validation"] == refusal
+    broken = {"type": "object", "properties": {"x": {"type": "no-such-type"}}}
+    remote = {"type": "object", "properties": {"x": {"$ref": "https://example.com/s.json"}}}
+    for _ in range(2):  # refused again: a refusal is never cached
+        with pytest.raises(adk.AdkError) as info:
+            ToolCatalog([explicit("broken", broken)])
+        assert info.value.reason == ("invalid_tool_schema", "broken")
+        with pytest.raises(adk.AdkError) as info:
+            ToolCatalog([explicit("remote", remote)])
+        assert info.value.reason == ("invalid_schema", "remote_ref", "remote")

@@ -110,6 +110,10 @@ def test_invalid_steps_and_configs_are_typed_errors():
         with pytest.raises(AdkError) as info:
             providers.ScriptedProvider(bad)
         assert info.value.reason == "invalid_script_step"
+    for not_a_list in (False, 3, "text", b"bytes", {"text": "a"}):  # found by test_fuzz
+        with pytest.raises(AdkError) as info:
+            providers.ScriptedProvider(not_a_list)  # type: ignore[arg-type]
+        assert info.value.reason == "invalid_script"
     with pytest.raises(AdkError):
         providers.generate({"provider": "no-such-provider"}, HISTORY)
     with pytest.raises(AdkError) as info:
