@@ -5,21 +5,32 @@ model turn with a function call and a state delta, and a 20-part model turn with
 grounding-sized metadata. Each round encodes an event to JSON and decodes it back
 (our `events.encode`/`events.decode` vs `model_dump_json`/`model_validate_json`).
 
+The two sides run in turn, round by round (the first side alternating); each round
+gives one ratio (ours / google-adk, both measured in that round) and the headline is
+the median of those per-round ratios, printed with their min-max. The machine facts and
+the load average come first.
+
 Needs google-adk (`make bench` installs it in `.venv-bench`, apart from the test venv).
-Usage: ``python benchmarks/events.py [--quick]``
+Usage: ``python benchmarks/events.py [--quick] [--rounds N]``
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
-import gc
-import importlib.metadata
-import platform
 import time
 from collections.abc import Callable
 from typing import Any
 
+from _bench import (
+    Compared,
+    OtherCpu,
+    fmt_list,
+    fmt_share,
+    interleaved,
+    load_average,
+    print_facts,
+    print_table,
+)
 from google.adk.events import Event as AdkEvent
 from google.adk.events import EventActions as AdkEventActions
 from google.genai import types
@@ -27,6 +38,10 @@ from google.genai import types
 from adk_actors import events
 from adk_actors.events import Event, EventActions
 from providers import content
+
+ROUNDS = 9
+# Encode+decode pairs per round and side: the 20-part peer does about 2,300 a second.
+COUNTS = {"user message": 10_000, "tool call + state": 10_000, "20 parts + grounding": 5_000}
 
 
 def payloads() -> dict[str, tuple[Event, Any]]:
@@ -97,40 +112,74 @@ def payloads() -> dict[str, tuple[Event, Any]]:
     }
 
 
-def per_second(run: Callable[[], None], count: int, rounds: int) -> float:
-    best = 0.0
-    for _ in range(rounds):
-        gc.collect()
+def per_second(run: Callable[[], None], count: int) -> Callable[[], float]:
+    """A side for `interleaved`: `count` runs of `run`, as runs per second."""
+
+    def side() -> float:
         started = time.perf_counter()
         for _ in range(count):
             run()
-        best = max(best, count / (time.perf_counter() - started))
-    return best
+        return count / (time.perf_counter() - started)
+
+    return side
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="a short smoke run")
+    parser.add_argument("--rounds", type=int, help=f"measured rounds (default {ROUNDS})")
     options = parser.parse_args()
-    count, rounds = (2_000, 1) if options.quick else (20_000, 5)
-    print(f"# events benchmark  {datetime.date.today()}  python {platform.python_version()}")
-    print(
-        f"# msgspec {importlib.metadata.version('msgspec')}  google-adk {importlib.metadata.version('google-adk')}  pydantic {importlib.metadata.version('pydantic')}"
+    scale, rounds = (10, 3) if options.quick else (1, ROUNDS)
+    rounds = options.rounds or rounds
+    print_facts(
+        "events benchmark: encode + decode, ours (msgspec) vs google-adk (pydantic)"
+        + (" (quick)" if options.quick else ""),
+        "msgspec",
+        "google-adk",
+        "pydantic",
     )
-    print(f"\nencode + decode, best of {rounds} x {count:,}: ours / google-adk / ratio")
+    rows = []
+    meter = OtherCpu()
     for name, (ours, peer) in payloads().items():
         assert events.decode(events.encode(ours)) == ours
         assert (
             AdkEvent.model_validate_json(peer.model_dump_json(exclude_none=True)).author
             == peer.author
         )
-        our_rate = per_second(lambda ours=ours: events.decode(events.encode(ours)), count, rounds)
-        peer_rate = per_second(
-            lambda peer=peer: AdkEvent.model_validate_json(peer.model_dump_json(exclude_none=True)),
-            count,
-            rounds,
+        count = COUNTS[name] // scale
+        sides = {
+            "ours": per_second(lambda ours=ours: events.decode(events.encode(ours)), count),
+            "google-adk": per_second(
+                lambda peer=peer: AdkEvent.model_validate_json(
+                    peer.model_dump_json(exclude_none=True)
+                ),
+                count,
+            ),
+        }
+        interleaved(sides, 1)  # warm-up
+        others: list[float | None] = []
+        runs = interleaved(sides, rounds, others)
+        rows.append(
+            Compared(
+                name=name,
+                unit="events/s",
+                ours_runs=runs["ours"],
+                peer_runs=runs["google-adk"],
+                others=others,
+                detail=(
+                    f"{count:,} a round; runs {fmt_list(runs['ours'])} vs google-adk "
+                    f"{fmt_list(runs['google-adk'])}"
+                ),
+            )
         )
-        print(f"  {name:22s} {our_rate:12,.0f}/s {peer_rate:12,.0f}/s {our_rate / peer_rate:7.1f}x")
+    print_table(rows, ours="ours", peer="google-adk")
+    print(
+        f"\n{rounds} rounds per payload after a warm-up, the two sides in turn (first side "
+        "alternating); ours/google-adk columns: each side's median round; ratio = ours / "
+        "google-adk per round, headline = median of the per-round ratios; other processes "
+        f"used {fmt_share(meter.share())} of the CPUs during the run; load avg at the end "
+        f"{load_average()}"
+    )
 
 
 if __name__ == "__main__":

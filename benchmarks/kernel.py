@@ -9,9 +9,11 @@ thread per server, like a pykka ThreadingActor; ``pooled``: the default, shared 
 4. restart latency: kill a named permanent child of a Supervisor until its replacement
    answers a call (raw pykka has no supervisor: no peer figure).
 
-The sides of a comparison run in turn, in a rotating order, several rounds; the best
-round of each side is reported (a neighbour process on a small machine only ever makes
-a run slower), and the median of the per-round ratios is printed as a stability check.
+The sides of a comparison run in turn, round by round, the first side rotating (thread,
+pooled, pykka; pooled, pykka, thread; ...). Each round gives one ratio per dispatcher
+(ours / pykka, both measured in that round); the headline is the median of those
+per-round ratios, printed with their min-max. The machine facts and the load average
+come first.
 
 Usage: ``python benchmarks/kernel.py [--quick] [--repeats N]``
 """
@@ -19,12 +21,9 @@ Usage: ``python benchmarks/kernel.py [--quick] [--repeats N]``
 from __future__ import annotations
 
 import argparse
-import datetime
 import functools
-import gc
-import importlib.metadata
+import logging
 import os
-import platform
 import statistics
 import sys
 import time
@@ -33,7 +32,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import pykka
-import structlog
+from _bench import (
+    Compared,
+    OtherCpu,
+    fmt_list,
+    fmt_share,
+    interleaved,
+    load_average,
+    print_facts,
+    print_table,
+)
 
 import supervision
 from supervision import ChildSpec, DynamicSupervisor, From, GenServer, Reply, Supervisor
@@ -88,7 +96,7 @@ class CounterActor(pykka.ThreadingActor):
         return None
 
 
-# -- configuration and results -----------------------------------------------------------------
+# -- configuration ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -100,26 +108,28 @@ class Config:
     repeats: int
 
 
-FULL = Config(casts=200_000, calls=20_000, spawns=2_000, kills=500, repeats=5)
-QUICK = Config(casts=20_000, calls=2_000, spawns=200, kills=50, repeats=1)
-
-
-@dataclass
-class Row:
-    name: str
-    unit: str
-    ours: float
-    peer: float | None
-    goal: str
-    met: bool | None
-    detail: str = ""
-
-    @property
-    def ratio(self) -> float | None:
-        return None if self.peer is None or self.peer == 0 else self.ours / self.peer
-
+# Many short rounds rather than a few long ones: on a shared machine a neighbour's burst
+# then spoils a few rounds (their ratios show in min-max) instead of the headline.
+FULL = Config(casts=100_000, calls=10_000, spawns=1_000, kills=250, repeats=15)
+QUICK = Config(casts=20_000, calls=2_000, spawns=200, kills=50, repeats=3)
 
 Side = Callable[[], float]
+
+# The goal of each row, on the median of its per-round ratios (restart: on our median p50).
+GOALS: dict[str, tuple[str, Callable[[Compared], bool]]] = {
+    "cast vs tell": (">= 0.9x", lambda row: row.ratio is not None and row.ratio >= 0.9),
+    "call vs ask": ("<= 1.1x", lambda row: row.ratio is not None and row.ratio <= 1.1),
+    "restart latency": ("< 1 ms", lambda row: row.ours < 1.0),
+}
+
+
+def goal(name: str) -> str:
+    return GOALS[name][0] if name in GOALS else ""
+
+
+def met(row: Compared) -> bool | None:
+    check = GOALS.get(row.name.split(" [")[0])
+    return None if check is None else check[1](row)
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -129,20 +139,12 @@ def percentile(samples: list[float], q: float) -> float:
     return ordered[index]
 
 
-def rounds(sides: dict[str, Side], repeats: int) -> dict[str, list[float]]:
-    """Run every side `repeats` times, rotating which one goes first each round."""
-    names = list(sides)
-    runs: dict[str, list[float]] = {name: [] for name in names}
-    for round_ in range(repeats):
-        shift = round_ % len(names)
-        for name in names[shift:] + names[:shift]:
-            gc.collect()
-            runs[name].append(sides[name]())
-    return runs
-
-
-def median_ratio(ours: list[float], peer: list[float]) -> float:
-    return statistics.median(o / p for o, p in zip(ours, peer, strict=True))
+def measured(
+    sides: dict[str, Side], repeats: int, others: list[float | None]
+) -> dict[str, list[float]]:
+    """One warm-up round (discarded), then `repeats` interleaved rounds."""
+    interleaved(sides, 1)
+    return interleaved(sides, repeats, others)
 
 
 # -- 1. cast throughput ------------------------------------------------------------------------
@@ -178,34 +180,26 @@ def pykka_tell(n: int) -> float:
     return n / elapsed
 
 
-def bench_cast(config: Config) -> list[Row]:
+def bench_cast(config: Config) -> list[Compared]:
     n = config.casts
     sides: dict[str, Side] = {
         kind: functools.partial(ours_cast, server, n) for kind, server in OURS.items()
     }
     sides["pykka"] = lambda: pykka_tell(n)
-    rounds(sides, 1)  # warm-up
-    runs = rounds(sides, config.repeats)
-    peer = max(runs["pykka"])
-    rows = []
-    for kind in OURS:
-        best = max(runs[kind])
-        rows.append(
-            Row(
-                name=f"cast vs tell [{kind}]",
-                unit="msg/s",
-                ours=best,
-                peer=peer,
-                goal=">= 0.9x",
-                met=best >= 0.9 * peer,
-                detail=(
-                    f"{n:,} casts; runs {fmt_list(runs[kind])} vs pykka "
-                    f"{fmt_list(runs['pykka'])}; median ratio "
-                    f"{median_ratio(runs[kind], runs['pykka']):.2f}x"
-                ),
-            )
+    others: list[float | None] = []
+    runs = measured(sides, config.repeats, others)
+    return [
+        Compared(
+            name=f"cast vs tell [{kind}]",
+            unit="msg/s",
+            ours_runs=runs[kind],
+            peer_runs=runs["pykka"],
+            others=others,
+            goal=goal("cast vs tell"),
+            detail=f"{n:,} casts; runs {fmt_list(runs[kind])} vs pykka {fmt_list(runs['pykka'])}",
         )
-    return rows
+        for kind in OURS
+    ]
 
 
 # -- 2. call round trip ------------------------------------------------------------------------
@@ -239,22 +233,16 @@ def pykka_ask(n: int) -> tuple[float, list[float]]:
     return result
 
 
-class BestSamples:
-    """Keeps the per-call samples of each side's fastest run (for p50/p99)."""
+class Samples:
+    """Keeps every per-call sample of each side's measured rounds (for p50/p99)."""
 
     def __init__(self) -> None:
-        self.mean: dict[str, float] = {}
         self.samples: dict[str, list[float]] = {}
-
-    def reset(self) -> None:
-        self.mean.clear()
-        self.samples.clear()
 
     def side(self, name: str, run: Callable[[], tuple[float, list[float]]]) -> Side:
         def go() -> float:
             mean, per_call = run()
-            if mean < self.mean.get(name, float("inf")):
-                self.mean[name], self.samples[name] = mean, per_call
+            self.samples.setdefault(name, []).extend(per_call)
             return mean * 1e6
 
         return go
@@ -263,37 +251,35 @@ class BestSamples:
         return percentile(self.samples[name], q) * 1e6
 
 
-def bench_call(config: Config) -> list[Row]:
+def bench_call(config: Config) -> list[Compared]:
     n = config.calls
-    best = BestSamples()
+    samples = Samples()
     sides = {
-        kind: best.side(kind, functools.partial(ours_call, server, n))
+        kind: samples.side(kind, functools.partial(ours_call, server, n))
         for kind, server in OURS.items()
     }
-    sides["pykka"] = best.side("pykka", lambda: pykka_ask(n))
-    rounds(sides, 1)  # warm-up
-    best.reset()
-    runs = rounds(sides, config.repeats)
-    peer = min(runs["pykka"])
-    rows = []
-    for kind in OURS:
-        ours = min(runs[kind])
-        rows.append(
-            Row(
-                name=f"call vs ask [{kind}]",
-                unit="µs/call",
-                ours=ours,
-                peer=peer,
-                goal="<= 1.1x",
-                met=ours <= 1.1 * peer,
-                detail=(
-                    f"{n:,} calls; p50 {best.p(kind, 50):.1f} vs {best.p('pykka', 50):.1f} µs, "
-                    f"p99 {best.p(kind, 99):.1f} vs {best.p('pykka', 99):.1f} µs; "
-                    f"median ratio {median_ratio(runs[kind], runs['pykka']):.2f}x"
-                ),
-            )
+    sides["pykka"] = samples.side("pykka", lambda: pykka_ask(n))
+    interleaved(sides, 1)  # warm-up
+    samples.samples.clear()
+    others: list[float | None] = []
+    runs = interleaved(sides, config.repeats, others)
+    return [
+        Compared(
+            name=f"call vs ask [{kind}]",
+            unit="µs/call",
+            ours_runs=runs[kind],
+            peer_runs=runs["pykka"],
+            others=others,
+            goal=goal("call vs ask"),
+            detail=(
+                f"{n:,} calls; mean µs {fmt_list(runs[kind])} vs pykka "
+                f"{fmt_list(runs['pykka'])}; all rounds: p50 {samples.p(kind, 50):.1f} vs "
+                f"{samples.p('pykka', 50):.1f} µs, p99 {samples.p(kind, 99):.1f} vs "
+                f"{samples.p('pykka', 99):.1f} µs"
+            ),
         )
-    return rows
+        for kind in OURS
+    ]
 
 
 # -- 3. spawn + stop ---------------------------------------------------------------------------
@@ -322,28 +308,22 @@ def pykka_spawn(n: int) -> float:
     return n / (time.perf_counter() - start)
 
 
-def bench_spawn(config: Config) -> list[Row]:
+def bench_spawn(config: Config) -> list[Compared]:
     n = config.spawns
     sides: dict[str, Side] = {
         kind: functools.partial(ours_spawn, server, n) for kind, server in OURS.items()
     }
     sides["pykka"] = lambda: pykka_spawn(n)
-    rounds(sides, 1)  # warm-up
-    runs = rounds(sides, config.repeats)
-    peer = max(runs["pykka"])
+    others: list[float | None] = []
+    runs = measured(sides, config.repeats, others)
     return [
-        Row(
+        Compared(
             name=f"spawn+stop [{kind}]",
             unit="spawn/s",
-            ours=max(runs[kind]),
-            peer=peer,
-            goal="(none)",
-            met=None,
-            detail=(
-                f"{n:,} children; runs {fmt_list(runs[kind])} vs pykka "
-                f"{fmt_list(runs['pykka'])}; median ratio "
-                f"{median_ratio(runs[kind], runs['pykka']):.2f}x"
-            ),
+            ours_runs=runs[kind],
+            peer_runs=runs["pykka"],
+            others=others,
+            detail=f"{n:,} children; runs {fmt_list(runs[kind])} vs pykka {fmt_list(runs['pykka'])}",
         )
         for kind in OURS
     ]
@@ -382,137 +362,75 @@ def restart_latencies(server: type[Counter], kills: int) -> list[float]:
     return samples
 
 
-def bench_restart(config: Config) -> list[Row]:
+def bench_restart(config: Config) -> list[Compared]:
     kills = config.kills
-    samples: dict[str, list[list[float]]] = {kind: [] for kind in OURS}
+    samples: dict[str, list[float]] = {kind: [] for kind in OURS}
 
     def side(kind: str) -> Side:
         def go() -> float:
             run = restart_latencies(OURS[kind], kills)
-            samples[kind].append(run)
-            return percentile(run, 50)
+            samples[kind].extend(run)
+            return percentile(run, 50) * 1e3
 
         return go
 
-    rounds({kind: side(kind) for kind in OURS}, 1)  # warm-up
-    samples = {kind: [] for kind in OURS}
-    rounds({kind: side(kind) for kind in OURS}, config.repeats)
-    rows = []
+    sides = {kind: side(kind) for kind in OURS}
+    interleaved(sides, 1)  # warm-up
     for kind in OURS:
-        best = min(samples[kind], key=lambda run: percentile(run, 50))
-        p50 = percentile(best, 50) * 1e3
-        rows.append(
-            Row(
-                name=f"restart latency [{kind}]",
-                unit="ms p50",
-                ours=p50,
-                peer=None,
-                goal="< 1 ms",
-                met=p50 < 1.0,
-                detail=(
-                    f"{kills} kills; p99 {percentile(best, 99) * 1e3:.3f} ms, "
-                    f"mean {statistics.fmean(best) * 1e3:.3f} ms; p50 per run "
-                    f"{fmt_list([percentile(r, 50) * 1e3 for r in samples[kind]])} ms"
-                ),
-            )
+        samples[kind].clear()
+    others: list[float | None] = []
+    runs = interleaved(sides, config.repeats, others)
+    return [
+        Compared(
+            name=f"restart latency [{kind}]",
+            unit="ms p50",
+            ours_runs=runs[kind],
+            goal=goal("restart latency"),
+            others=others,
+            detail=(
+                f"{kills} kills a round; p50 per round {fmt_list(runs[kind])} ms; all rounds: "
+                f"p99 {percentile(samples[kind], 99) * 1e3:.3f} ms, "
+                f"mean {statistics.fmean(samples[kind]) * 1e3:.3f} ms"
+            ),
         )
-    return rows
+        for kind in OURS
+    ]
 
 
 # -- reporting ---------------------------------------------------------------------------------
 
 
-def fmt_num(value: float) -> str:
-    if value >= 1000:
-        return f"{value:,.0f}"
-    if value >= 10:
-        return f"{value:.1f}"
-    return f"{value:.3f}"
-
-
-def fmt_list(values: list[float]) -> str:
-    return "/".join(fmt_num(v) for v in values)
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def machine_facts() -> list[str]:
-    facts = [
-        f"date     {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
-        f"cpus     {os.cpu_count()} ({cpu_model()})",
-        f"python   {platform.python_implementation()} {platform.python_version()}",
-        f"pykka    {importlib.metadata.version('pykka')}",
-        f"platform {platform.platform()}",
-    ]
-    try:
-        import psutil  # type: ignore[import-untyped]
-
-        facts.append(f"ram      {psutil.virtual_memory().total / 2**30:.1f} GiB")
-    except ImportError:
-        pass
-    if hasattr(os, "getloadavg"):
-        facts.append("load     " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
-    return facts
-
-
-def print_table(rows: list[Row]) -> None:
-    header = ("benchmark", "unit", "supervision", "pykka", "ratio", "goal", "met")
-    lines = [
-        (
-            row.name,
-            row.unit,
-            fmt_num(row.ours),
-            "n/a" if row.peer is None else fmt_num(row.peer),
-            "n/a" if row.ratio is None else f"{row.ratio:.2f}x",
-            row.goal,
-            "-" if row.met is None else ("yes" if row.met else "NO"),
-        )
-        for row in rows
-    ]
-    widths = [max(len(cell) for cell in column) for column in zip(header, *lines, strict=True)]
-    for cells in [header, tuple("-" * w for w in widths), *lines]:
-        print("  ".join(cell.ljust(w) for cell, w in zip(cells, widths, strict=True)).rstrip())
-    print()
-    for row in rows:
-        print(f"{row.name}: {row.detail}")
-
-
 def quiet_logs() -> None:
-    """Render supervisor reports as usual but write them to /dev/null, not over the table."""
+    """Render supervisor reports as a CLI does (`supervision.configure_console`, INFO and
+    up) but write them to /dev/null, so their cost is counted and the table stays clean."""
+    supervision.configure_console()
     sink = open(os.devnull, "w")  # noqa: SIM115 - kept open for the whole run
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=sink))
+    handler = logging.StreamHandler(sink)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logging.getLogger().handlers[:] = [handler]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="supervision kernel vs raw pykka")
     parser.add_argument("--quick", action="store_true", help="a short smoke run")
-    parser.add_argument("--repeats", type=int, help="rounds per comparison (the best is kept)")
+    parser.add_argument("--repeats", type=int, help="measured rounds per comparison")
     args = parser.parse_args(argv)
     config = QUICK if args.quick else FULL
     if args.repeats:
         config = Config(config.casts, config.calls, config.spawns, config.kills, args.repeats)
     quiet_logs()
-    print("supervision kernel vs raw pykka" + (" (quick)" if args.quick else ""))
-    for fact in machine_facts():
-        print("  " + fact)
-    print(flush=True)
-    started = time.perf_counter()
-    rows: list[Row] = []
+    print_facts("supervision kernel vs raw pykka" + (" (quick)" if args.quick else ""), "pykka")
+    started, meter = time.perf_counter(), OtherCpu()
+    rows: list[Compared] = []
     for bench in (bench_cast, bench_call, bench_spawn, bench_restart):
         rows.extend(bench(config))
-    print_table(rows)
+    print_table(rows, ours="supervision", peer="pykka", met=met)
     print(
-        f"\ntotal {time.perf_counter() - started:.1f} s; best of {config.repeats} rounds per "
-        "side, sides alternated; ratio = supervision / pykka"
+        f"\ntotal {time.perf_counter() - started:.1f} s; {config.repeats} rounds per comparison "
+        "after a warm-up, sides interleaved (first side rotating); ours/pykka columns: each "
+        "side's median round; ratio = supervision / pykka per round, headline = median of "
+        f"the per-round ratios; other processes used {fmt_share(meter.share())} of the CPUs "
+        f"during the run; load avg at the end {load_average()}"
     )
     return 0
 
