@@ -103,10 +103,7 @@ class A2AProvider:
         on_delta: Callable[[str], None],
     ) -> ModelOutput:
         """The whole answer as one delta (the remote call is one ``SendMessage``)."""
-        text = await self.agenerate(config, history, tools)
-        if isinstance(text, str) and text:
-            on_delta(text)
-        return text
+        return _as_text_delta(await self.agenerate(config, history, tools), on_delta)
 
     async def astream_content(
         self,
@@ -115,10 +112,7 @@ class A2AProvider:
         tools: Sequence[ToolDeclaration],
         on_delta: Callable[[Content], None],
     ) -> ModelOutput:
-        text = await self.agenerate(config, history, tools)
-        if isinstance(text, str) and text:
-            on_delta(content_model.new([text], role="model"))
-        return text
+        return _as_content_delta(await self.agenerate(config, history, tools), on_delta)
 
     async def _aclient(self) -> A2AClient:
         """The connected client, the card discovered on first use (racing first uses
@@ -145,10 +139,7 @@ class A2AProvider:
         tools: Sequence[ToolDeclaration],
         on_delta: Callable[[str], None],
     ) -> ModelOutput:
-        text = self.generate(config, history, tools)
-        if isinstance(text, str) and text:
-            on_delta(text)
-        return text
+        return _as_text_delta(self.generate(config, history, tools), on_delta)
 
     def stream_content(
         self,
@@ -157,10 +148,21 @@ class A2AProvider:
         tools: Sequence[ToolDeclaration],
         on_delta: Callable[[Content], None],
     ) -> ModelOutput:
-        text = self.generate(config, history, tools)
-        if isinstance(text, str) and text:
-            on_delta(content_model.new([text], role="model"))
-        return text
+        return _as_content_delta(self.generate(config, history, tools), on_delta)
+
+
+def _as_text_delta(answer: ModelOutput, on_delta: Callable[[str], None]) -> ModelOutput:
+    """A stream of one remote answer: the whole text as one delta."""
+    if isinstance(answer, str) and answer:
+        on_delta(answer)
+    return answer
+
+
+def _as_content_delta(answer: ModelOutput, on_delta: Callable[[Content], None]) -> ModelOutput:
+    """`_as_text_delta` for content streams: the text as one model `Content`."""
+    if isinstance(answer, str) and answer:
+        on_delta(content_model.new([answer], role="model"))
+    return answer
 
 
 def latest_user_text(history: Sequence[Content]) -> str:
