@@ -16,6 +16,11 @@ A step:
   methods, awaited (``asyncio.sleep``, the loop keeps running) by `agenerate`,
   `astream` and `astream_content`
 
+The provider keeps no copy of the histories it is called with (a long run, a daemon
+or the stress harness would grow without bound): a test that inspects what the model
+saw opts in with ``record_histories=n`` and reads `histories`, the newest `n` in call
+order (at most `MAX_RECORDED_HISTORIES`).
+
 In an agent config, ``{"provider": "scripted", "script": [steps]}`` uses a fresh
 scripted provider per config.
 """
@@ -25,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -44,6 +49,8 @@ _CONFIG_KEYS = frozenset(
     {"provider", "script", "model", "instructions", "generation_config", "request_timeout"}
 )
 MAX_DELAY_SECONDS = 3600.0
+MAX_RECORDED_HISTORIES = 10_000
+"""The most histories `record_histories` may keep: the record stays bounded."""
 
 
 class ScriptedProvider:
@@ -57,7 +64,7 @@ class ScriptedProvider:
         *,
         fn: StepFunction | None = None,
         inline: bool = False,
-        max_histories: int | None = None,
+        record_histories: int = 0,
     ) -> None:
         if (steps is None) == (fn is None):
             raise AdkError("invalid_script", "give either steps or fn")
@@ -73,23 +80,27 @@ class ScriptedProvider:
         self._next = 0
         self._lock = threading.Lock()
         self.calls = 0
-        if max_histories is not None and max_histories < 0:
-            raise AdkError("invalid_max_histories", "max_histories is None or at least 0")
-        self._max_histories = max_histories
-        self.histories: list[list[Content]] = []
-        """The histories the provider was called with, in call order: every one, or the
-        newest `max_histories` (a long-running script, such as a daemon's repeating one,
-        keeps a bounded record)."""
+        self._record_histories = _check_record_histories(record_histories)
+        self._histories: deque[list[Content]] = deque(maxlen=self._record_histories)
+
+    @property
+    def histories(self) -> list[list[Content]]:
+        """The newest `record_histories` histories the provider was called with, in call
+        order (a copy); empty unless the provider was made with ``record_histories=n``."""
+        with self._lock:
+            return [list(history) for history in self._histories]
 
     def fresh(self) -> ScriptedProvider:
-        """A new provider with the same script, starting over at its first step and with
-        no calls recorded (one per evaluation sample, say); a function script is shared,
-        being deterministic by input."""
+        """A new provider with the same script and `record_histories`, starting over at
+        its first step with no calls recorded (one per evaluation sample, say); a function
+        script is shared, being deterministic by input."""
         if self._fn is not None:
             return ScriptedProvider(
-                fn=self._fn, inline=self._inline, max_histories=self._max_histories
+                fn=self._fn, inline=self._inline, record_histories=self._record_histories
             )
-        return ScriptedProvider(self._steps, inline=self._inline, max_histories=self._max_histories)
+        return ScriptedProvider(
+            self._steps, inline=self._inline, record_histories=self._record_histories
+        )
 
     @classmethod
     def from_config_provider(cls) -> _ConfigScripted:
@@ -125,7 +136,8 @@ class ScriptedProvider:
     ) -> Mapping[str, Any]:
         with self._lock:
             self.calls += 1
-            self._record(history)
+            if self._record_histories:
+                self._histories.append(list(history))
             if self._fn is None:
                 if self._next >= len(self._steps):
                     raise AdkError("script_exhausted", f"the script has {len(self._steps)} steps")
@@ -133,14 +145,6 @@ class ScriptedProvider:
                 self._next += 1
                 return step
         return _check_step(self._fn(history, tools))
-
-    def _record(self, history: Sequence[Content]) -> None:
-        """Keep `history` (under the lock), dropping the oldest past `max_histories`."""
-        if self._max_histories == 0:
-            return
-        self.histories.append(list(history))
-        if self._max_histories is not None and len(self.histories) > self._max_histories:
-            del self.histories[0]
 
     def generate(
         self,
@@ -352,6 +356,17 @@ class _ConfigScripted:
         on_delta: Callable[[Content], None],
     ) -> ModelOutput:
         return await self._for(config).astream_content(config, history, tools, on_delta)
+
+
+def _check_record_histories(count: int) -> int:
+    """`count` when it is a whole number of histories to keep, 0..MAX_RECORDED_HISTORIES."""
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise AdkError("invalid_record_histories", "record_histories is a whole number")
+    if not 0 <= count <= MAX_RECORDED_HISTORIES:
+        raise AdkError(
+            "invalid_record_histories", f"record_histories must be 0..{MAX_RECORDED_HISTORIES}"
+        )
+    return count
 
 
 def _check_step(step: Step) -> Mapping[str, Any]:

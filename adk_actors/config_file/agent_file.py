@@ -22,9 +22,6 @@ from providers.scripted import ScriptedProvider, Step
 
 DEFAULT_AGENT_NAME = "CliAgent"
 DEFAULT_MODEL = "gemini-3.1-flash-lite"
-_KEPT_HISTORIES = 16
-"""A repeating script answers forever (a daemon, a load test): it keeps only the
-newest histories, so its memory stays bounded."""
 
 ProviderName = Literal["gemini", "scripted"]
 
@@ -57,9 +54,9 @@ class AgentFile(msgspec.Struct, frozen=True, kw_only=True):
         if self.provider == "scripted" and self.script is not None:
             steps = [_copy(step) for step in self.script]
             if self.script_repeat:
-                config["provider"] = ScriptedProvider(
-                    fn=_Cycle(steps), inline=True, max_histories=_KEPT_HISTORIES
-                )
+                # it answers forever (a daemon, a load test) and, like every scripted
+                # provider, keeps no histories: its memory stays bounded
+                config["provider"] = ScriptedProvider(fn=_Cycle(steps), inline=True)
             else:
                 config["script"] = steps
         return config

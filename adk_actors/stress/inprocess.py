@@ -172,7 +172,7 @@ class InProcessTarget:
         try:
             self._sessions = self._open_sessions(scenario)
             tools: Sequence[Tool] = (stress_tool,) if scenario.tool_calls else ()
-            provider = ScriptedProvider(fn=self._model, inline=True, max_histories=0)
+            provider = ScriptedProvider(fn=self._model, inline=True)
             token = uuid.uuid4().hex[:8]
             for n in range(scenario.agents):
                 config = {"provider": provider, "restart_intensity": _AGENT_BUDGET}
@@ -208,9 +208,7 @@ class InProcessTarget:
             for kind in _workload_kinds(scenario):
                 workload = WORKLOADS[kind]()
                 self._workloads[kind] = workload
-                await workload.open(
-                    scenario, ScriptedProvider(fn=self._echo, inline=True, max_histories=0)
-                )
+                await workload.open(scenario, ScriptedProvider(fn=self._echo, inline=True))
         except BaseException:
             await self._teardown()
             raise

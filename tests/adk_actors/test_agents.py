@@ -89,7 +89,7 @@ def test_prompts_are_fifo_and_keep_the_conversation():
         log.add(("end", text))
         return {"text": f"re:{text}"}
 
-    model = adk.ScriptedProvider(fn=slow)
+    model = adk.ScriptedProvider(fn=slow, record_histories=10)
     agent = adk.spawn_agent("Fifo", {"provider": model})
     results = {}
     threads = [
@@ -115,7 +115,7 @@ def test_prompts_are_fifo_and_keep_the_conversation():
 
 
 def test_invoke_starts_from_a_fresh_history():
-    model = adk.ScriptedProvider(fn=echo)
+    model = adk.ScriptedProvider(fn=echo, record_histories=10)
     agent = adk.spawn_agent("Fresh", {"provider": model})
     adk.prompt(agent, "remember me")
     assert adk.invoke(agent, "who?", scope=("app", "u", "s")) == "echo:who?"

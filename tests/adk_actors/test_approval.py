@@ -60,7 +60,8 @@ def publish_agent(name="Releaser", tool=None, after=None, tool_mode=None):
         [
             {"tool_calls": [{"name": "publish", "args": {"dry_run": False, "target": SECRET_ARG}}]},
             {"text": "released"},
-        ]
+        ],
+        record_histories=10,
     )
     config = {"provider": model}
     if after is not None:
@@ -185,7 +186,8 @@ def test_model_requested_human_approval(sessions):
                 ]
             },
             {"text": "deleted"},
-        ]
+        ],
+        record_histories=10,
     )
     agent = adk.spawn_agent("Approver", {"provider": model}, tools=[request_human_approval])
     runner = adk.Runner(agent, "app", sessions)
@@ -227,7 +229,9 @@ def export_runner(sessions, after=None, confirm=False):
     tool = Export()
     if confirm:
         tool.require_confirmation = True
-    model = adk.ScriptedProvider([{"tool_calls": [{"name": "export", "args": {}}]}, "exported"])
+    model = adk.ScriptedProvider(
+        [{"tool_calls": [{"name": "export", "args": {}}]}, "exported"], record_histories=10
+    )
     config = {"provider": model}
     if after is not None:
         config["callbacks"] = {"after_tool": after}
@@ -309,7 +313,8 @@ def test_a_failing_check_or_bad_arguments_never_pause(sessions):
                 ]
             },
             "fine",
-        ]
+        ],
+        record_histories=10,
     )
     agent = adk.spawn_agent("Broken", {"provider": model}, tools=[broken])
     assert adk.Runner(agent, "app", sessions).run("u", "s", "go") == "fine"
@@ -324,7 +329,7 @@ def test_approval_rereads_the_catalog_and_a_vanished_tool_fails_closed(sessions)
     runner = adk.Runner(agent, "app", sessions)
     runner.run("u", "s", "Publish")
     adk.stop_agent(agent)
-    model = adk.ScriptedProvider(["gone"])
+    model = adk.ScriptedProvider(["gone"], record_histories=10)
     adk.spawn_agent("Shifty", {"provider": model})  # same name, no publish tool
     assert runner.resume("u", "s", {"confirmed": True}) == "gone"
     assert tool.ran == []
@@ -353,7 +358,7 @@ def test_confirmation_is_a_barrier_between_parallel_calls(sessions):
         {"name": "gate", "args": {"n": 2}},
         {"name": "safe", "args": {"n": 3}},
     ]
-    model = adk.ScriptedProvider([{"tool_calls": calls}, "done"])
+    model = adk.ScriptedProvider([{"tool_calls": calls}, "done"], record_histories=10)
     agent = adk.spawn_agent(
         "Barrier",
         {"provider": model, "tool_execution": {"mode": "parallel", "max_concurrency": 4}},

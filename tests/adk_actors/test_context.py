@@ -59,7 +59,7 @@ def seed(sessions, events, session_id="s"):
 
 
 def runner_with(sessions, policy, script=None, name="Agent"):
-    model = adk.ScriptedProvider(script or ["ok"])
+    model = adk.ScriptedProvider(script or ["ok"], record_histories=10)
     agent = adk.spawn_agent(name, {"provider": model})
     return adk.Runner(agent, "app", sessions, context_policy=policy), model
 
@@ -135,7 +135,7 @@ def test_overflow_error_fails_before_anything_is_stored(sessions):
         runner.run("u", "s", "now")
     reason, details = failure.value.reason
     assert reason == "context_budget_exceeded" and details["max_bytes"] == 150
-    assert details["bytes"] > 150 and model.histories == []
+    assert details["bytes"] > 150 and model.calls == 0
     assert len(sessions.get_session("app", "u", "s").events) == 2
 
 
@@ -184,7 +184,7 @@ def test_truncate_fails_when_the_current_input_alone_is_too_big(sessions):
     runner, model = runner_with(sessions, {"max_tokens": 2, "overflow": "truncate"})
     with pytest.raises(adk.AdkError) as failure:
         runner.run("u", "s", "this input is longer than eight bytes")
-    assert failure.value.reason[0] == "context_budget_exceeded" and model.histories == []
+    assert failure.value.reason[0] == "context_budget_exceeded" and model.calls == 0
 
 
 def test_filters_drop_whole_exchanges(sessions):
@@ -259,7 +259,7 @@ def test_compressor_output_is_checked(sessions, compressor, reason):
     runner, model = runner_with(sessions, policy)
     with pytest.raises(adk.AdkError) as failure:
         runner.run("u", "s", "now")
-    assert failure.value.reason == reason and model.histories == []
+    assert failure.value.reason == reason and model.calls == 0
 
 
 def test_a_slow_compressor_is_killed_at_its_timeout(sessions):
@@ -323,7 +323,7 @@ def test_request_envelope_budget_fails_before_provider_io(sessions):
         runner.run("u", "s", "hi")
     reason, details = failure.value.reason
     assert reason == "request_context_budget_exceeded" and details["bytes"] > 300
-    assert tools_model.histories == []  # the provider was never called
+    assert tools_model.calls == 0  # the provider was never called
     (envelope,) = [log for log in logs if log["event"] == "adk.context.envelope"]
     assert "I" * 300 not in str(envelope) and "hi" not in str(envelope.values())
     roomy = adk.Runner(agent, "app", sessions, context_policy={"max_request_tokens": 10_000})

@@ -73,7 +73,8 @@ def test_global_instruction_crosses_delegation_but_local_instructions_do_not():
 
     adk.spawn_agent("Child", {"provider": adk.ScriptedProvider(fn=child)})
     parent_model = adk.ScriptedProvider(
-        [{"tool_calls": [{"name": "Child", "args": {"prompt": "help"}}]}, {"text": "done"}]
+        [{"tool_calls": [{"name": "Child", "args": {"prompt": "help"}}]}, {"text": "done"}],
+        record_histories=10,
     )
     parent = adk.spawn_agent(
         "Parent",
@@ -119,7 +120,8 @@ def test_callbacks_continue_replace_halt_and_never_crash_the_agent():
             },
             "fine",
             "secret draft",
-        ]
+        ],
+        record_histories=10,
     )
     agent = adk.spawn_agent(
         "Hooked",
@@ -214,7 +216,7 @@ def test_parallel_tools_bounded_ordered_with_barriers_and_timeouts():
             {"name": "slow", "args": {"n": 5}},
         ]
     )
-    model = adk.ScriptedProvider([{"tool_calls": calls}, "done"])
+    model = adk.ScriptedProvider([{"tool_calls": calls}, "done"], record_histories=10)
     agent = adk.spawn_agent(
         "Parallel",
         {

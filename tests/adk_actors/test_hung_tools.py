@@ -78,7 +78,8 @@ def test_forty_hung_tools_in_one_agent_do_not_starve_another(release):
     entered: list[int] = []
     calls = [{"name": "hang", "args": {}, "id": f"c{n}"} for n in range(HUNG_CALLS)]
     hung_model = adk.ScriptedProvider(
-        [{"tool_calls": calls}, "after the hang", {"tool_calls": calls[:1]}, "still here"]
+        [{"tool_calls": calls}, "after the hang", {"tool_calls": calls[:1]}, "still here"],
+        record_histories=10,
     )
     hung = adk.spawn_agent(
         "Hung",
@@ -232,7 +233,9 @@ def test_max_tool_threads_is_an_agent_config_key():
 def test_a_serial_call_refused_for_capacity_is_a_tool_error_and_the_turn_goes_on(release):
     entered: list[int] = []
     call = {"name": "hang", "args": {}}
-    model = adk.ScriptedProvider([{"tool_calls": [call]}, {"tool_calls": [call]}, "refused"])
+    model = adk.ScriptedProvider(
+        [{"tool_calls": [call]}, {"tool_calls": [call]}, "refused"], record_histories=10
+    )
     agent = adk.spawn_agent(
         "SerialHung",
         {"provider": model, "max_tool_threads": 1, "turn_timeout": 0.5},

@@ -30,7 +30,8 @@ def test_sub_agent_is_declared_and_resolved_by_name_at_call_time():
             {"text": "summary"},
             {"tool_calls": [{"name": "SearchSpecialist", "args": {"prompt": "again"}}]},
             {"text": "summary 2"},
-        ]
+        ],
+        record_histories=10,
     )
     coordinator = adk.spawn_agent(
         "Coordinator",
@@ -124,7 +125,8 @@ def test_a_delegation_cycle_is_refused_before_the_target_runs_and_the_parent_mod
         [
             {"tool_calls": [{"name": "AgentA", "args": {"prompt": "back to A"}}]},
             {"text": "B gave up"},
-        ]
+        ],
+        record_histories=10,
     )
     a_model = adk.ScriptedProvider(
         [{"tool_calls": [{"name": "AgentB", "args": {"prompt": "ask B"}}]}, {"text": "A done"}]

@@ -598,7 +598,7 @@ def test_a_run_is_a_temporary_child_of_the_workflow_supervisor():
 
 
 def _agent_answers(*answers: str) -> adk.ScriptedProvider:
-    return adk.ScriptedProvider([{"text": answer} for answer in answers])
+    return adk.ScriptedProvider([{"text": answer} for answer in answers], record_histories=10)
 
 
 class ActionExecutor:

@@ -40,7 +40,9 @@ def sessions() -> Iterator[Any]:
 
 def tool_turn(sessions: Any, tool: Any, name: str, args: dict[str, Any] | None = None) -> Any:
     """Run one tool round under a Runner; the stored tool response and what the model saw."""
-    model = adk.ScriptedProvider([{"tool_calls": [{"name": name, "args": args or {}}]}, "done"])
+    model = adk.ScriptedProvider(
+        [{"tool_calls": [{"name": name, "args": args or {}}]}, "done"], record_histories=10
+    )
     agent = adk.spawn_agent("Poisoned", {"provider": model}, tools=[tool])
     assert adk.Runner(agent, "app", sessions).run("u", "s", "go") == "done"
     stored = [
@@ -100,7 +102,9 @@ def test_a_callback_replacing_a_result_with_poison_is_checked_too(sessions):
         """Fine."""
         return "ok"
 
-    model = adk.ScriptedProvider([{"tool_calls": [{"name": "fine", "args": {}}]}, "done"])
+    model = adk.ScriptedProvider(
+        [{"tool_calls": [{"name": "fine", "args": {}}]}, "done"], record_histories=10
+    )
     agent = adk.spawn_agent(
         "Replaced",
         {

@@ -92,7 +92,8 @@ def test_a_sub_agent_call_without_prompt_is_a_structural_tool_error():
             {"tool_calls": [{"name": "SubWorker", "args": {"request": "old name"}}]},
             {"tool_calls": [{"name": "SubWorker", "args": {}}]},
             "gave up",
-        ]
+        ],
+        record_histories=10,
     )
     master = adk.spawn_agent(
         "MasterAgent",
@@ -113,7 +114,9 @@ def test_a_sub_agent_call_without_prompt_is_a_structural_tool_error():
 def test_agent_tool_invocations_have_fresh_history():
     """Follows erlang_adk test/agents/adk_sub_agents_test.erl:
     test_agent_tool_invocations_have_fresh_history."""
-    model = adk.ScriptedProvider(fn=lambda history, tools: {"text": "specialist result"})
+    model = adk.ScriptedProvider(
+        fn=lambda history, tools: {"text": "specialist result"}, record_histories=10
+    )
     adk.spawn_agent("AgentToolIsolation", {"provider": model})
     tool = adk.AgentTool("AgentToolIsolation")
     assert tool.execute({"prompt": "first invocation secret"}, adk.ToolContext()) == {
@@ -155,7 +158,7 @@ class Destructive(adk.Tool):
 def destructive_agent(name, confirm=True, callbacks=True):
     tool = Destructive()
     call = {"name": tool.name, "args": {"id": f"{name}-call", "confirm": confirm}, "id": "c1"}
-    model = adk.ScriptedProvider([{"tool_calls": [call]}, "tool complete"])
+    model = adk.ScriptedProvider([{"tool_calls": [call]}, "tool complete"], record_histories=10)
     log = []
     config = {"provider": model}
     if callbacks:
@@ -205,7 +208,8 @@ def test_required_confirmation_fails_closed_through_agent_tool():
         [
             {"tool_calls": [{"name": "ConfirmedChild", "args": {"prompt": "do it"}}]},
             "delegation complete",
-        ]
+        ],
+        record_histories=10,
     )
     parent = adk.spawn_agent(
         "ConfirmedParent", {"provider": parent_model, "sub_agents": {"ConfirmedChild": {}}}
@@ -229,7 +233,7 @@ def test_resolved_module_cannot_weaken_confirmation():
             return [tool]
 
     call = {"name": tool.name, "args": {"id": "alias", "confirm": True}}
-    model = adk.ScriptedProvider([{"tool_calls": [call]}, "tool complete"])
+    model = adk.ScriptedProvider([{"tool_calls": [call]}, "tool complete"], record_histories=10)
     agent = adk.spawn_agent("ResolvedConfirmedAgent", {"provider": model}, tools=[Backend()])
     assert adk.prompt(agent, "perform alias side effect") == "tool complete"
     assert responses_seen(model, 1) == [REFUSAL] and tool.ran == []
@@ -274,7 +278,7 @@ def test_structural_tool_errors_name_their_reason_with_kind():
         {"name": "opaque", "args": {}},
         {"name": "opaque", "args": {"extra": 1}},
     ]
-    model = adk.ScriptedProvider([{"tool_calls": calls}, "fine"])
+    model = adk.ScriptedProvider([{"tool_calls": calls}, "fine"], record_histories=10)
     agent = adk.spawn_agent("Structural", {"provider": model}, tools=[Failing(), opaque])
     assert adk.prompt(agent, "go") == "fine"
     missing, failing, opaque_result, bad_args = responses_seen(model, 1)
@@ -318,7 +322,8 @@ def test_parallel_callbacks_are_exactly_once_and_ordered():
     callbacks = recorder(("on_tool_start", "before_tool", "on_tool_end"), log)
     callbacks["after_tool"] = lambda ctx, payload: log.append(("after_tool", payload["name"]))
     model = adk.ScriptedProvider(
-        [{"tool_calls": [{"name": t.name, "args": {}} for t in tools]}, "batch complete"]
+        [{"tool_calls": [{"name": t.name, "args": {}} for t in tools]}, "batch complete"],
+        record_histories=10,
     )
     agent = adk.spawn_agent(
         "ParallelCallbacks",
@@ -371,7 +376,7 @@ def test_confirmation_is_a_parallel_barrier_and_completed_siblings_are_stored_at
     ]
     calls = [{"name": t.name, "args": {}, "id": f"call-{t.name}"} for t in tools]
     ids = [call["id"] for call in calls]
-    model = adk.ScriptedProvider([{"tool_calls": calls}, "done"])
+    model = adk.ScriptedProvider([{"tool_calls": calls}, "done"], record_histories=10)
     after_tool = []
     agent = adk.spawn_agent(
         "ParallelBarrier",
@@ -449,7 +454,8 @@ def test_runtime_delegation_cycle_fails_before_provider():
         [
             {"tool_calls": [{"name": "RuntimeCycleChild", "args": {"prompt": "again"}}]},
             "delegation complete",
-        ]
+        ],
+        record_histories=10,
     )
     parent = adk.spawn_agent(
         "RuntimeCycleParent",
@@ -585,7 +591,9 @@ def test_callback_result_is_persisted_in_history(sessions):
     """Follows erlang_adk test/agents/adk_agent_behavior_test.erl:
     callback_result_is_persisted_in_history (after_agent's replacement is the answer,
     in the conversation and as the Runner's final event)."""
-    model = adk.ScriptedProvider(fn=lambda history, tools: {"text": "original response"})
+    model = adk.ScriptedProvider(
+        fn=lambda history, tools: {"text": "original response"}, record_histories=10
+    )
     seen = []
 
     def after_agent(ctx, output):
@@ -609,7 +617,9 @@ def test_callback_result_is_persisted_in_history(sessions):
 def test_callback_short_circuit_is_persisted_in_history():
     """Follows erlang_adk test/agents/adk_agent_behavior_test.erl:
     callback_short_circuit_is_persisted_in_history (before_agent replaces the turn)."""
-    model = adk.ScriptedProvider(fn=lambda history, tools: {"text": "provider response"})
+    model = adk.ScriptedProvider(
+        fn=lambda history, tools: {"text": "provider response"}, record_histories=10
+    )
 
     def before_agent(ctx, message):
         if message.text_value() == "skip model":
@@ -680,7 +690,7 @@ def test_tool_observers_cannot_change_anything_and_a_raising_one_is_ignored():
         raise RuntimeError("observer bug with api_key=AIzaSECRET")
 
     model = adk.ScriptedProvider(
-        [{"tool_calls": [{"name": "lookup", "args": {"key": "k"}}]}, "fine"]
+        [{"tool_calls": [{"name": "lookup", "args": {"key": "k"}}]}, "fine"], record_histories=10
     )
     agent = adk.spawn_agent(
         "Observed",

@@ -473,7 +473,7 @@ def test_exclude_content_types_in_a_runner(sessions):
     sessions.create_session("app", "u", "s")
     for event in [_event("user", "early"), *_exchange(), _event("Agent", "one", final=True)]:
         sessions.add_event("app", "u", "s", event)
-    model = adk.ScriptedProvider(["ok"])
+    model = adk.ScriptedProvider(["ok"], record_histories=10)
     agent = adk.spawn_agent("Agent", {"provider": model})
     runner = adk.Runner(
         agent, "app", sessions, context_policy={"exclude_content_types": ["function_call"]}
@@ -492,7 +492,7 @@ def test_a_resume_stores_no_user_event(sessions):
     the resumed invocation's only user event is the original message; the claim is
     the runner's, and the answer reaches the model as one correlated tool response."""
     script = [{"tool_calls": [{"name": "publish", "args": {}}]}, {"text": "published"}]
-    model = adk.ScriptedProvider(script)
+    model = adk.ScriptedProvider(script, record_histories=10)
     agent = adk.spawn_agent("Releaser", {"provider": model}, tools=[Publish()])
     runner = adk.Runner(agent, "app", sessions)
     paused = runner.run("u", "s", "Publish it.")
@@ -560,7 +560,7 @@ def test_runner_policy_tool_errors_use_kind(sessions):
         return "wiped"
 
     calls = {"tool_calls": [{"name": "wipe", "args": {}}, {"name": "fetch", "args": {}}]}
-    model = adk.ScriptedProvider([calls, "told"])
+    model = adk.ScriptedProvider([calls, "told"], record_histories=10)
     agent = adk.spawn_agent("Guarded", {"provider": model}, tools=[fetch, wipe])
     policy = {
         "id": "p",

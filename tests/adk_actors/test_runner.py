@@ -135,7 +135,9 @@ def test_temp_state_is_cleared_at_the_end_but_survives_during(sessions):
 
 
 def test_text_streaming_stores_partials_but_the_next_model_call_sees_only_the_final(sessions):
-    model = adk.ScriptedProvider([{"stream": ["Erlang ", "streams"]}, "second"])
+    model = adk.ScriptedProvider(
+        [{"stream": ["Erlang ", "streams"]}, "second"], record_histories=10
+    )
     agent = adk.spawn_agent("Streamer", {"provider": model})
     runner = adk.Runner(agent, "app", sessions, streaming_mode="text")
     assert runner.run("u", "s", "go") == "Erlang streams"

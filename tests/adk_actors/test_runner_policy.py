@@ -36,7 +36,7 @@ def test_a_denied_agent_never_calls_the_model_and_stores_only_the_audit(sessions
         runner.run("u", "s", "secret input words")
     reason, details = failure.value.reason
     assert reason == "runtime_policy_denied" and details["reason"] == "not_allowed"
-    assert model.histories == []
+    assert model.calls == 0
     session = sessions.get_session("app", "u", "s")
     (audit,) = session.events  # the input itself is not stored
     assert is_audit_event(audit) and audit.author == "system"
@@ -72,7 +72,9 @@ def test_a_denied_tool_that_needs_approval_never_pauses(sessions):
         def execute(self, args, ctx):
             raise AssertionError("never runs")
 
-    model = adk.ScriptedProvider([{"tool_calls": [{"name": "deploy", "args": {}}]}, "told"])
+    model = adk.ScriptedProvider(
+        [{"tool_calls": [{"name": "deploy", "args": {}}]}, "told"], record_histories=10
+    )
     agent = adk.spawn_agent(
         "Deployer",
         {"provider": model, "callbacks": {"before_tool": lambda ctx, call: before.append(call)}},
@@ -95,7 +97,9 @@ def test_an_oversized_tool_result_is_replaced_and_never_stored(sessions):
         """Fetch a big document."""
         return MARKER
 
-    model = adk.ScriptedProvider([{"tool_calls": [{"name": "fetch", "args": {}}]}, "short"])
+    model = adk.ScriptedProvider(
+        [{"tool_calls": [{"name": "fetch", "args": {}}]}, "short"], record_histories=10
+    )
     agent = adk.spawn_agent("Fetcher", {"provider": model}, tools=[fetch])
     runner = adk.Runner(agent, "app", sessions, runtime_policy={**OPEN, "max_content_bytes": 50})
     assert runner.run("u", "s", "go") == "short"

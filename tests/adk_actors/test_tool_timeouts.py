@@ -82,7 +82,7 @@ def add(a: int, b: int) -> int:
 
 def hung_agent(name: str, mode: str, tool: adk.Tool) -> tuple[Any, adk.ScriptedProvider]:
     calls = [{"name": "hang", "args": {}, "id": "h"}, {"name": "add", "args": {"a": 2, "b": 3}}]
-    model = adk.ScriptedProvider([{"tool_calls": calls}, "went on"])
+    model = adk.ScriptedProvider([{"tool_calls": calls}, "went on"], record_histories=10)
     agent = adk.spawn_agent(
         name,
         {"provider": model, "tool_execution": {"mode": mode, "tool_timeout": TIMEOUT}},
@@ -160,7 +160,7 @@ def test_serial_calls_each_get_the_full_timeout():
         return n
 
     calls = [{"name": "slow", "args": {"n": n}} for n in (1, 2)]
-    model = adk.ScriptedProvider([{"tool_calls": calls}, "done"])
+    model = adk.ScriptedProvider([{"tool_calls": calls}, "done"], record_histories=10)
     agent = adk.spawn_agent(
         "SlowSerial",
         {"provider": model, "tool_execution": {"mode": "serial", "tool_timeout": TIMEOUT}},

@@ -141,7 +141,8 @@ def test_a_turn_continues_after_invalid_arguments_and_tool_errors():
             {"tool_calls": [{"name": "record", "args": {"note": 5}}]},  # invalid: never runs
             {"tool_calls": [{"name": "record", "args": {"note": "x"}}]},  # raises
             {"text": "done"},
-        ]
+        ],
+        record_histories=10,
     )
     agent = adk.spawn_agent("Recorder", {"provider": model}, tools=[record])
     assert adk.prompt(agent, "go") == "done"
@@ -156,7 +157,8 @@ def test_tool_context_carries_the_scope():
         [
             {"tool_calls": [{"name": "get_weather", "args": {"city": "Oslo"}, "id": "call-9"}]},
             {"text": "ok"},
-        ]
+        ],
+        record_histories=10,
     )
     agent = adk.spawn_agent("Scoped", {"provider": model}, tools=[get_weather])
     adk.invoke(agent, "weather", scope=("app", "u1", "s1"))

@@ -52,7 +52,8 @@ def test_a_renamed_backend_tool_fails_closed_until_refresh():
     snapshot = backend.snapshot()
     script = [{"tool_calls": [{"name": "forecast", "args": {"city": "Oslo"}}]}, "first"]
     model = adk.ScriptedProvider(
-        [*script, {"tool_calls": [{"name": "forecast", "args": {"city": "Oslo"}}]}, "second"]
+        [*script, {"tool_calls": [{"name": "forecast", "args": {"city": "Oslo"}}]}, "second"],
+        record_histories=10,
     )
     agent = adk.spawn_agent("Snap", {"provider": model}, tools=[snapshot])
     assert adk.prompt(agent, "weather") == "first"
@@ -155,7 +156,7 @@ def test_an_async_toolset_tool_is_awaited_like_a_local_async_tool(mode):
     backend = CountingBackend(async_tool=True)
     snapshot = backend.snapshot()
     assert ToolCatalog([snapshot]).is_async("forecast")
-    model = adk.ScriptedProvider([forecasts("Oslo", "Lima"), "done"])
+    model = adk.ScriptedProvider([forecasts("Oslo", "Lima"), "done"], record_histories=10)
     agent = adk.spawn_agent(
         f"AsyncSet_{mode}",
         {"provider": model, "tool_execution": {"mode": mode}},
@@ -170,7 +171,9 @@ def test_an_async_toolset_tool_is_awaited_like_a_local_async_tool(mode):
 
 def test_an_async_toolset_tool_still_fails_closed_when_the_backend_changes():
     backend = NativeAsyncBackend(async_tool=True, native_async=True)
-    model = adk.ScriptedProvider([forecasts("Oslo"), "first", forecasts("Oslo"), "second"])
+    model = adk.ScriptedProvider(
+        [forecasts("Oslo"), "first", forecasts("Oslo"), "second"], record_histories=10
+    )
     agent = adk.spawn_agent("AsyncChanged", {"provider": model}, tools=[backend.snapshot()])
     assert adk.prompt(agent, "weather") == "first"
     assert tool_responses(model, 1)[0]["awaited"] is True
@@ -202,7 +205,8 @@ def test_a_toolset_is_listed_once_per_turn(mode, backend):
         [
             *(forecasts("Oslo", "Lima", "Rome"), forecasts("Pune", "Kyiv"), "first"),
             *(forecasts("Oslo"), "second"),
-        ]
+        ],
+        record_histories=10,
     )
     agent = adk.spawn_agent(
         f"Listed_{next(agents)}",
@@ -222,7 +226,9 @@ def test_a_failed_listing_is_not_kept_for_the_turn():
     """A listing that fails answers that call with the backend's reason; the next call
     of the same turn asks the backend again."""
     backend = CountingBackend()
-    model = adk.ScriptedProvider([forecasts("Oslo"), forecasts("Lima"), "done"])
+    model = adk.ScriptedProvider(
+        [forecasts("Oslo"), forecasts("Lima"), "done"], record_histories=10
+    )
     agent = adk.spawn_agent("Flaky", {"provider": model}, tools=[backend.snapshot()])
     backend.fail_next = True
     assert adk.prompt(agent, "weather") == "done"

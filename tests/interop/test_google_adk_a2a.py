@@ -137,7 +137,8 @@ def test_our_remote_agent_tool_calls_google_adk(google_adk_server: LoopbackServe
         [
             {"tool_calls": [{"name": remote.name, "args": {"prompt": "the weather"}}]},
             {"text": "relayed"},
-        ]
+        ],
+        record_histories=10,
     )
     agent = adk.spawn_agent("Relay", {"provider": model}, tools=[remote])
     assert adk.prompt(agent, "Ask the remote agent.") == "relayed"

@@ -79,7 +79,7 @@ def test_scripted_async_calls_answer_like_the_sync_ones():
         {"error": "unavailable"},
     ]
     sync_scripted = providers.ScriptedProvider(steps)
-    async_scripted = providers.ScriptedProvider(steps)
+    async_scripted = providers.ScriptedProvider(steps, record_histories=10)
     sync_config, async_config = {"provider": sync_scripted}, {"provider": async_scripted}
     sync_calls = providers.generate(sync_config, HISTORY)
 
@@ -594,7 +594,7 @@ def test_concurrent_async_calls_overlap_on_one_loop_without_threads(fake, config
 
 
 def test_each_event_loop_gets_its_own_http_client(config):
-    config = {**config, "max_connections": 64}  # one client per loop and settings
+    config = {**config, "max_connections": gemini_module.SHARD_CONNECTIONS}  # one client
     provider = protocol.resolve_provider(config)
     settings = check(config)
 
@@ -726,9 +726,10 @@ def test_an_inline_scripted_fn_runs_on_the_loop():
 
 
 def test_many_connections_are_spread_over_clients_used_in_turn(config):
-    """httpcore scans every connection of a pool per request: 1,024 connections are 16
-    clients of 64, picked in turn, each created on first use."""
-    settings = check({**config, "max_connections": 130})
+    """httpcore scans every connection of a pool per request: 2 x 8 + 2 connections are
+    3 clients (of 8, 8 and 8), picked in turn, each created on first use."""
+    shard = gemini_module.SHARD_CONNECTIONS
+    settings = check({**config, "max_connections": 2 * shard + 2})
     provider = protocol.resolve_provider(config)
 
     async def picks() -> tuple[list[Any], list[int]]:
@@ -739,4 +740,25 @@ def test_many_connections_are_spread_over_clients_used_in_turn(config):
 
     chosen, limits = run(picks())
     assert chosen[0] is chosen[3] and len({id(c) for c in chosen[:3]}) == 3
-    assert limits == [64, 64, 64]
+    assert limits == [shard, shard, shard]
+
+
+def test_a_new_shard_client_builds_no_tls_context(config, monkeypatch):
+    """google-genai builds two TLS contexts per client unless told which one to use
+    (18-37 ms each time): every client shares the provider's one context."""
+    shard = gemini_module.SHARD_CONNECTIONS
+    settings = check({**config, "max_connections": 3 * shard})
+    provider = protocol.resolve_provider(config)
+    gemini_module._ssl_context()  # the shared one exists before the clients
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a TLS context was built for a client")
+
+    monkeypatch.setattr("ssl.create_default_context", refuse)
+
+    async def make() -> int:
+        made = {id(provider._async_client(settings)) for _ in range(3)}
+        provider._client(settings)
+        return len(made)
+
+    assert run(make()) == 3

@@ -17,7 +17,7 @@ HISTORY = [content.from_text("hi")]
 
 
 def test_steps_are_consumed_in_order_then_exhausted():
-    scripted = providers.ScriptedProvider(["one", {"text": "two"}])
+    scripted = providers.ScriptedProvider(["one", {"text": "two"}], record_histories=3)
     config = {"provider": scripted}
     assert providers.generate(config, HISTORY) == "one"
     assert providers.generate(config, HISTORY) == "two"
@@ -28,7 +28,7 @@ def test_steps_are_consumed_in_order_then_exhausted():
 
 
 def test_fresh_starts_the_script_over_and_keeps_the_original_where_it_was():
-    scripted = providers.ScriptedProvider(["one", "two"], max_histories=1)
+    scripted = providers.ScriptedProvider(["one", "two"], record_histories=1)
     assert providers.generate({"provider": scripted}, HISTORY) == "one"
     fresh = scripted.fresh()
     assert fresh is not scripted and fresh.calls == 0 and fresh.histories == []
@@ -127,17 +127,17 @@ def test_capabilities_are_honest():
     assert caps["content_schema_version"] == 1 and caps["builtin_tools"] == []
 
 
-def test_max_histories_keeps_the_newest_histories_only():
-    """`max_histories` bounds the record a long-running script keeps (0 keeps none);
-    a negative bound is refused."""
-    kept = providers.ScriptedProvider(fn=lambda history, tools: {"text": "ok"}, max_histories=2)
+def test_record_histories_keeps_the_newest_histories_only():
+    """`record_histories` bounds the record a test opts into (0, the default, keeps
+    none); a negative bound is refused."""
+    kept = providers.ScriptedProvider(fn=lambda history, tools: {"text": "ok"}, record_histories=2)
     for word in ("one", "two", "three"):
         kept.generate({}, [content.from_text(word)], [])
     assert kept.calls == 3
     assert [history[0].parts[0].text for history in kept.histories] == ["two", "three"]
-    none_kept = providers.ScriptedProvider(["a"], max_histories=0)
+    none_kept = providers.ScriptedProvider(["a"], record_histories=0)
     none_kept.generate({}, [content.from_text("x")], [])
     assert (none_kept.calls, none_kept.histories) == (1, [])
     with pytest.raises(AdkError) as refused:
-        providers.ScriptedProvider(["a"], max_histories=-1)
-    assert refused.value.reason == "invalid_max_histories"
+        providers.ScriptedProvider(["a"], record_histories=-1)
+    assert refused.value.reason == "invalid_record_histories"

@@ -139,7 +139,7 @@ class ApprovalsWorkload:
     async def open(self, scenario: Scenario, provider: ScriptedProvider) -> None:
         """`provider` answers with text only; this kind needs a tool call first, so it
         runs its own scripted model with the same latency distribution."""
-        model = ScriptedProvider(fn=_Model(scenario.model, scenario.seed), max_histories=0)
+        model = ScriptedProvider(fn=_Model(scenario.model, scenario.seed))
         name = f"stress_approvals_{self._tag}"
         await run_blocking(spawn_agent, name, {"provider": model}, [self._tool])
         self._agent = name

@@ -196,7 +196,8 @@ def test_sdk_client_input_required_round_trip() -> None:
                 ]
             },
             {"text": "deleted"},
-        ]
+        ],
+        record_histories=10,
     )
     agent = adk.spawn_agent("Approver", {"provider": model}, tools=[adk.request_human_approval])
     with serve(agent, auth_token=TOKEN) as server:

@@ -113,7 +113,8 @@ def test_our_client_answers_an_input_required_task_on_the_sdk_server() -> None:
                 ]
             },
             {"text": "deleted"},
-        ]
+        ],
+        record_histories=10,
     )
     agent = adk.spawn_agent("Approver", {"provider": model}, tools=[adk.request_human_approval])
     with SdkPeer(agent) as peer, connect(peer.url, allow_http_loopback=True) as remote:
@@ -133,7 +134,8 @@ def test_remote_agent_tool_relays_to_the_sdk_server(echo_peer: SdkPeer) -> None:
     the tool's result."""
     remote = RemoteAgent(echo_peer.card_url, allow_http_loopback=True)
     model = adk.ScriptedProvider(
-        [{"tool_calls": [{"name": remote.name, "args": {"prompt": "hi"}}]}, {"text": "relayed"}]
+        [{"tool_calls": [{"name": remote.name, "args": {"prompt": "hi"}}]}, {"text": "relayed"}],
+        record_histories=10,
     )
     agent = adk.spawn_agent("Relay", {"provider": model}, tools=[remote])
     assert adk.prompt(agent, "Ask the remote agent.") == "relayed"

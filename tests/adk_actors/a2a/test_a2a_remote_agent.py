@@ -51,7 +51,8 @@ def test_a_remote_agent_served_by_adk_is_a_tool_of_a_local_agent() -> None:
         assert tool.name == "Echo" and tool.description == "The Echo agent."
         assert tool.schema()["parameters"]["required"] == ["prompt"]
         model = adk.ScriptedProvider(
-            [{"tool_calls": [{"name": "Echo", "args": {"prompt": "ping"}}]}, {"text": "relayed"}]
+            [{"tool_calls": [{"name": "Echo", "args": {"prompt": "ping"}}]}, {"text": "relayed"}],
+            record_histories=10,
         )
         local = adk.spawn_agent("Local", {"provider": model}, tools=[tool])
         assert adk.prompt(local, "ask the echo agent") == "relayed"
@@ -91,7 +92,8 @@ def test_a_task_that_asks_for_input_is_continued_with_its_task_id(peer: FixtureP
             {"tool_calls": [{"name": "booker", "args": {"prompt": "book a room"}}]},
             {"tool_calls": [{"name": "booker", "args": {"prompt": "monday", "task_id": "task-7"}}]},
             {"text": "done"},
-        ]
+        ],
+        record_histories=10,
     )
     local = adk.spawn_agent("Planner", {"provider": model}, tools=[tool])
     assert adk.prompt(local, "book") == "done"
@@ -113,7 +115,8 @@ def test_a_remote_failure_reaches_the_model_as_a_failed_tool_result(peer: Fixtur
         [
             {"tool_calls": [{"name": "Peer", "args": {"prompt": "x", "task_id": "task-gone"}}]},
             {"text": "sorry"},
-        ]
+        ],
+        record_histories=10,
     )
     local = adk.spawn_agent("Asker", {"provider": model}, tools=[tool])
     assert adk.prompt(local, "go") == "sorry"
@@ -157,7 +160,9 @@ def test_bad_arguments_are_refused_without_a_request(
     peer: FixturePeer, args: dict[str, Any]
 ) -> None:
     tool = RemoteAgent(peer.base, allow_http_loopback=True)
-    model = adk.ScriptedProvider([{"tool_calls": [{"name": "Peer", "args": args}]}, {"text": "ok"}])
+    model = adk.ScriptedProvider(
+        [{"tool_calls": [{"name": "Peer", "args": args}]}, {"text": "ok"}], record_histories=10
+    )
     local = adk.spawn_agent("Caller", {"provider": model}, tools=[tool])
     assert adk.prompt(local, "go") == "ok"
     assert tool_response(model, 1)["success"] is False
@@ -183,7 +188,8 @@ def test_a_remote_agent_built_inside_a_running_loop_discovers_on_first_use(
     assert lazy.client is None and len(peer.seen("card")) == 1
     assert "booker" in repr(lazy)
     model = adk.ScriptedProvider(
-        [{"tool_calls": [{"name": "booker", "args": {"prompt": "hi"}}]}, {"text": "done"}]
+        [{"tool_calls": [{"name": "booker", "args": {"prompt": "hi"}}]}, {"text": "done"}],
+        record_histories=10,
     )
     local = adk.spawn_agent("Lazy", {"provider": model}, tools=[lazy])
     assert adk.prompt(local, "go") == "done"

@@ -41,7 +41,7 @@ def echo(history: Any, tools: Any) -> dict[str, Any]:
 @pytest.fixture
 def remote_echo() -> Iterator[tuple[A2AServer, adk.ScriptedProvider]]:
     """`adk.a2a.serve` of a scripted echo agent (bearer auth), and its model."""
-    model = adk.ScriptedProvider(fn=echo, inline=True)
+    model = adk.ScriptedProvider(fn=echo, inline=True, record_histories=10)
     server = serve(adk.spawn_agent("Echo", {"provider": model}), auth_token=TOKEN)
     try:
         yield server, model
@@ -65,7 +65,8 @@ def test_a_parent_delegates_to_a_remote_agent_named_in_its_sub_agents(
         [
             {"tool_calls": [{"name": "RemoteEcho", "args": {"prompt": "ping"}}]},
             {"text": "relayed"},
-        ]
+        ],
+        record_histories=10,
     )
     parent = adk.spawn_agent(
         "Coordinator",
@@ -113,7 +114,8 @@ def test_a_remote_failure_surfaces_typed() -> None:
             [
                 {"tool_calls": [{"name": "RemoteBroken", "args": {"prompt": "x"}}]},
                 {"text": "sorry"},
-            ]
+            ],
+            record_histories=10,
         )
         parent = adk.spawn_agent(
             "Asker",
@@ -157,7 +159,7 @@ def test_the_outbound_rules_still_apply() -> None:
     try:
         proxy = adk.spawn_agent("Insecure", {"provider": A2AProvider(server.url, auth=bearer)})
         assert reason(lambda: adk.prompt(proxy, "x")) == "insecure_a2a_destination"
-        assert model.histories == []
+        assert model.calls == 0
     finally:
         server.stop()
 

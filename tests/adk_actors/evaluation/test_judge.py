@@ -365,7 +365,9 @@ def test_a_trusted_provider_instance_and_secret_redaction() -> None:
     (a provider-config secret never reaches the prompt and is redacted from the
     rationale)."""
     secret = "judge-test-secret-value"
-    scripted = ScriptedProvider([json.dumps({"score": 0.75, "rationale": f"passed; {secret}"})])
+    scripted = ScriptedProvider(
+        [json.dumps({"score": 0.75, "rationale": f"passed; {secret}"})], record_histories=10
+    )
     checked = judge.parse_judge_config(
         {**RUBRIC, "provider": scripted, "provider_config": {"api_key": secret}}, trusted=True
     )

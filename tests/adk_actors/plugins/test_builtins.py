@@ -142,7 +142,8 @@ def test_reflect_retry_in_a_runner_tells_the_model_once_per_tool():
             {"tool_calls": [{"name": "flaky", "args": {"city": "a"}}]},
             {"tool_calls": [{"name": "flaky", "args": {"city": "b"}}]},
             {"text": "gave up"},
-        ]
+        ],
+        record_histories=10,
     )
     agent = adk.spawn_agent("Retrying", {"provider": model}, tools=[flaky])
     sessions = adk.sessions.InMemorySessionService()

@@ -47,7 +47,7 @@ def echo(delay: float = 0.002) -> ScriptedProvider:
     def answer(history: Sequence[Content], tools: Sequence[ToolDeclaration]) -> Any:
         return {"text": f"ok: {history[-1].text_value()[:40]}", "delay": delay}
 
-    return ScriptedProvider(fn=answer, max_histories=0)
+    return ScriptedProvider(fn=answer)
 
 
 class Gate:
@@ -63,7 +63,7 @@ class Gate:
             self.release.wait(10)
             return {"text": "late"}
 
-        return ScriptedProvider(fn=answer, max_histories=0)
+        return ScriptedProvider(fn=answer)
 
 
 async def drive(
