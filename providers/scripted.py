@@ -81,14 +81,16 @@ class ScriptedProvider:
         self._lock = threading.Lock()
         self.calls = 0
         self._record_histories = _check_record_histories(record_histories)
-        self._histories: deque[list[Content]] = deque(maxlen=self._record_histories)
+        self._histories: deque[list[Content]] | None = (
+            deque(maxlen=self._record_histories) if self._record_histories else None
+        )
 
     @property
     def histories(self) -> list[list[Content]]:
         """The newest `record_histories` histories the provider was called with, in call
         order (a copy); empty unless the provider was made with ``record_histories=n``."""
         with self._lock:
-            return [list(history) for history in self._histories]
+            return [list(history) for history in self._histories or ()]
 
     def fresh(self) -> ScriptedProvider:
         """A new provider with the same script and `record_histories`, starting over at
@@ -136,7 +138,7 @@ class ScriptedProvider:
     ) -> Mapping[str, Any]:
         with self._lock:
             self.calls += 1
-            if self._record_histories:
+            if self._histories is not None:
                 self._histories.append(list(history))
             if self._fn is None:
                 if self._next >= len(self._steps):

@@ -118,7 +118,7 @@ def spawn_agent(name: str, config: dict[str, Any], tools: Sequence[Tool] = ()) -
     if spec.sub_agents:
         validate_tree(name, spec.sub_agents)
     lifeline = AgentLifeline(spec, intensity, period)
-    child = ChildSpec(name, lifeline.start, restart="transient")
+    child = ChildSpec(name, lifeline, restart="transient")
     forget_failure(name)  # a failed agent of this name is replaced, or still holds nothing
     try:
         DynamicSupervisor.start_child(AGENT_SUPERVISOR, child)

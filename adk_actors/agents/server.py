@@ -108,6 +108,11 @@ class AgentLifeline:
         self._started = False
         self._times: list[float] | None = None  # restart times within the period
 
+    def __call__(self) -> Pid | None:
+        """`start`: the lifeline itself is its `ChildSpec`'s start function (no bound
+        method object kept per agent)."""
+        return self.start()
+
     def start(self) -> Pid | None:
         restarting = self._started
         self._started = True
@@ -179,11 +184,13 @@ class _Request:
 class _State:
     spec: AgentSpec
     lifeline: AgentLifeline
-    history: list[Content] = field(default_factory=list)
+    history: list[Content] | None = None  # made on the first `prompt` that keeps one
     lanes: dict[Lane, deque[_Request]] = field(default_factory=dict)
     ready_since: dict[Lane, int] = field(default_factory=dict)
     active: dict[Pid, _Request] = field(default_factory=dict)  # task or holder pid -> entry
-    active_lanes: set[Lane] = field(default_factory=set)
+    active_lanes: dict[Lane, None] = field(default_factory=dict)
+    """The lanes with a turn running (a dict used as a set: an empty dict is not tracked
+    by the garbage collector, an empty set is, and idle agents are most agents)."""
     by_caller_ref: dict[Any, _Request] = field(default_factory=dict)
     completed: int = 0
 
@@ -271,14 +278,14 @@ class AgentServer(GenServer):
                 del state.lanes[lane_key]
             if request.holder is not None:  # an outside invocation: it runs its own work
                 state.active[request.holder] = request
-                state.active_lanes.add(request.lane)
+                state.active_lanes[request.lane] = None
                 reply(request.respond, ("ok", state.spec))
             else:
                 self._start(state, request)
 
     def _start(self, state: _State, request: _Request) -> None:
         keep = request.lane == COMPAT_LANE and state.spec.history_policy == "include"
-        history = list(state.history) if keep else []
+        history = list(state.history or ()) if keep else []
         deadline = time.monotonic() + state.spec.turn_timeout
         task = Task.start(
             run_turn,
@@ -293,7 +300,7 @@ class AgentServer(GenServer):
         )
         request.task = task
         state.active[task.pid] = request
-        state.active_lanes.add(request.lane)
+        state.active_lanes[request.lane] = None
 
     def _finish(self, state: _State, result: TaskResult) -> None:
         request = self._free(state, result.pid)
@@ -304,8 +311,10 @@ class AgentServer(GenServer):
             outcome = result.value
             if isinstance(outcome, TurnCompleted):
                 if request.lane == COMPAT_LANE:
-                    state.history.extend(outcome.contents)
-                    del state.history[:-MAX_HISTORY_CONTENTS]
+                    kept = state.history if state.history is not None else []
+                    kept.extend(outcome.contents)
+                    del kept[:-MAX_HISTORY_CONTENTS]
+                    state.history = kept
                 _respond(request, ("ok", outcome.output))
             else:  # a turn outside a Runner cannot pause: it fails instead
                 _respond(request, ("error", getattr(outcome, "reason", "invalid_turn_outcome")))
@@ -330,7 +339,7 @@ class AgentServer(GenServer):
         request = state.active.pop(key, None)
         if request is None:
             return None
-        state.active_lanes.discard(request.lane)
+        state.active_lanes.pop(request.lane, None)
         if request.caller_ref is not None:
             state.by_caller_ref.pop(request.caller_ref, None)
             demonitor(request.caller_ref, flush=True)
@@ -374,7 +383,7 @@ class AgentServer(GenServer):
             "restarts": state.lifeline.restarts,
             "active": len(state.active),
             "queued": sum(len(queue) for queue in state.lanes.values()),
-            "history_length": len(state.history),
+            "history_length": len(state.history or ()),
             "completed": state.completed,
             "tools": state.spec.catalog.names(),
             "sub_agents": list(state.spec.sub_agents),

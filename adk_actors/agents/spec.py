@@ -135,7 +135,7 @@ def compile_spec(name: Any, config: Mapping[str, Any], tools: Sequence[Tool] = (
         tool_mode=tool_mode,
         tool_max_concurrency=tool_max_concurrency,
         tool_timeout=tool_timeout,
-        callbacks=MappingProxyType(dict(check_callbacks(config.get("callbacks")))),
+        callbacks=_callbacks(config.get("callbacks")),
         instructions=instructions,
         instruction_keys=instruction_keys,
         output_key=_output_key(config.get("output_key")),
@@ -162,6 +162,16 @@ def _check_credentials(provider_config: Mapping[str, Any]) -> None:
     check = getattr(protocol.resolve_provider(provider_config), "check_credentials", None)
     if callable(check):
         check(provider_config)
+
+
+_NO_CALLBACKS: Mapping[str, Any] = MappingProxyType({})
+
+
+def _callbacks(config: Any) -> Mapping[str, Any]:
+    """The checked callbacks, read-only; one shared empty mapping for the agents
+    without any (most of them: one object fewer per agent for the garbage collector)."""
+    callbacks = dict(check_callbacks(config))
+    return MappingProxyType(callbacks) if callbacks else _NO_CALLBACKS
 
 
 def _output_key(key: Any) -> str | None:
