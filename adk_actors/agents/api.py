@@ -11,6 +11,7 @@ calls raise ``("agent_failed", kind)``, and its name is free for a new `spawn_ag
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import queue
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -201,7 +202,8 @@ def prompt(agent: AgentLike, message: str | Content, timeout: float = 60.0) -> s
     Raises `AdkError` with the failure's reason (a provider error is never returned as
     a success string).
     """
-    return _ask(agent, Prompt(as_content(message), self_pid(), TurnOptions()), timeout)  # type: ignore[no-any-return]
+    request = Prompt(as_content(message), self_pid(), TurnOptions(), contextvars.copy_context())
+    return _ask(agent, request, timeout)  # type: ignore[no-any-return]
 
 
 def invoke(

@@ -9,6 +9,7 @@ for an `AgentRef` or a name.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -65,6 +66,8 @@ def invoke(
         chain, global_instruction, MappingProxyType(dict(state or {})), plugins=plugins
     )
     answer: str | Content = ask(
-        name, Invoke(as_content(message), scope, self_pid(), options), timeout
+        name,
+        Invoke(as_content(message), scope, self_pid(), options, contextvars.copy_context()),
+        timeout,
     )
     return answer

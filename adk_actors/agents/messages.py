@@ -7,6 +7,7 @@ responsive sends it with `supervision.send_request`.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -19,20 +20,24 @@ Lane = tuple[str, ...]
 
 
 class Prompt(NamedTuple):
-    """A turn of the agent's own conversation (the compat FIFO)."""
+    """A turn of the agent's own conversation (the compat FIFO). `context` is the
+    caller's `contextvars` (its current trace span, say): the turn runs in a copy."""
 
     message: Content
     caller: Pid | None
     options: TurnOptions
+    context: contextvars.Context | None = None
 
 
 class Invoke(NamedTuple):
-    """A fresh invocation in the lane of `scope`."""
+    """A fresh invocation in the lane of `scope`, run in a copy of `context` (the
+    caller's, as for `Prompt`)."""
 
     message: Content
     scope: Scope
     caller: Pid | None
     options: TurnOptions
+    context: contextvars.Context | None = None
 
 
 class Delegate(NamedTuple):

@@ -26,6 +26,7 @@ supervisor restarts, and the name is free for a new `spawn_agent`.
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import time
 import uuid
@@ -178,6 +179,9 @@ class _Request:
     holder: Pid | None = None
     options: TurnOptions = field(default_factory=TurnOptions)
     invocation_id: str = field(default_factory=lambda: f"inv-{uuid.uuid4().hex}")
+    context: contextvars.Context | None = None
+    """The caller's context: the turn's task starts in it, so the turn's spans are
+    children of the caller's current span (an AgentTool's `execute_tool`, say)."""
 
 
 @dataclass
@@ -205,12 +209,16 @@ class AgentServer(GenServer):
 
     def handle_call(self, request: Any, from_: From, state: _State) -> Any:
         match request:
-            case Prompt(message, caller, options):
-                turn = _Request(COMPAT_LANE, message, Scope(), from_, options=options)
+            case Prompt(message, caller, options, context):
+                turn = _Request(
+                    COMPAT_LANE, message, Scope(), from_, options=options, context=context
+                )
                 self._enqueue(state, turn, caller)
                 return NoReply(state)
-            case Invoke(message, Scope() as scope, caller, options):
-                turn = _Request(scope.lane(), message, scope, from_, options=options)
+            case Invoke(message, Scope() as scope, caller, options, context):
+                turn = _Request(
+                    scope.lane(), message, scope, from_, options=options, context=context
+                )
                 self._enqueue(state, turn, caller)
                 return NoReply(state)
             case EnterLane(tuple() as lane, Pid() as holder) if holder not in state.active:
@@ -287,17 +295,12 @@ class AgentServer(GenServer):
         keep = request.lane == COMPAT_LANE and state.spec.history_policy == "include"
         history = list(state.history or ()) if keep else []
         deadline = time.monotonic() + state.spec.turn_timeout
-        task = Task.start(
-            run_turn,
-            state.spec,
-            history,
-            request.message,
-            request.scope,
-            request.invocation_id,
-            request.options,
-            deadline=deadline,
-            notify=True,
-        )
+        begin = run_turn, state.spec, history, request.message, request.scope
+        arguments = (*begin, request.invocation_id, request.options)
+        if request.context is None:
+            task = Task.start(*arguments, deadline=deadline, notify=True)
+        else:  # in the caller's context (a copy made for this request, run once)
+            task = request.context.run(Task.start, *arguments, deadline=deadline, notify=True)
         request.task = task
         state.active[task.pid] = request
         state.active_lanes[request.lane] = None
