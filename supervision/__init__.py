@@ -7,6 +7,7 @@ modules behind it are the kernel's own. See `docs/supervision.md`.
 
 from supervision import aio
 from supervision.child_spec import ChildInfo, ChildSpec
+from supervision.crash_report import RestartReport, on_restart
 from supervision.credit_stream import (
     MAX_BUFFERED_CEILING,
     CreditStream,
@@ -147,6 +148,7 @@ __all__ = [
     "Refused",
     "Reply",
     "Response",
+    "RestartReport",
     "StartError",
     "Stop",
     "StreamDetached",
@@ -185,6 +187,7 @@ __all__ = [
     "link",
     "monitor",
     "next_message",
+    "on_restart",
     "reactor_loop",
     "receive",
     "redact_loggers",

@@ -14,13 +14,14 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
-from typing import Literal, NamedTuple, cast
+from typing import Literal, NamedTuple
 
 from supervision import crash_report
 from supervision.carried_context import Context
 from supervision.errors import KernelError, SupervisorError
 from supervision.pid import Pid
 from supervision.primitives import exit, link, unlink
+from supervision.process import current_process
 from supervision.protocol import Refused, describe
 from supervision.signals import Crash, Reason, is_normal_exit
 
@@ -54,46 +55,52 @@ class ChildSpec(NamedTuple):
     significant: bool = False
 
     def checked(self) -> ChildSpec:
-        """This spec with defaults filled in; raises `SupervisorError` if it is malformed."""
+        """This spec with defaults filled in (itself if it has none to fill); raises
+        `SupervisorError` if it is malformed."""
         if not hashable(self.id):
             raise SupervisorError(
                 ("invalid_child_spec", "id"), f"child id must be hashable, not {describe(self.id)}"
             )
-        name = _label(self.id)
         if not callable(self.start):
-            raise SupervisorError(
-                ("invalid_child_spec", "start"), f"child {name}: start must be callable"
-            )
-        restart = _choice(self.restart, ("permanent", "transient", "temporary"))
+            raise _invalid(self.id, "start", "start must be callable")
+        restart = _choice(self.restart, _RESTARTS)
         if restart is None:
-            raise SupervisorError(
-                ("invalid_child_spec", "restart"),
-                f"child {name}: restart must be permanent, transient or temporary",
-            )
-        child_type = _choice(self.type, ("worker", "supervisor"))
+            raise _invalid(self.id, "restart", "restart must be permanent, transient or temporary")
+        child_type = _choice(self.type, _CHILD_TYPES)
         if child_type is None:
-            raise SupervisorError(
-                ("invalid_child_spec", "type"), f"child {name}: type must be worker or supervisor"
-            )
+            raise _invalid(self.id, "type", "type must be worker or supervisor")
         if type(self.significant) is not bool:
-            raise SupervisorError(
-                ("invalid_child_spec", "significant"), f"child {name}: significant must be a bool"
-            )
+            raise _invalid(self.id, "significant", "significant must be a bool")
         if self.significant and restart == "permanent":
-            raise SupervisorError(
-                ("invalid_child_spec", "significant"),
-                f"child {name}: a permanent child cannot be significant (OTP: bad_combination)",
+            raise _invalid(
+                self.id,
+                "significant",
+                "a permanent child cannot be significant (OTP: bad_combination)",
             )
-        return self._replace(
-            restart=cast(Restart, restart),
-            type=cast(ChildType, child_type),
-            shutdown=_checked_shutdown(self.shutdown, child_type, name),
+        shutdown = _checked_shutdown(self.shutdown, child_type, self.id)
+        if restart is self.restart and child_type is self.type and shutdown is self.shutdown:
+            return self  # already in canonical form: a supervisor keeps it as it is
+        # tuple.__new__: the fields are checked, and `_replace` costs a few microseconds
+        return tuple.__new__(
+            type(self), (self.id, self.start, restart, shutdown, child_type, self.significant)
         )
 
 
-def _checked_shutdown(shutdown: object, child_type: str, name: str) -> Shutdown:
+_RESTARTS = ("permanent", "transient", "temporary")
+_CHILD_TYPES = ("worker", "supervisor")
+
+
+def _invalid(child_id: object, field: str, what: str) -> SupervisorError:
+    """``("invalid_child_spec", field)``, the message naming the child (built only here,
+    on the way to a refusal: a well-formed spec never pays for its label)."""
+    return SupervisorError(("invalid_child_spec", field), f"child {_label(child_id)}: {what}")
+
+
+def _checked_shutdown(shutdown: object, child_type: str, child_id: object) -> Shutdown:
     if shutdown is None:
         return DEFAULT_WORKER_SHUTDOWN if child_type == "worker" else "infinity"
+    if type(shutdown) is float and 0 <= shutdown < _MAX_WAIT:
+        return shutdown  # the common case, as `checked` leaves it: kept as it is
     keyword = _choice(shutdown, ("brutal_kill", "infinity"))
     if keyword is not None:
         return keyword  # type: ignore[return-value]
@@ -105,10 +112,7 @@ def _checked_shutdown(shutdown: object, child_type: str, name: str) -> Shutdown:
         if seconds >= 0:  # NaN is not
             # no thread waits longer than TIMEOUT_MAX (centuries): beyond that is infinity
             return "infinity" if seconds >= _MAX_WAIT else seconds
-    raise SupervisorError(
-        ("invalid_child_spec", "shutdown"),
-        f"child {name}: shutdown must be seconds >= 0, brutal_kill or infinity",
-    )
+    raise _invalid(child_id, "shutdown", "shutdown must be seconds >= 0, brutal_kill or infinity")
 
 
 def hashable(value: object) -> bool:
@@ -257,8 +261,11 @@ def start_child_process(spec: ChildSpec, taken: Callable[[Pid], bool]) -> Pid | 
         raise ChildStartFailed(
             Crash("bad_start_return", "start returned the supervisor or one of its children")
         )
+    supervisor = current_process()
+    if supervisor is not None and supervisor.linked_to(pid._process):
+        return pid  # a start_link child: linked already
     try:
-        link(pid)  # a no-op for start_link children; makes plain start() children supervised too
+        link(pid)  # a plain start() child is supervised too
     except KernelError as exc:
         raise ChildStartFailed(exc.reason) from None
     return pid

@@ -8,14 +8,23 @@ anything the upper layers store or return.
 Event names are stable (tests and dashboards rely on them):
 ``supervision.process.crashed``, ``supervision.supervisor.child_exited``,
 ``supervision.supervisor.child_restarted``, ``supervision.supervisor.child_start_failed``,
-``supervision.supervisor.max_intensity_reached``.
+``supervision.supervisor.max_intensity_reached``,
+``supervision.supervisor.restart_listener_failed``.
+
+Besides the log line, every child restart is announced to the process-wide restart
+listeners (`on_restart`) as a `RestartReport`: who restarted which child, and the kind
+of the exit reason (never its text), for metrics and dashboards.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from supervision.logs import get_logger
+from supervision.pid import Pid
 from supervision.redaction import redact_text
 from supervision.signals import Crash, scrub_message
 
@@ -73,3 +82,85 @@ def supervisor_event(event: str, supervisor: Any, **fields: Any) -> None:
     if event.endswith("child_exited"):  # a normal exit is routine (one per finished run)
         level = "error" if fields.get("abnormal") else "debug"
     getattr(_log, level)(event, supervisor=str(supervisor), **clean)
+
+
+@dataclass(frozen=True, slots=True)
+class RestartReport:
+    """One child restarted: the supervisor's registered name (its pid, like ``<0.42>``,
+    when unnamed), the child's id as text, and the kind of the exit reason that caused
+    the restart (`reason_kind`: ``"killed"``, a crash's exception class, ...)."""
+
+    supervisor: str
+    child_id: str
+    reason: str
+
+
+RestartListener = Callable[[RestartReport], None]
+
+_listeners: tuple[RestartListener, ...] = ()  # replaced whole, so notifying takes no lock
+_listeners_lock = threading.Lock()
+
+MAX_KIND_CHARS = 64
+"""A reason kind is a short label: a longer string reason is cut to this many characters."""
+
+
+def on_restart(listener: RestartListener) -> Callable[[], None]:
+    """Call `listener` after every child restart by any `Supervisor` or
+    `DynamicSupervisor` (in the supervisor's thread: keep it quick). Returns the
+    function that unsubscribes it (idempotent). A listener that raises is logged
+    (``supervision.supervisor.restart_listener_failed``) and ignored."""
+    global _listeners
+    with _listeners_lock:
+        _listeners = (*_listeners, listener)
+
+    def unsubscribe() -> None:
+        global _listeners
+        with _listeners_lock:
+            kept = list(_listeners)
+            if listener in kept:
+                kept.remove(listener)
+            _listeners = tuple(kept)
+
+    return unsubscribe
+
+
+def reason_kind(reason: Any) -> str:
+    """An exit reason as a short label: a crash's exception class, a string reason
+    (bounded), the head of a tuple such as ``("shutdown", detail)``, else its type."""
+    if isinstance(reason, Crash):
+        return reason.kind[:MAX_KIND_CHARS]
+    if isinstance(reason, str):
+        return reason[:MAX_KIND_CHARS]
+    if isinstance(reason, tuple) and reason and isinstance(reason[0], str):
+        return reason[0][:MAX_KIND_CHARS]
+    return type(reason).__name__
+
+
+def child_restarted(supervisor: Pid, child_id: Any, pid: Pid, reason: Any) -> None:
+    """A supervisor started a child again after it exited with `reason`: log it and
+    tell every restart listener."""
+    supervisor_event(
+        "supervision.supervisor.child_restarted", supervisor, child_id=child_id, pid=str(pid)
+    )
+    listeners = _listeners
+    if not listeners:
+        return
+    report = RestartReport(
+        _supervisor_name(supervisor), str(format_name(child_id)), reason_kind(reason)
+    )
+    for listener in listeners:
+        try:
+            listener(report)
+        except Exception as exc:
+            _log.error(
+                "supervision.supervisor.restart_listener_failed",
+                supervisor=report.supervisor,
+                child_id=report.child_id,
+                error_type=type(exc).__name__,
+            )
+
+
+def _supervisor_name(supervisor: Pid) -> str:
+    """The supervisor's registered name as text, or its printed pid."""
+    name = supervisor._process.name
+    return str(supervisor) if name is None else str(format_name(name))

@@ -184,7 +184,7 @@ class PooledServerProcess(ServerProcess):
 
     def __init__(self, server: Any, parent: Process | None) -> None:
         super().__init__(server, parent)
-        self._mailbox: deque[tuple[Any, ...]] = deque()
+        self._mailbox: deque[tuple[Any, ...]] | None = None  # until the first message
         self._mailbox_lock = threading.Lock()
         self._scheduled = True  # held until `release` so nothing runs before init returns
         self._pool = get_pool()
@@ -193,11 +193,11 @@ class PooledServerProcess(ServerProcess):
         """Run `init` on the calling thread (bound to this process), then let the pool
         run the server. A ``continue_`` from init goes to the front of the mailbox, so
         `handle_continue` runs before any message that came in meanwhile."""
-        after = self.context.run(self._init, args, name, started)
+        after = self.run_in_context(self._init, args, name, started)
         if after is not None and self.alive:
             if after.continue_ is not None and after.timeout is None:
                 with self._mailbox_lock:
-                    self._mailbox.appendleft((CONTINUE, after.continue_))
+                    self._queue().appendleft((CONTINUE, after.continue_))
             else:
                 self._then(after.timeout, after.continue_, "init")
         self.release()
@@ -210,21 +210,33 @@ class PooledServerProcess(ServerProcess):
                 return
         self._pool.schedule(self)
 
+    def _queue(self) -> deque[tuple[Any, ...]]:
+        """The mailbox, created by the first message (hold `_mailbox_lock`): an idle
+        server holds no queue."""
+        mailbox = self._mailbox
+        if mailbox is None:
+            mailbox = self._mailbox = deque()
+        return mailbox
+
     def tell(self, envelope: tuple[Any, ...]) -> None:
         with self._mailbox_lock:
             if not self.alive:
                 return
-            self._mailbox.append(envelope)
+            mailbox = self._mailbox
+            if mailbox is None:  # `_queue`, inline: this is every message's path
+                mailbox = self._mailbox = deque()
+            mailbox.append(envelope)
             if self._scheduled:
                 return
             self._scheduled = True
         self._pool.schedule(self)
 
     def mailbox_size(self) -> int:
-        return len(self._mailbox)
+        return len(self._mailbox or ())
 
     def on_exit(self) -> None:
         self.state = None
         self._idle = None
         with self._mailbox_lock:
-            self._mailbox.clear()
+            if self._mailbox is not None:
+                self._mailbox.clear()

@@ -45,15 +45,19 @@ from supervision.protocol import Answer, Ok, Refused, log_unexpected, unwrap
 from supervision.signals import ExitSignal, Reason
 
 
-class _Child:
-    """A dynamic child. Running while `token` is None; restarting (its restart failed and
-    a `_RetryStart` carrying `token` is queued) otherwise, keyed by its last pid."""
+class _Restarting(NamedTuple):
+    """A child whose restart failed: a `_RetryStart` carrying `token` is queued."""
 
-    __slots__ = ("spec", "token")
+    spec: ChildSpec
+    token: int
 
-    def __init__(self, spec: ChildSpec, token: int | None = None) -> None:
-        self.spec = spec
-        self.token = token
+
+_Child = ChildSpec | _Restarting
+"""A running child is its spec alone: one object per child, however many there are."""
+
+
+def _spec(child: _Child) -> ChildSpec:
+    return child.spec if isinstance(child, _Restarting) else child
 
 
 class _State:
@@ -62,21 +66,26 @@ class _State:
         self.intensity = intensity
         # by pid: a running child's, or a restarting child's last one; in start order
         self.children: dict[Pid, _Child] = {}
+        self.me = self_pid()
 
     def taken(self, pid: Pid) -> bool:
-        return pid == self_pid() or pid in self.children
+        return pid == self.me or pid in self.children
 
-    def info(self, pid: Pid, child: _Child) -> ChildInfo:
-        restarting = child.token is not None
-        return ChildInfo(child.spec.id, None if restarting else pid, child.spec.type, restarting)
+    @staticmethod
+    def info(pid: Pid, child: _Child) -> ChildInfo:
+        if isinstance(child, _Restarting):
+            return ChildInfo(child.spec.id, None, child.spec.type, True)
+        return ChildInfo(child.id, pid, child.type)
 
 
 class _RetryStart(NamedTuple):
     """Self-message: start the restarting child keyed by `pid` again (a stale `token`,
-    of a child terminated or failed again since, is ignored)."""
+    of a child terminated or failed again since, is ignored). `reason` is the exit
+    reason that started the restart (for the restart reports)."""
 
     pid: Pid
     token: int
+    reason: Reason
 
 
 _tokens = itertools.count(1)
@@ -106,7 +115,7 @@ class _DynamicSupervisorServer(GenServer):
                 return Reply(refuse("not_found") if found is None else Ok(found), state)
             case GetChildSpec(Pid() as pid):
                 child = state.children.get(pid)
-                return Reply(refuse("not_found") if child is None else Ok(child.spec), state)
+                return Reply(refuse("not_found") if child is None else Ok(_spec(child)), state)
             case TerminateChild() | WhichChild() | GetChildSpec():
                 why = "a dynamic supervisor's children are named by pid"
                 return Reply(invalid_request(request, why), state)
@@ -122,29 +131,29 @@ class _DynamicSupervisorServer(GenServer):
         match msg:
             case ExitSignal(Pid() as pid, reason):
                 child = state.children.get(pid)
-                if child is None or child.token is not None:
+                if child is None or isinstance(child, _Restarting):
                     return state
                 del state.children[pid]
-                if not wants_restart(child.spec.restart, reason):
-                    report_exit(self_pid(), child.spec.id, pid, reason, "no_restart")
+                if not wants_restart(child.restart, reason):
+                    report_exit(self_pid(), child.id, pid, reason, "no_restart")
                     return state
-                report_exit(self_pid(), child.spec.id, pid, reason, "restart")
-                return self._restart(state, pid, child.spec)
-            case _RetryStart(pid, token):
+                report_exit(self_pid(), child.id, pid, reason, "restart")
+                return self._restart(state, pid, child, reason)
+            case _RetryStart(pid, token, reason):
                 child = state.children.get(pid)
-                if child is None or child.token != token:
+                if not isinstance(child, _Restarting) or child.token != token:
                     return state  # terminated, or failed again, since: stale
                 del state.children[pid]
-                return self._restart(state, pid, child.spec)
+                return self._restart(state, pid, child.spec, reason)
         return state
 
     def terminate(self, reason: Reason, state: Any) -> None:
         if not isinstance(state, _State):
             return
         children = [
-            (pid, child.spec)
+            (pid, child)
             for pid, child in reversed(state.children.items())
-            if child.token is None
+            if not isinstance(child, _Restarting)
         ]
         state.children.clear()
         deadlines = []
@@ -154,9 +163,10 @@ class _DynamicSupervisorServer(GenServer):
         for (pid, spec), deadline in zip(children, deadlines, strict=True):
             finish_shutdown(pid, spec.shutdown, deadline)  # type: ignore[arg-type]
 
-    def _restart(self, state: _State, old_pid: Pid, spec: ChildSpec) -> Any:
-        """Count a restart and start `spec` again; on failure keep it restarting under
-        `old_pid` and queue a retry (OTP's ``{restarting, OldPid}``)."""
+    def _restart(self, state: _State, old_pid: Pid, spec: ChildSpec, reason: Reason) -> Any:
+        """Count a restart and start `spec` again (the child exited with `reason`); on
+        failure keep it restarting under `old_pid` and queue a retry (OTP's
+        ``{restarting, OldPid}``)."""
         if not state.intensity.add_restart():
             crash_report.supervisor_event(
                 "supervision.supervisor.max_intensity_reached",
@@ -175,14 +185,12 @@ class _DynamicSupervisorServer(GenServer):
                 reason=failed.reason,
             )
             token = next(_tokens)
-            state.children[old_pid] = _Child(spec, token)
-            send(self_pid(), _RetryStart(old_pid, token))
+            state.children[old_pid] = _Restarting(spec, token)
+            send(self_pid(), _RetryStart(old_pid, token, reason))
             return state
         if pid is not None:  # a restart that returns None drops the child, as OTP
-            state.children[pid] = _Child(spec)
-            crash_report.supervisor_event(
-                "supervision.supervisor.child_restarted", self_pid(), child_id=spec.id, pid=str(pid)
-            )
+            state.children[pid] = spec
+            crash_report.child_restarted(self_pid(), spec.id, pid, reason)
         return state
 
     @staticmethod
@@ -200,7 +208,7 @@ class _DynamicSupervisorServer(GenServer):
         except ChildStartFailed as failed:
             return refuse(failed.reason)
         if pid is not None:
-            state.children[pid] = _Child(checked)
+            state.children[pid] = checked
         return Ok(pid)
 
     @staticmethod
@@ -210,8 +218,8 @@ class _DynamicSupervisorServer(GenServer):
         child = state.children.pop(pid, None)
         if child is None:
             return Ok(None) if not pid.is_alive() else refuse("not_found")
-        if child.token is None:
-            shutdown_child(pid, child.spec.shutdown)  # type: ignore[arg-type]
+        if not isinstance(child, _Restarting):
+            shutdown_child(pid, child.shutdown)  # type: ignore[arg-type]
         return Ok(None)
 
 
@@ -230,9 +238,11 @@ def _count(state: _State) -> dict[str, int]:
     children = state.children
     return {
         "specs": len(children),
-        "active": sum(1 for p, c in children.items() if c.token is None and p.is_alive()),
-        "supervisors": sum(1 for c in children.values() if c.spec.type == "supervisor"),
-        "workers": sum(1 for c in children.values() if c.spec.type == "worker"),
+        "active": sum(
+            1 for p, c in children.items() if not isinstance(c, _Restarting) and p.is_alive()
+        ),
+        "supervisors": sum(1 for c in children.values() if _spec(c).type == "supervisor"),
+        "workers": sum(1 for c in children.values() if _spec(c).type == "worker"),
     }
 
 

@@ -76,7 +76,8 @@ class Process:
         self._lock = threading.Lock()
         # Created on first use: most processes never link, monitor or set a timer, and
         # every container is one more object for the cyclic garbage collector to walk.
-        self._links: set[Process] | None = None
+        # Links: None, the one linked process (a supervised child's usual case), or a set.
+        self._links: Process | set[Process] | None = None
         self._watchers: dict[Hashable, Watcher] | None = None
         self._monitoring: dict[Hashable, Process] | None = None
         self._timers: set[Any] | None = None
@@ -118,7 +119,12 @@ class Process:
     def remove_watcher(self, key: Hashable) -> bool:
         """Remove a monitor; False if it already fired (or never existed)."""
         with self._lock:
-            return self._watchers is not None and self._watchers.pop(key, None) is not None
+            watchers = self._watchers
+            if watchers is None or watchers.pop(key, None) is None:
+                return False
+            if not watchers:
+                self._watchers = None  # a start or a call leaves no empty dict behind
+            return True
 
     def notify_down(self, ref: Hashable, pid: Pid, reason: Reason) -> None:
         with self._lock:
@@ -161,21 +167,21 @@ class Process:
                 return False
             if not self.alive:
                 return True  # a dead caller links to nothing; its thread is fenced
-            if self._links is None:
-                self._links = set()
-            if other._links is None:
-                other._links = set()
-            self._links.add(other)
-            other._links.add(self)
+            _add_link(self, other)
+            _add_link(other, self)
             return True
+
+    def linked_to(self, other: Process) -> bool:
+        """True if this process is linked to `other` now (lock-free: a set lookup is
+        atomic, and a link that goes away meanwhile is announced by its exit signal)."""
+        links = self._links
+        return links is other or (isinstance(links, set) and other in links)
 
     def unlink(self, other: Process) -> None:
         first, second = (self, other) if self.pid.number < other.pid.number else (other, self)
         with first._lock, second._lock:
-            if self._links is not None:
-                self._links.discard(other)
-            if other._links is not None:
-                other._links.discard(self)
+            _drop_link(self, other)
+            _drop_link(other, self)
 
     # -- exit signals ----------------------------------------------------------------
 
@@ -243,7 +249,7 @@ class Process:
     def counts(self) -> tuple[int, int, int]:
         """(links, monitors on this process, timers aimed at it)."""
         with self._lock:
-            return len(self._links or ()), len(self._watchers or ()), len(self._timers or ())
+            return len(_each(self._links)), len(self._watchers or ()), len(self._timers or ())
 
     def add_timer(self, timer: Any) -> bool:
         with self._lock:
@@ -260,19 +266,45 @@ class Process:
                 self._timers.discard(timer)
 
 
+def _add_link(holder: Process, other: Process) -> None:
+    """Record `other` among `holder`'s links (the caller holds `holder._lock`)."""
+    links = holder._links
+    if links is None:
+        holder._links = other
+    elif isinstance(links, set):
+        links.add(other)
+    elif links is not other:
+        holder._links = {links, other}
+
+
+def _drop_link(holder: Process, other: Process) -> None:
+    """Forget `other` among `holder`'s links (the caller holds `holder._lock`)."""
+    links = holder._links
+    if links is other:
+        holder._links = None
+    elif isinstance(links, set):
+        links.discard(other)
+
+
+def _each(links: Process | set[Process] | None) -> tuple[Process, ...] | set[Process]:
+    """The linked processes, whichever form `_links` has."""
+    if links is None:
+        return ()
+    return links if isinstance(links, set) else (links,)
+
+
 def _propagate(
     dead: Process,
     reason: Reason,
-    links: set[Process] | None,
+    links: Process | set[Process] | None,
     watchers: dict[Hashable, Watcher] | None,
 ) -> None:
     # Links first, then monitors: by the time a caller's call fails or a Down arrives,
     # every linked supervisor already holds the exit signal in its mailbox.
-    if links:
-        for linked in links:
+    if links is not None:
+        for linked in _each(links):
             with linked._lock:
-                if linked._links is not None:
-                    linked._links.discard(dead)
+                _drop_link(linked, dead)
             linked.exit_signal(dead, reason, from_link=True)
     if watchers:
         for key, watcher in watchers.items():

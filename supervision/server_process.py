@@ -279,7 +279,7 @@ class ServerProcess(Process):
     queued but not yet handled is remembered, and dropped when its turn comes.
     """
 
-    __slots__ = ("_idle", "_queued_downs", "context", "server", "state")
+    __slots__ = ("_context", "_idle", "_queued_downs", "server", "state")
 
     accepts_calls = True
 
@@ -293,8 +293,31 @@ class ServerProcess(Process):
         self._queued_downs: dict[Hashable, bool] | None = None
         # The armed idle timeout (a callback returned `timeout=`); None almost always.
         self._idle: _IdleTimer | None = None
-        # A copy of the spawner's contextvars: init and every callback run in it.
-        self.context: Context = capture()
+        # A copy of the spawner's contextvars: init and every callback run in it. An
+        # empty one is not kept until needed (`run_in_context`, `handle`): an idle
+        # process holds one object less, and many thousand agents sit idle.
+        context = capture()
+        self._context: Context | None = context if len(context) else None
+
+    @property
+    def context(self) -> Context:
+        """The process's own context (a copy of its spawner's); empty if none is kept."""
+        context = self._context
+        return Context() if context is None else context
+
+    def run_in_context(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(*args)` in the process's context (for `init`). Without one kept, in a fresh
+        empty context, kept only if `fn` set a variable in it: an empty context is the
+        same as none."""
+        context = self._context
+        if context is not None:
+            return context.run(fn, *args)
+        context = Context()
+        try:
+            return context.run(fn, *args)
+        finally:
+            if len(context):
+                self._context = context
 
     def tell(self, envelope: tuple[Any, ...]) -> None:
         raise NotImplementedError
@@ -320,8 +343,11 @@ class ServerProcess(Process):
 
     def handle(self, message: tuple[Any, ...]) -> None:
         """Run one mailbox envelope through the server's callbacks, in the process's
-        context (see `carried_context`)."""
-        self.context.run(self._handle, message)
+        context (see `carried_context`), created by the first message if none is kept."""
+        context = self._context
+        if context is None:
+            context = self._context = Context()
+        context.run(self._handle, message)
 
     def _handle(self, message: tuple[Any, ...]) -> None:
         if not self.alive:

@@ -136,7 +136,7 @@ class _SupervisorServer(GenServer):
         match msg:
             case ExitSignal(Pid() as pid, reason):
                 return self._child_exited(state, pid, reason)
-            case RetryStart(child_id, token):
+            case RetryStart(child_id, token, reason):
                 child = state.children.get(child_id)
                 if child is None or child.phase is not ChildPhase.RESTARTING:
                     return state  # terminated or restarted meanwhile: stale
@@ -144,7 +144,7 @@ class _SupervisorServer(GenServer):
                     return state  # it failed again since: that failure queued its own retry
                 if not state.intensity.add_restart():
                     return self._give_up(state)
-                restart(state.children, state.strategy, child)
+                restart(state.children, state.strategy, child, reason)
         return state
 
     def terminate(self, reason: Reason, state: Any) -> None:
@@ -174,7 +174,7 @@ class _SupervisorServer(GenServer):
         report_exit(self_pid(), child.spec.id, pid, reason, "restart")
         if not state.intensity.add_restart():
             return self._give_up(state)
-        restart(state.children, state.strategy, child)
+        restart(state.children, state.strategy, child, reason)
         return state
 
     @staticmethod

@@ -34,6 +34,7 @@ from supervision.child_spec import (
 from supervision.pid import Pid
 from supervision.primitives import send
 from supervision.process import self_pid
+from supervision.signals import Reason
 
 Strategy = Literal["one_for_one", "one_for_all", "rest_for_one"]
 STRATEGIES = ("one_for_one", "one_for_all", "rest_for_one")
@@ -49,10 +50,12 @@ class RetryStart(NamedTuple):
     """Self-message: start a RESTARTING child's group again (counts as a restart).
 
     `token` names one failed attempt: a retry whose child was terminated, restarted or
-    failed again since then is stale and ignored, so one failure queues one retry."""
+    failed again since then is stale and ignored, so one failure queues one retry.
+    `reason` is the exit reason that started the restart (for the restart reports)."""
 
     child_id: Hashable
     token: int
+    reason: Reason
 
 
 _tokens = itertools.count(1)
@@ -150,8 +153,9 @@ def stop_all(children: Children) -> None:
         stop(children, child)
 
 
-def restart(children: Children, strategy: Strategy, child: Child) -> None:
-    """Restart `child`'s group (the caller counted the restart against the intensity).
+def restart(children: Children, strategy: Strategy, child: Child, reason: Reason) -> None:
+    """Restart `child`'s group after `child` exited with `reason` (the caller counted the
+    restart against the intensity); each member started again is reported once.
 
     On a start failure the failed member is RESTARTING and a `RetryStart` is queued; the
     members after it stay STOPPED until the retry starts its group again."""
@@ -179,12 +183,7 @@ def restart(children: Children, strategy: Strategy, child: Child) -> None:
                 reason=failed.reason,
             )
             token = children.restarting(member)
-            send(self_pid(), RetryStart(member.spec.id, token))
+            send(self_pid(), RetryStart(member.spec.id, token, reason))
             return
         if pid is not None:
-            crash_report.supervisor_event(
-                "supervision.supervisor.child_restarted",
-                self_pid(),
-                child_id=member.spec.id,
-                pid=str(pid),
-            )
+            crash_report.child_restarted(self_pid(), member.spec.id, pid, reason)
