@@ -14,7 +14,11 @@ function calls with thought signatures, tool responses, model text with thoughts
 Each side runs its turns back to back on one event loop, several rounds; the best
 round is kept. CPU is `time.process_time`, wall is `time.perf_counter`, both per turn.
 
-Usage: ``python benchmarks/history.py [--quick] [--repeats N]``
+Then a whole Runner turn (session read, context, model call, session writes) by
+session history size, in memory and in LMDB, with the 1,000/10 ratio against its 2x
+goal (`_history_runner.py`; ``--runner`` runs only that part, ``--no-runner`` skips it).
+
+Usage: ``python benchmarks/history.py [--quick] [--repeats N] [--runner | --no-runner]``
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+import _history_runner
 import httpx
 from google import genai
 from google.genai import types
@@ -293,7 +298,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Gemini turn cost by history size")
     parser.add_argument("--quick", action="store_true", help="a short smoke run")
     parser.add_argument("--repeats", type=int, help="rounds per side (the best is kept)")
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument("--runner", action="store_true", help="only the Runner turn table")
+    only.add_argument("--no-runner", action="store_true", help="skip the Runner turn table")
     args = parser.parse_args(argv)
+    if args.runner:
+        for fact in machine_facts():
+            print("  " + fact)
+        _history_runner.main(args.quick)
+        return 0
     config = QUICK if args.quick else FULL
     if args.repeats:
         config = Config(config.turns, args.repeats)
@@ -315,6 +328,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\ntotal {time.perf_counter() - started:.1f} s; best of {config.repeats} rounds per side"
     )
+    if not args.no_runner:
+        _history_runner.main(args.quick)
     return 0
 
 

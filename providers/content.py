@@ -25,6 +25,8 @@ import base64
 import binascii
 import math
 import re
+import threading
+import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, NoReturn
 from urllib.parse import urlsplit
@@ -32,6 +34,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from providers.errors import MAX_KEYS_NAMED, AdkError, key_name, prune
+from providers.frozen import FrozenDict, freeze
 
 CONTENT_SCHEMA_VERSION = 1
 
@@ -135,8 +138,10 @@ class FunctionResponsePart(
 Part = TextPart | InlineDataPart | FileDataPart | FunctionCallPart | FunctionResponsePart
 
 
-class Content(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """A message: who said it (`role`) and what (`parts`)."""
+class Content(msgspec.Struct, frozen=True, forbid_unknown_fields=True, weakref=True):
+    """A message: who said it (`role`) and what (`parts`). Weakly referable, so
+    `canonical` can remember its answer for a stored (frozen) content without keeping
+    it alive."""
 
     role: str
     parts: tuple[Part, ...]
@@ -353,11 +358,71 @@ def decode(data: bytes | str) -> Content:
     return _checked(content, DEFAULT_LIMITS)
 
 
+CANONICAL_CACHE_SIZE = 1 << 16
+"""How many frozen contents `canonical` remembers its answer for (oldest dropped first)."""
+_canonical_cache: dict[int, tuple[weakref.ref[Content], Content | None, bool]] = {}
+"""id(content) -> (the content, weakly; its answer, None if the content itself; whether
+a hit must check again that its empty payloads are still empty)."""
+_canonical_insert = threading.Lock()
+_MUTABLE, _FROZEN, _EMPTY_PAYLOADS = 0, 1, 2
+
+
 def canonical(content: Content) -> Content:
     """What crosses the model boundary: adjacent plain text parts merged, and every
     credential-named key (``api_key``, ``access_token``, ...) removed, at any depth,
-    from function-call arguments and function responses. Signatures are kept."""
-    return without_secrets(_merged_text(content))
+    from function-call arguments and function responses. Signatures are kept.
+
+    A content nobody can change (`providers.frozen`: a stored history entry) is made
+    canonical once: the answer is remembered, keyed by the content's identity and
+    held only while the content lives, for at most `CANONICAL_CACHE_SIZE` contents;
+    a changed answer is frozen too, so callers can share it."""
+    key = id(content)
+    hit = _canonical_cache.get(key)
+    if hit is not None and hit[0]() is content and (not hit[2] or _frozenness(content)):
+        return content if hit[1] is None else hit[1]
+    frozenness = _frozenness(content)
+    result = without_secrets(_merged_text(content))
+    if frozenness == _MUTABLE:
+        return result
+    answer = None if result is content else freeze(result)
+    _remember(key, content, answer, frozenness == _EMPTY_PAYLOADS)
+    return content if answer is None else answer
+
+
+def _frozenness(content: Content) -> int:
+    """`_FROZEN` if nothing in `content` can change (every payload read-only, every
+    other field immutable); `_EMPTY_PAYLOADS` if only empty (plain) payloads could,
+    which a cached answer must check again; `_MUTABLE` otherwise."""
+    frozenness = _FROZEN
+    for part in content.parts:
+        if isinstance(part, FunctionCallPart):
+            payload: dict[str, Any] = part.args
+        elif isinstance(part, FunctionResponsePart):
+            payload = part.response
+        else:
+            continue
+        if type(payload) is not FrozenDict:
+            if payload:
+                return _MUTABLE
+            frozenness = _EMPTY_PAYLOADS
+    return frozenness
+
+
+def _remember(key: int, content: Content, answer: Content | None, recheck: bool) -> None:
+    """Keep `canonical`'s answer for `content` until it dies (or is evicted)."""
+
+    def forget(ref: weakref.ref[Content]) -> None:  # runs when the content dies
+        entry = _canonical_cache.get(key)
+        if entry is not None and entry[0] is ref:
+            _canonical_cache.pop(key, None)
+
+    with _canonical_insert:
+        while len(_canonical_cache) >= CANONICAL_CACHE_SIZE:
+            try:
+                del _canonical_cache[next(iter(_canonical_cache))]
+            except (StopIteration, RuntimeError, KeyError):  # a `forget` ran meanwhile
+                break
+        _canonical_cache[key] = (weakref.ref(content, forget), answer, recheck)
 
 
 def without_secrets(content: Content) -> Content:

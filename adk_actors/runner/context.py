@@ -12,13 +12,17 @@ kept. Separately, ``max_request_bytes``/``max_request_tokens`` bound the complet
 request envelope (instructions, settings, history, input, tool declarations) and fail
 ``request_context_budget_exceeded`` before any provider I/O. Telemetry carries counts,
 estimates and fingerprints, never content. Tokens are estimated as bytes / 4.
+A policy without any filter or budget keeps every past event: selection is then
+skipped (no per-event work, no ``adk.context.build`` event).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import math
+import operator
 import time
 from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +45,7 @@ MAX_BUDGET_BYTES = 1 << 30
 DEFAULT_COMPRESSOR_TIMEOUT = 10.0
 DEFAULT_MAX_COMPRESSOR_EVENTS = 1_000
 _POLICY_ERROR = "invalid_context_policy"
+_PARTIAL = operator.attrgetter("partial")
 
 Names = frozenset[Annotated[str, msgspec.Meta(min_length=1)]]
 PartKind = Literal[
@@ -177,6 +182,24 @@ class ContextPolicy:
         """Does choosing the history call user code (a compressor) that may block?"""
         return self.overflow == "compress"
 
+    @functools.cached_property
+    def selects(self) -> bool:
+        """Does this policy drop anything (a filter or a budget)? Without either,
+        `select` keeps every past event as it is, at no cost per event."""
+        unset: frozenset[str] = frozenset()
+        return (
+            self.authors is not None
+            or self.invocations is not None
+            or self.content_types is not None
+            or self.exclude_authors != unset
+            or self.exclude_invocations != unset
+            or self.exclude_content_types != unset
+            or self.since is not None
+            or self.until is not None
+            or self.final_only
+            or self.budgeted
+        )
+
     def select(self, past: Sequence[Event], current: Event, agent: str) -> list[Event]:
         """The events the next model call sees, ending with `current` (always kept)."""
         candidates = [*past, current]
@@ -185,6 +208,8 @@ class ContextPolicy:
                 ("context_input_too_many_events", len(candidates)),
                 f"at most {self.max_input_events} events are considered",
             )
+        if not self.selects and (self.include_partial or not any(map(_PARTIAL, past))):
+            return candidates  # nothing to drop: what the filters below would keep
         units = _exchanges(past)
         kept_units = [unit for unit in units if all(self._passes(event) for event in unit)]
         selected = [event for unit in kept_units for event in unit] + [current]

@@ -4,7 +4,7 @@ Only conversation events count: partial deltas, pauses, progress updates, claims
 errors and system audit events never reach the model. The turn passes everything it
 sends through `providers.content.canonical` (credential-named keys pruned, adjacent
 text merged), this invocation's own steps included. `read_history` is what a fresh
-invocation reads before its turn.
+invocation reads before its turn: a pure read, creating the session only if missing.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from typing import Any
 from adk_actors.agents.turn_outcome import TurnFailed
 from adk_actors.events import Event
 from adk_actors.runner.request import Fresh, InvocationRequest
-from adk_actors.sessions.core import INTERNAL_PREFIX
+from adk_actors.sessions.core import INTERNAL_PREFIX, Session
+from adk_actors.sessions.service import SessionService
 from providers.content import Content
 from providers.errors import AdkError
 
@@ -37,6 +38,16 @@ def split_events(
     events: Sequence[Event], invocation_id: str | None, include_partial: bool = False
 ) -> tuple[list[Event], list[Event]]:
     """(conversation events before `invocation_id`, that invocation's own events)."""
+    if invocation_id is None:  # a fresh invocation's read: one pass, `in_conversation` inline
+        return [
+            event
+            for event in events
+            if event.content is not None
+            and (include_partial or not event.partial)
+            and event.error is None
+            and event.actions.pause is None
+            and event.author not in _NOT_CONVERSATION
+        ], []
     past: list[Event] = []
     current: list[Event] = []
     for event in events:
@@ -66,11 +77,20 @@ def read_history(request: InvocationRequest, opening: Event, agent: str) -> Any:
     runner = request.runner
     assert isinstance(request.work, Fresh)
     try:
-        session = runner.sessions.create_session(
-            runner.app_name, request.user_id, request.session_id
-        )
+        session = _session(runner.sessions, runner.app_name, request.user_id, request.session_id)
         past, _ = split_events(session.events, None, runner.context_policy.include_partial)
         chosen = runner.context_policy.select(past, opening, agent)
     except AdkError as error:
         return TurnFailed(error.reason)
     return model_history(chosen[:-1]), visible_state(session.state)
+
+
+def _session(sessions: SessionService, app: str, user: str, session_id: str) -> Session:
+    """The session, read as a pure read (LMDB: a read-only transaction, which never
+    waits for a writer); created if it does not exist yet."""
+    try:
+        return sessions.get_session(app, user, session_id)
+    except AdkError as error:
+        if error.reason != "not_found":
+            raise
+    return sessions.create_session(app, user, session_id)

@@ -1,8 +1,8 @@
 """An invocation server's session writes, each fenced by the server's liveness.
 
 Every session write of an invocation server goes through here: its opening (the
-user's message, or a resume's claim), each step, its end (closing the invocation,
-then clearing ``temp:`` state) and a policy refusal's audit event. Each is
+user's message, or a resume's claim), each step, its end (closing the invocation
+and clearing ``temp:`` state, in one step) and a policy refusal's audit event. Each is
 conditional on the invocation's markers in session state (open for this server's
 token, or, for the opening, not open yet) and on the server's liveness (`_alive`),
 both checked inside the write's atomic step, under the session's lock, which every
@@ -59,7 +59,8 @@ def write(
     clear_temp: bool = False,
 ) -> bool:
     """One atomic step: store `event` (and apply `delta`) if the invocation is still
-    open for us (or, for the opening, if `expected` holds); False otherwise."""
+    open for us (or, for the opening, if `expected` holds), then (`clear_temp`) clear
+    ``temp:`` state in that same step; False otherwise."""
     runner = state.runner
     request = state.request
     condition = (
@@ -76,13 +77,12 @@ def write(
             condition,
             runtime_delta=delta,
             precondition=_alive,
+            clear_temp=clear_temp,
         )
     except AdkError as error:
         if error.reason in ("conflict", "not_found"):
             return False  # closed meanwhile, or this server was killed (fenced)
         raise
-    if clear_temp:  # after the end is stored: a failure here changes no outcome
-        _clear_temp(state)
     return True
 
 
@@ -110,20 +110,6 @@ def write_refusal_audit(state: InvocationState, event: Event) -> bool:
         sessions.create_session(*ids)
         sessions.add_event(*ids, event, precondition=_alive)
     return True
-
-
-def _clear_temp(state: InvocationState) -> None:
-    """Clear ``temp:`` state after the end is stored, fenced like every write (under
-    the session's lock): a killed server never clears a later invocation's."""
-    runner = state.runner
-    request = state.request
-    sessions = runner.sessions
-    try:
-        with sessions.lock(runner.app_name, request.user_id, request.session_id):
-            if _alive():
-                sessions.clear_temp_state(runner.app_name, request.user_id, request.session_id)
-    except AdkError as error:
-        _log.warning("adk.invocation.temp_not_cleared", reason=str(error.reason)[:200])
 
 
 def _alive() -> bool:

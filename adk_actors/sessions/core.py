@@ -28,6 +28,7 @@ reads `get` and `list_all`), so the rules live here only:
 
 from __future__ import annotations
 
+import copy
 import re
 import time
 import uuid
@@ -155,6 +156,8 @@ def _split(delta: Mapping[str, Any], *, runtime: bool = False) -> Split:
     touch ``_adk:`` keys: nobody else can forge or drop a pause or an open marker."""
     if not isinstance(delta, Mapping):
         raise AdkError("invalid_state_delta", "a state delta is a mapping")
+    if not delta:  # most events change no state: nothing to check or encode
+        return {}, {}, {}
     session: dict[str, Any] = {}
     user: dict[str, Any] = {}
     app: dict[str, Any] = {}
@@ -414,13 +417,17 @@ def _append(
     event: Event,
     checked: Checked,
     precondition: Callable[[], bool] | None,
+    clear_temp: bool = False,
 ) -> Event:
-    """The rest of `add_event`, on a record already read in this step (read once)."""
+    """The rest of `add_event`, on a record already read in this step (read once);
+    `clear_temp`: then remove ``temp:`` keys, as `clear_temp_state` does."""
     if precondition is not None and not precondition():
         raise AdkError("conflict", "the writer may no longer write")
     _apply(storage, record, checked.delta)
     if checked.runtime is not None:
         _apply(storage, record, checked.runtime)
+    if clear_temp:
+        record.state = _without_temp(record.state)
     record.event_count += 1
     record.revision += 1
     record.last_update = max(time.time(), record.last_update)
@@ -439,10 +446,12 @@ def add_event_if_state(
     runtime_delta: Mapping[str, Any] | None = None,
     precondition: Callable[[], bool] | None = None,
     checked: Checked | None = None,
+    clear_temp: bool = False,
 ) -> Event:
     """`add_event` only if every `expected` value holds (None: the key is absent).
     Only the expected keys are read: shared scopes if one is ``user:``/``app:``, a
-    continuation only if it is expected itself."""
+    continuation only if it is expected itself. `clear_temp`: the same step then
+    clears ``temp:`` state (an invocation's end and its cleanup, in one write)."""
     record = _require(storage, app, user, session_id)
     shared_keys = any(key.startswith(("user:", "app:")) for key in expected)
     shared = _shared(storage, record) if shared_keys else {}
@@ -454,7 +463,7 @@ def add_event_if_state(
         if current != value:
             raise AdkError("conflict", "the session state changed since it was read")
     checked = checked or check_event(event, runtime_delta)
-    return _append(storage, record, event, checked, precondition)
+    return _append(storage, record, event, checked, precondition, clear_temp)
 
 
 def close_abandoned(
@@ -487,7 +496,7 @@ def close_abandoned(
     if closed and not any(key.startswith(OPEN_PREFIX) for key in record.state):
         paused = any(_is_continuation(key) for key in record.state) or storage.continuations(record)
         if not paused:
-            record.state = {k: v for k, v in record.state.items() if not k.startswith("temp:")}
+            record.state = _without_temp(record.state)
             storage.put_session(record)
     return closed
 
@@ -528,10 +537,12 @@ def compact_events(
 
 def clear_temp_state(storage: Storage, app: str, user: str, session_id: str) -> None:
     record = _require(storage, app, user, session_id)
-    record.state = {
-        key: value for key, value in record.state.items() if not key.startswith("temp:")
-    }
+    record.state = _without_temp(record.state)
     storage.put_session(record)
+
+
+def _without_temp(state: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in state.items() if not key.startswith("temp:")}
 
 
 def _replayable(key: str) -> bool:
@@ -591,7 +602,8 @@ def rewind(
         id=target_id,
         app_name=app,
         user_id=user,
-        state={k: v for k, v in state.items() if _replayable(k)},
+        # stored events are read-only (`providers.frozen`): the branch gets its own values
+        state=copy.deepcopy({k: v for k, v in state.items() if _replayable(k)}),
         created=now,
         last_update=now,
         initial_state=dict(source.initial_state),

@@ -41,8 +41,10 @@ from adk_actors import events as event_codec
 from adk_actors.events import Event
 from adk_actors.sessions import core, owner
 from adk_actors.sessions.core import SessionRecord
+from adk_actors.sessions.event_cache import DEFAULT_MAX_EVENTS, EventCache, Pending
 from adk_actors.sessions.service import SessionService
 from providers.errors import AdkError
+from providers.frozen import freeze
 from supervision.logs import get_logger
 
 _SEP = b"\x00"
@@ -74,9 +76,12 @@ def _key(*parts: str) -> bytes:
 
 
 class _LmdbStorage:
-    def __init__(self, txn: Any, dbs: dict[str, Any]) -> None:
+    def __init__(self, txn: Any, dbs: dict[str, Any], cache: EventCache) -> None:
         self._txn = txn
         self._dbs = dbs
+        self._cache = cache
+        self.pending = Pending()
+        """Cache updates of this step: applied once its transaction committed."""
 
     def get_session(self, app: str, user: str, session_id: str) -> SessionRecord | None:
         raw = self._txn.get(_key(app, user, session_id), db=self._dbs["sessions"])
@@ -91,6 +96,7 @@ class _LmdbStorage:
 
     def delete_session(self, app: str, user: str, session_id: str) -> None:
         self._txn.delete(_key(app, user, session_id), db=self._dbs["sessions"])
+        self.pending.drop(_key(app, user, session_id))
         for db in ("events", "continuations"):
             for key, _ in list(self._scan(db, _key(app, user, session_id))):
                 self._txn.delete(key, db=self._dbs[db])
@@ -122,8 +128,18 @@ class _LmdbStorage:
             self.append_event(record, seq, event)
 
     def events(self, record: SessionRecord) -> list[Event]:
+        """The session's events, frozen: the cached ones (`EventCache`), then those
+        appended since, decoded now (and cached once this step committed)."""
         prefix = _key(record.app_name, record.user_id, record.id)
-        return [event_codec.decode(value) for _, value in self._scan("events", prefix)]
+        cached = self._cache.prefix(prefix, record) if self._cache.max_events else ()
+        if len(cached) == record.event_count:
+            return list(cached)
+        start = prefix + struct.pack(">Q", len(cached) + 1)
+        events = [*cached]
+        events += [freeze(event_codec.decode(v)) for _, v in self._scan("events", prefix, start)]
+        if self._cache.max_events:
+            self.pending.fill(prefix, record, events)
+        return events
 
     def get_continuation(self, record: SessionRecord, key: str) -> Any:
         lmdb_key, hashed = _continuation_key(record, key)
@@ -172,9 +188,12 @@ class _LmdbStorage:
             if markers:
                 yield record.app_name, record.user_id, record.id, markers
 
-    def _scan(self, db: str, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+    def _scan(
+        self, db: str, prefix: bytes, start: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Entries under `prefix` in key order (from `start`, if given)."""
         cursor = self._txn.cursor(db=self._dbs[db])
-        if not cursor.set_range(prefix):
+        if not cursor.set_range(prefix if start is None else start):
             return
         for key, value in cursor:
             if not key.startswith(prefix):
@@ -293,7 +312,9 @@ class LmdbSessionService(SessionService):
     it; an existing larger file keeps its size); a full map doubles up to
     `max_map_size`, then a write fails ``storage_full``. Unless `recover` is False,
     the first open of the path in this process closes the invocations left open by
-    a process that is gone (`recover_abandoned`).
+    a process that is gone (`recover_abandoned`). `event_cache` is how many decoded
+    events the service keeps, all sessions together (`EventCache`; 0: none), so a
+    read decodes only the events appended since the last one.
     """
 
     def __init__(
@@ -303,10 +324,14 @@ class LmdbSessionService(SessionService):
         map_size: int = DEFAULT_MAP_SIZE,
         max_map_size: int = DEFAULT_MAX_MAP_SIZE,
         recover: bool = True,
+        event_cache: int = DEFAULT_MAX_EVENTS,
     ) -> None:
         for name, value in (("map_size", map_size), ("max_map_size", max_map_size)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1 << 12:
                 raise AdkError(f"invalid_{name}", f"{name} is an int of at least 4096 bytes")
+        if isinstance(event_cache, bool) or not isinstance(event_cache, int) or event_cache < 0:
+            raise AdkError("invalid_event_cache", "event_cache is an int of at least 0")
+        self._events = EventCache(event_cache)
         Path(path).mkdir(parents=True, exist_ok=True)
         self._path = os.path.realpath(path)
         self._shared, opened = _acquire(self._path, map_size, max_map_size)
@@ -357,7 +382,10 @@ class LmdbSessionService(SessionService):
             shared.enter()
             try:
                 with self._env.begin(write=True) as txn:  # an exception aborts the whole step
-                    return operation(_LmdbStorage(txn, self._dbs), *args)
+                    storage = _LmdbStorage(txn, self._dbs, self._events)
+                    result = operation(storage, *args)
+                self._events.apply(storage.pending)  # committed: its reads may be cached
+                return result
             except lmdb.MapFullError:
                 pass  # aborted: nothing of it stays; grow below, then run it again
             except lmdb.MapResizedError:
@@ -375,7 +403,10 @@ class LmdbSessionService(SessionService):
             shared.enter()
             try:
                 with self._env.begin(write=False) as txn:
-                    return operation(_LmdbStorage(txn, self._dbs), *args)
+                    storage = _LmdbStorage(txn, self._dbs, self._events)
+                    result = operation(storage, *args)
+                self._events.apply(storage.pending)
+                return result
             except lmdb.MapResizedError:
                 pass
             finally:

@@ -9,8 +9,9 @@ first", otherwise). Operations run in the caller's thread, each as one atomic st
 under the tables' mutex, so no request queues behind another session's in a mailbox;
 `SessionService.lock` adds an explicit per-session lock on top; reads take the same
 path as writes. Records are copied in and out, so a failed step leaves nothing
-half-written. Continuations (``_adk:paused:`` keys) sit in their own table beside the
-records, as in LMDB.
+half-written; events are stored frozen (`providers.frozen`), so readers share them
+and nobody can change them. Continuations (``_adk:paused:`` keys) sit in their own
+table beside the records, as in LMDB.
 
 The owner's protocol is typed (`NewTable`, `DropTable`; a malformed request is
 answered `Refused` and changes nothing).
@@ -30,6 +31,7 @@ from adk_actors.events import Event
 from adk_actors.sessions.core import SessionRecord
 from adk_actors.sessions.service import SessionService
 from providers.errors import AdkError
+from providers.frozen import freeze
 from supervision import CallTimeout, From, GenServer, Pid, ProcessExit, Reply, call, self_pid
 from supervision.logs import get_logger
 
@@ -80,10 +82,12 @@ class _MemoryStorage:
     def append_event(
         self, record: SessionRecord, seq: int, event: Event, encoded: bytes | None = None
     ) -> None:
-        self._t.events.setdefault((record.app_name, record.user_id, record.id), []).append(event)
+        """Keep a frozen copy (`providers.frozen`): every reader shares it, and neither
+        the appender nor a reader can change the stored history afterwards."""
+        self._t.events.setdefault(_id(record), []).append(freeze(event))
 
     def replace_events(self, record: SessionRecord, events: list[Event]) -> None:
-        self._t.events[(record.app_name, record.user_id, record.id)] = list(events)
+        self._t.events[_id(record)] = [freeze(event) for event in events]
 
     def events(self, record: SessionRecord) -> list[Event]:
         return list(self._t.events.get((record.app_name, record.user_id, record.id), ()))

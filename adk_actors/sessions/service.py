@@ -33,20 +33,31 @@ class _HeldLock:
         self.lock = threading.RLock()
 
 
+_RECENT_LOCKS = 1024
+"""How many sessions' locks stay alive after their last use (most recent first)."""
+
+
 class _SessionLocks:
-    """One re-entrant lock per session, alive only while someone uses it."""
+    """One re-entrant lock per session, alive while someone uses it and while the
+    session is among the `_RECENT_LOCKS` most recently used (so a session's every
+    operation does not make and drop a lock of its own)."""
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
         self._locks: weakref.WeakValueDictionary[tuple[str, str, str], _HeldLock] = (
             weakref.WeakValueDictionary()
         )
+        self._recent: dict[tuple[str, str, str], _HeldLock] = {}
 
     def get(self, key: tuple[str, str, str]) -> _HeldLock:
         with self._guard:
-            held = self._locks.get(key)
+            recent = self._recent
+            held = recent.pop(key, None) or self._locks.get(key)
             if held is None:
                 held = self._locks[key] = _HeldLock()
+            recent[key] = held  # now the most recent
+            if len(recent) > _RECENT_LOCKS:
+                del recent[next(iter(recent))]
             return held
 
 
@@ -189,10 +200,12 @@ class SessionService:
         *,
         runtime_delta: Mapping[str, Any] | None = None,
         precondition: Callable[[], bool] | None = None,
+        clear_temp: bool = False,
     ) -> Event:
         """Append only if `expected` state values still hold (None: the key is absent);
         ``conflict`` otherwise. The event is checked first (an invalid one fails as
-        such, whatever the state)."""
+        such, whatever the state). `clear_temp`: the same step then removes ``temp:``
+        keys, as `clear_temp_state` does (an invocation's end, in one write)."""
         runtime = _optional(runtime_delta)
         checked = core.check_event(event, runtime)
         return self._locked(  # type: ignore[no-any-return]
@@ -205,6 +218,7 @@ class SessionService:
             runtime,
             precondition,
             checked,
+            clear_temp,
         )
 
     def query_sessions(
