@@ -9,11 +9,18 @@ an instrumented web server.
 Spans on against off: "off" is no SDK installed (the OpenTelemetry API's no-op tracer,
 what a library user without an SDK gets); "on" is the SDK's `TracerProvider` with a
 `BatchSpanProcessor` in front of an exporter that drops every batch, so the cost
-measured is the runtime's spans (creation, attributes, context carried across the
-kernel's threads, processing) and not an exporter's I/O. A global tracer provider can
-be set once per process, so each side of each round runs in a fresh subprocess; the
-sides alternate, several rounds, and the best round of each is compared. Goal:
-overhead under 15%.
+measured is the spans (creation, attributes, context carried across the kernel's
+threads, processing) and not an exporter's I/O. A third side, "request only", records
+the application's request span with the same SDK but installs no global provider, so
+the runtime makes no span: on / off is what turning tracing on costs this workload,
+on / request only what the runtime's own spans cost. The sides run in one process and
+take turns round by round, the first side rotating (`interleaved`): the global
+provider is swapped between blocks of runs (the API's module global is set directly,
+and the proxy tracers it handed out forget what they had resolved), so each block
+starts as a process would with or without an SDK, and a drift of the machine's load
+reaches every side. Per round: wall and CPU (all threads) microseconds per run; the
+headline is the median of the per-round ratios, with their min-max. Goal: overhead
+under 15%.
 
 No SDK against tracing compiled out, in one process (no SDK on every side), the sides
 swapped in and out between blocks of runs: "compiled out", the floor (the agents'
@@ -26,13 +33,13 @@ microseconds on a shared machine, so the span calls of one run are also replayed
 alone, before and now. Goal: with no SDK, the span calls cost under 1% of a
 compiled-out run's CPU.
 
-Usage: ``python benchmarks/tracing.py [--quick]``
+Usage: ``python benchmarks/tracing.py [--quick] [--on-off-only] [--count N] [--rounds N]``
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
+import gc
 import itertools
 import json
 import logging
@@ -47,13 +54,23 @@ from contextlib import contextmanager
 from typing import Any
 
 import structlog
-from _bench import interleaved
+from _bench import (
+    Compared,
+    OtherCpu,
+    fmt_list,
+    fmt_share,
+    interleaved,
+    load_average,
+    print_facts,
+    print_table,
+)
 
 import adk_actors as adk
 
 GOAL = 0.15
 NO_SDK_GOAL = 0.01
 WIDTHS = (("sequential", 1), ("16-way concurrent", 16))
+ON_OFF_SIDES = ("off", "request only", "on")
 NO_SDK_SIDES = ("compiled out", "no SDK", "before")
 
 
@@ -68,22 +85,41 @@ def model(history: Any, tools: Any) -> dict[str, Any]:
     return {"tool_calls": [{"name": "get_weather", "args": {"city": "Tokyo"}}]}
 
 
-def _install_sdk() -> None:
-    from opentelemetry import trace
-    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-    from opentelemetry.sdk.trace.export import (
-        BatchSpanProcessor,
-        SpanExporter,
-        SpanExportResult,
-    )
+class _Sdk:
+    """The SDK configured as an application would (a `TracerProvider`, a
+    `BatchSpanProcessor`, an exporter that drops every batch and counts its spans),
+    installed as the global provider while `on` and removed while off."""
 
-    class Drop(SpanExporter):
-        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-            return SpanExportResult.SUCCESS
+    def __init__(self) -> None:
+        from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+        from opentelemetry.sdk.trace.export import (
+            BatchSpanProcessor,
+            SpanExporter,
+            SpanExportResult,
+        )
 
-    provider = TracerProvider()
-    provider.add_span_processor(BatchSpanProcessor(Drop()))
-    trace.set_tracer_provider(provider)
+        sdk = self
+
+        class Drop(SpanExporter):
+            def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+                sdk.exported += len(spans)
+                return SpanExportResult.SUCCESS
+
+        self.exported = 0
+        self.provider = TracerProvider()
+        self.provider.add_span_processor(BatchSpanProcessor(Drop()))
+
+    def use(self, on: bool) -> None:
+        """Install the SDK (`on`) or no provider at all, as a process starts: the
+        API's global is set directly (`set_tracer_provider` works once per process),
+        and every proxy tracer handed out so far forgets what it had resolved."""
+        from opentelemetry import trace
+
+        self.provider.force_flush()
+        trace._TRACER_PROVIDER = self.provider if on else None  # type: ignore[attr-defined]
+        for found in gc.get_objects():
+            if type(found) is trace.ProxyTracer:
+                found._real_tracer = None  # type: ignore[attr-defined]
 
 
 class _Workload:
@@ -93,7 +129,7 @@ class _Workload:
         from opentelemetry import trace
 
         structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-        self.tracer = trace.get_tracer("benchmark")
+        self.tracer: Any = trace.get_tracer("benchmark")  # the application's
         adk.start()
         self.agent = adk.spawn_agent(
             "TracingBench",
@@ -131,14 +167,51 @@ class _Workload:
         adk.stop()
 
 
-def side(spans: bool, count: int) -> dict[str, float]:
-    """One side of spans on against off in this process: runs/s for each width."""
-    if spans:
-        _install_sdk()
+def on_off(count: int, rounds: int) -> tuple[list[Compared], float]:
+    """Spans on against off, in this process: per width, a wall and a CPU row for the
+    whole cost (on / off) and for the runtime's spans alone (on / request only), and
+    the spans exported per run on the "on" side."""
+    sdk = _Sdk()
+    sdk.use(False)
     workload = _Workload()
-    rates = {label: workload.timed(count, width)[0] for label, width in WIDTHS}
+    proxy, app = workload.tracer, sdk.provider.get_tracer("benchmark")
+    rows: list[Compared] = []
+    exported = runs_on = 0
+    for label, width in WIDTHS:
+        others: list[float | None] = []
+        cpu: dict[str, list[float]] = {side: [] for side in ON_OFF_SIDES}
+
+        def block(side: str, width: int = width, cpu: dict[str, list[float]] = cpu) -> float:
+            nonlocal exported, runs_on
+            sdk.use(side == "on")
+            workload.tracer = proxy if side == "off" else app
+            before = sdk.exported
+            rate, cpu_us = workload.timed(count, width)
+            sdk.provider.force_flush()
+            cpu[side].append(cpu_us)
+            if side == "on":
+                exported, runs_on = exported + sdk.exported - before, runs_on + count
+            return 1e6 / rate
+
+        wall = interleaved(
+            {side: lambda side=side: block(side) for side in ON_OFF_SIDES}, rounds, others
+        )
+        for unit, found in (("wall us/run", wall), ("CPU us/run", cpu)):
+            for name, peer in (("", "off"), (", runtime's spans", "request only")):
+                rows.append(
+                    Compared(
+                        name=f"{label}{name}, {unit.split()[0]}",
+                        unit=unit,
+                        ours_runs=found["on"],
+                        peer_runs=found[peer],
+                        goal=f"< {1 + GOAL:.2f}x",
+                        others=others,
+                        detail=f"on {fmt_list(found['on'])} vs {peer} {fmt_list(found[peer])}",
+                    )
+                )
+    sdk.use(False)
     workload.stop()
-    return rates
+    return rows, exported / runs_on
 
 
 # -- no SDK: compiled out, as it is, before ------------------------------------------------------
@@ -193,12 +266,16 @@ def _no_sdk_sides() -> dict[str, dict[tuple[Any, str], Any]]:
     """Each side's replacements: (module, attribute) -> value."""
     from adk_actors.agents import tool_round, turn
     from adk_actors.observability import semconv
+    from adk_actors.observability.tracing import OpenSpan
+    from adk_actors.runner import server
 
     off = _Off()
     model_call = {semconv.PROVIDER_NAME: "scripted"}
     spans = [(module, "runtime_span") for module in (turn, tool_round)]
     for module, name in spans:
         assert hasattr(module, name), f"{module.__name__} has no {name}"
+    # the invocation server's own invoke_agent span, where it opens one
+    opened = [(server, "start_span")] if hasattr(server, "start_span") else []
 
     def constant(value: Any) -> Callable[..., Any]:
         return lambda *args, **kwargs: value
@@ -206,6 +283,7 @@ def _no_sdk_sides() -> dict[str, dict[tuple[Any, str], Any]]:
     return {
         "compiled out": {
             **{place: constant(off) for place in spans},
+            **{place: constant(OpenSpan(None)) for place in opened},
             (semconv, "span_name"): constant(""),
             (semconv, "invocation"): constant({}),
             (semconv, "tool_call"): constant({}),
@@ -311,33 +389,38 @@ def _child(*argv: str) -> Any:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--side", choices=("on", "off", "no-sdk"))
+    parser.add_argument("--side", choices=("no-sdk",))
     parser.add_argument("--count", type=int, default=0)
     parser.add_argument("--rounds", type=int, default=0)
+    parser.add_argument("--on-off-only", action="store_true", help="skip the no-SDK part")
     options = parser.parse_args()
     if options.side == "no-sdk":
         print(json.dumps(no_sdk(options.count, options.rounds) | {"replayed": replayed(5)}))
         return
-    if options.side is not None:
-        print(json.dumps(side(options.side == "on", options.count)))
-        return
-    count, rounds = (256, 2) if options.quick else (1_024, 4)
+    count, rounds = (128, 4) if options.quick else (256, 12)
+    count, rounds = options.count or count, options.rounds or rounds
     block, blocks = (64, 10) if options.quick else (128, 30)
-    print(f"# tracing benchmark  {datetime.date.today()}")
-    print(f"\nruns/s, {count:,} runs per side and width, one tool round, best of {rounds}")
-    best: dict[bool, dict[str, float]] = {False: {}, True: {}}
-    for n in range(rounds):
-        for spans in (False, True) if n % 2 == 0 else (True, False):
-            for label, rate in _child(
-                "--side", "on" if spans else "off", "--count", str(count)
-            ).items():
-                best[spans][label] = max(best[spans].get(label, 0.0), rate)
-    print("                      spans off     spans on   overhead")
-    for label, _ in WIDTHS:
-        off, on = best[False][label], best[True][label]
-        overhead = off / on - 1
-        goal = "met" if overhead < GOAL else "MISSED"
-        print(f"  {label:18s} {off:10,.0f}   {on:10,.0f}   {overhead:7.1%} ({goal}: < {GOAL:.0%})")
+    print_facts(
+        "# tracing benchmark" + (" (quick)" if options.quick else ""),
+        "opentelemetry-api",
+        "opentelemetry-sdk",
+    )
+    meter = OtherCpu()
+    rows, spans_per_run = on_off(count, rounds)
+    print(
+        f"spans on against off: {count:,} runs a block, {rounds} rounds, sides interleaved;"
+        f' {spans_per_run:.2f} spans exported per run on the "on" side (the request span'
+        " included)"
+    )
+    print_table(
+        rows,
+        ours="spans on",
+        peer="spans off",
+        met=lambda row: row.ratio is not None and row.ratio < 1 + GOAL,
+    )
+    print(f"other processes used {fmt_share(meter.share())} of the CPUs; load {load_average()}")
+    if options.on_off_only:
+        return
 
     found = _child("--side", "no-sdk", "--count", str(block), "--rounds", str(blocks))
     print(

@@ -31,8 +31,9 @@ class Grant:
 @dataclass(slots=True)
 class Waiter:
     """One queued request: its deferred reply, owner (who will hold the permit),
-    requester (who waits for the answer; usually the owner), absolute deadline and
-    expiry timer."""
+    requester (who waits for the answer; usually the owner), absolute deadline, expiry
+    timer, and `lane`: the metrics label of the limit that made it wait (its agent, or
+    ``"_global"``), kept so it leaves the queue under the label it entered with."""
 
     request_id: str
     agent: str
@@ -41,6 +42,7 @@ class Waiter:
     from_: From
     seq: int
     deadline: float
+    lane: str
     timer: TimerRef | None = None
 
 
@@ -92,12 +94,19 @@ class Ledger:
         return grant
 
     def enqueue(
-        self, request_id: str, agent: str, owner: Pid, requester: Pid, from_: From, deadline: float
+        self,
+        request_id: str,
+        agent: str,
+        owner: Pid,
+        requester: Pid,
+        from_: From,
+        deadline: float,
+        lane: str,
     ) -> Waiter:
         """Queue a request behind every earlier one (the caller checked `max_queue`);
         it is indexed under its owner and its requester, the processes it depends on."""
         self.next_seq += 1
-        waiter = Waiter(request_id, agent, owner, requester, from_, self.next_seq, deadline)
+        waiter = Waiter(request_id, agent, owner, requester, from_, self.next_seq, deadline, lane)
         self.waiting.setdefault(agent, {})[request_id] = waiter
         self.requests[request_id] = waiter
         self.owners.setdefault(owner, set()).add(request_id)
@@ -146,6 +155,10 @@ class Ledger:
                 waiters.append(item)
         waiters.sort(key=lambda waiter: waiter.seq)
         return grants, waiters
+
+    def waiters(self) -> list[Waiter]:
+        """Every queued request (in no particular order)."""
+        return [item for item in self.requests.values() if isinstance(item, Waiter)]
 
     def has_owner(self, owner: Pid) -> bool:
         """True while `owner` holds a permit, or owns or waits for a queued request."""

@@ -9,6 +9,14 @@ another process, hears ``owner_down``); a queued request whose requester dies is
 dropped too. Cancelling a request releases its permit if it was granted, once.
 Replies are typed (`Granted`, `Refused`); `api.py` turns them into a `Permit` or an
 `AdkError`.
+
+Metrics (`default_metrics()`): ``adk.admission.queue{lane}`` goes up when a request
+is queued and down exactly once when it leaves the queue (granted, cancelled,
+abandoned, expired, its owner or requester died, or the controller stopped), so it
+reads the requests waiting now; ``adk.admission.rejected{lane, reason}`` counts every
+`Refused` answer by its reason. `lane` is the limit that made the request wait or
+refused it: the agent's name for its own limit, `GLOBAL_LANE` for the global limit,
+the queue bound or a malformed request.
 """
 
 from __future__ import annotations
@@ -18,13 +26,15 @@ import uuid
 from typing import Any, NamedTuple
 
 from adk_actors.admission.config import MAX_TIMEOUT, AdmissionConfig, Overflow
-from adk_actors.admission.ledger import Grant, Ledger, Waiter
+from adk_actors.admission.ledger import Grant, Ledger, Scope, Waiter
+from adk_actors.observability.metrics import Metrics, default_metrics
 from supervision import (
     Down,
     From,
     GenServer,
     NoReply,
     Pid,
+    Reason,
     Ref,
     Reply,
     cancel_timer,
@@ -33,10 +43,14 @@ from supervision import (
     reply,
     self_pid,
     send_after,
+    trap_exit,
 )
 from supervision.logs import get_logger
 
 _log = get_logger("adk.admission")
+
+GLOBAL_LANE = "_global"
+"""The metrics lane of what the global limit, the queue bound or a malformed request decided."""
 
 
 # -- the protocol: what clients send (see `api.py`) and what the controller answers ------
@@ -112,21 +126,31 @@ class _Expire(NamedTuple):
 
 
 class ControllerState:
-    """The ledger plus one monitor per owner; the controller's explicit state."""
+    """The ledger plus one monitor per owner, and the metrics it reports to; the
+    controller's explicit state."""
 
-    __slots__ = ("ledger", "monitors")
+    __slots__ = ("ledger", "metrics", "monitors")
 
     def __init__(self, config: AdmissionConfig) -> None:
         self.ledger = Ledger(config)
         self.monitors: dict[Pid, Ref] = {}
+        self.metrics: Metrics = default_metrics()
 
 
 class AdmissionController(GenServer):
     """Owns the permits of one node: global and per-agent limits, a bounded FIFO queue."""
 
     def init(self, config: AdmissionConfig) -> ControllerState:
-        """`config` was validated by `start_link`."""
+        """`config` was validated by `start_link`. Traps exits, so a shutdown runs
+        `terminate`."""
+        trap_exit(True)
         return ControllerState(config)
+
+    def terminate(self, reason: Reason, state: ControllerState) -> None:
+        """The requests still queued leave the queue metric (their callers see the
+        controller exit). A killed controller skips this: its queue stays counted."""
+        for waiter in state.ledger.waiters():
+            state.metrics.admission_queued(waiter.lane, -1)
 
     def handle_call(self, request: Any, from_: From, state: ControllerState) -> Any:
         """`Acquire`, `Release`, `Cancel`, `Withdraw`, `Status`; anything else (an unknown
@@ -153,7 +177,10 @@ class AdmissionController(GenServer):
                 return Reply(state.ledger.status(), state)
             case _:
                 _log.warning("adk.admission.invalid_message", kind=type(request).__name__)
-                return Reply(Refused("invalid_admission_request", "unknown request"), state)
+                refused = _refuse(
+                    state, GLOBAL_LANE, "invalid_admission_request", "unknown request"
+                )
+                return Reply(refused, state)
 
     def handle_cast(self, msg: Any, state: ControllerState) -> ControllerState:
         """`Abandon`: the caller gave up waiting for its reply. Anything else is ignored."""
@@ -179,11 +206,13 @@ class AdmissionController(GenServer):
         ledger = state.ledger
         config = ledger.config
         if req.request_id in ledger.requests:
-            return Reply(Refused("duplicate_request_id", "request id already in use"), state)
+            refused = _refuse(state, req.agent, "duplicate_request_id", "request id already in use")
+            return Reply(refused, state)
         blocked = ledger.blocked_by(req.agent)
         if blocked is None:
             grant = self._grant(state, req.request_id, req.agent, req.owner, waited=False)
             return Reply(Granted(grant.permit_id, grant.request_id, grant.agent), state)
+        lane = _lane(req.agent, blocked)
         overflow = req.overflow or config.overflow
         if overflow == "reject":
             _log.info(
@@ -192,9 +221,10 @@ class AdmissionController(GenServer):
                 reason="concurrency_limit_reached",
                 scope=blocked,
             )
-            return Reply(
-                Refused("concurrency_limit_reached", f"{blocked} concurrency limit reached"), state
+            refused = _refuse(
+                state, lane, "concurrency_limit_reached", f"{blocked} concurrency limit reached"
             )
+            return Reply(refused, state)
         if ledger.queued >= config.max_queue:
             _log.info(
                 "adk.admission.rejected",
@@ -202,19 +232,26 @@ class AdmissionController(GenServer):
                 reason="admission_queue_full",
                 scope="queue",
             )
-            return Reply(
-                Refused("admission_queue_full", f"admission queue is full ({config.max_queue})"),
+            refused = _refuse(
                 state,
+                GLOBAL_LANE,
+                "admission_queue_full",
+                f"admission queue is full ({config.max_queue})",
             )
+            return Reply(refused, state)
         now = time.monotonic()
         deadline = _deadline(req, config, now)
         if deadline <= now:
             _log.info("adk.admission.expired", agent=req.agent, queued=False)
-            return Reply(
-                Refused("queue_deadline_exceeded", "deadline passed before admission"), state
+            refused = _refuse(
+                state, lane, "queue_deadline_exceeded", "deadline passed before admission"
             )
+            return Reply(refused, state)
         requester = req.requester or req.owner
-        waiter = ledger.enqueue(req.request_id, req.agent, req.owner, requester, from_, deadline)
+        waiter = ledger.enqueue(
+            req.request_id, req.agent, req.owner, requester, from_, deadline, lane
+        )
+        state.metrics.admission_queued(lane, 1)
         self._watch(state, req.owner)
         self._watch(state, requester)
         waiter.timer = send_after(
@@ -258,7 +295,7 @@ class AdmissionController(GenServer):
         return isinstance(item, Grant) and self._release(state, item.permit_id, "cancelled")
 
     def _cancel_queued(self, state: ControllerState, request_id: str) -> bool:
-        waiter = state.ledger.dequeue(request_id)
+        waiter = _dequeue(state, request_id)
         if waiter is None:
             return False
         self._finish_waiter(state, waiter, "cancelled", "the queued request was cancelled")
@@ -277,7 +314,7 @@ class AdmissionController(GenServer):
     def _abandon(self, state: ControllerState, request_id: str) -> None:
         item = state.ledger.requests.get(request_id)
         if isinstance(item, Waiter):
-            state.ledger.dequeue(request_id)
+            _dequeue(state, request_id)
             self._finish_waiter(state, item, "abandoned", "the caller stopped waiting")
             _log.info("adk.admission.abandoned", agent=item.agent, queued=True)
         elif isinstance(item, Grant):  # granted, but the reply came too late for the caller
@@ -288,7 +325,7 @@ class AdmissionController(GenServer):
         item = state.ledger.requests.get(msg.request_id)
         if not isinstance(item, Waiter) or item.seq != msg.seq:
             return  # admitted, cancelled or gone meanwhile: a stale timer
-        state.ledger.dequeue(msg.request_id)
+        _dequeue(state, msg.request_id)
         item.timer = None  # it fired
         self._finish_waiter(state, item, "queue_deadline_exceeded", "queue deadline passed")
         _log.info("adk.admission.expired", agent=item.agent, queued=True)
@@ -300,7 +337,7 @@ class AdmissionController(GenServer):
         del state.monitors[owner]
         grants, waiters = state.ledger.owner_items(owner)
         for waiter in waiters:
-            state.ledger.dequeue(waiter.request_id)
+            _dequeue(state, waiter.request_id)
             if waiter.requester != owner:  # the owner named by a live requester died
                 self._finish_waiter(state, waiter, "owner_down", "the permit's owner exited")
                 _log.info("adk.admission.owner_down", agent=waiter.agent)
@@ -325,7 +362,7 @@ class AdmissionController(GenServer):
         """Grant permits to the oldest eligible waiters while there is room."""
         ledger = state.ledger
         while (waiter := ledger.next_eligible()) is not None:
-            ledger.dequeue(waiter.request_id)
+            _dequeue(state, waiter.request_id)
             if waiter.timer is not None:
                 cancel_timer(waiter.timer)
             grant = self._grant(state, waiter.request_id, waiter.agent, waiter.owner, waited=True)
@@ -338,7 +375,7 @@ class AdmissionController(GenServer):
         """Answer a waiter that was just dequeued with an error; drop its timer and monitor."""
         if waiter.timer is not None:
             cancel_timer(waiter.timer)
-        reply(waiter.from_, Refused(reason, detail))
+        reply(waiter.from_, _refuse(state, waiter.lane, reason, detail))
         self._unwatch_if_idle(state, waiter.owner)
         self._unwatch_if_idle(state, waiter.requester)
 
@@ -351,6 +388,26 @@ class AdmissionController(GenServer):
             ref = state.monitors.pop(owner, None)
             if ref is not None:
                 demonitor(ref, flush=True)
+
+
+def _lane(agent: str, blocked: Scope) -> str:
+    """The metrics lane of a request `blocked` by its agent's limit or the global one."""
+    return agent if blocked == "agent" else GLOBAL_LANE
+
+
+def _refuse(state: ControllerState, lane: str, reason: str, detail: str) -> Refused:
+    """A `Refused` answer, counted in ``adk.admission.rejected{lane, reason}``."""
+    state.metrics.admission_rejected(lane, reason)
+    return Refused(reason, detail)
+
+
+def _dequeue(state: ControllerState, request_id: str) -> Waiter | None:
+    """Take a request out of the queue (None if it is not queued); the one place a
+    request leaves it, so the queue metric goes down exactly once per request."""
+    waiter = state.ledger.dequeue(request_id)
+    if waiter is not None:
+        state.metrics.admission_queued(waiter.lane, -1)
+    return waiter
 
 
 def _deadline(req: Acquire, config: AdmissionConfig, now: float) -> float:

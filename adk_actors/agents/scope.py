@@ -66,6 +66,9 @@ class TurnOptions:
     """This turn is a Runner's invocation: the run-level plugin hooks ``on_user_message``
     and ``before_run`` apply to it, not to sub-agents (the Runner itself runs
     ``after_run`` and ``on_run_error``, once the run's end is stored)."""
+    own_span: bool = True
+    """The turn opens its ``invoke_agent`` span; False when its caller owns one (a
+    Runner's invocation server opens it around admission, the turn and the end)."""
 
 
 def as_content(message: str | Content) -> Content:

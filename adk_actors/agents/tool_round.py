@@ -279,16 +279,17 @@ class ToolRound(TurnContext):
                             raise
                         failed(span, refused)
                         return structural_error(str(refused.reason), operation=call.name)
-                span.set_attribute(
-                    semconv.ADK_DURATION_MS, round((time.monotonic() - started) * 1000, 3)
-                )
+                duration = round((time.monotonic() - started) * 1000, 3)
                 if isinstance(response, FunctionResponsePart):
                     success = response.response.get("success", True) is not False
-                    span.set_attribute(semconv.ADK_TOOL_SUCCESS, success)
+                    span.set_attributes(
+                        {semconv.ADK_DURATION_MS: duration, semconv.ADK_TOOL_SUCCESS: success}
+                    )
                     if not success:
                         failed(span, _error_type(response.response))
                     outcome = "ok" if success else "error"
                 else:
+                    span.set_attribute(semconv.ADK_DURATION_MS, duration)
                     outcome = "suspended"
         finally:  # a refused, failed or cancelled call is counted too
             default_metrics().tool_call(spec.name, call.name, outcome, time.monotonic() - started)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Coroutine, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import fastjsonschema
@@ -50,6 +51,7 @@ from providers import content as content_model
 from providers import protocol
 from providers.content import Content, FunctionResponsePart
 from providers.errors import AdkError
+from providers.outputs import TokenUsage, metering
 from providers.protocol import ToolCalls
 from supervision import is_fenced_thread
 from supervision.logs import get_logger
@@ -57,6 +59,7 @@ from supervision.logs import get_logger
 _log = get_logger("adk.agents")
 _tracer = trace.get_tracer("adk_actors")
 _json_decoder = msgspec.json.Decoder()
+_NO_SPAN: AbstractContextManager[object] = nullcontext()
 
 
 async def run_turn(
@@ -69,14 +72,9 @@ async def run_turn(
 ) -> TurnOutcome:
     """A coroutine: `Task.start(run_turn, ...)` runs it on the kernel's reactor, so a
     turn waiting for its model or an async tool holds no thread."""
-    with runtime_span(
-        _tracer,
-        semconv.span_name(semconv.INVOKE_AGENT, spec.name),
-        attributes=lambda: semconv.invocation(  # built only for a recording span
-            spec.name, invocation_id=invocation_id, session_id=scope.session_id
-        ),
-    ):
-        turn = _Turn(spec, scope, invocation_id, options or TurnOptions())
+    options = options or TurnOptions()
+    with _invocation_span(spec, scope, invocation_id, options):
+        turn = _Turn(spec, scope, invocation_id, options)
         return await turn.notify_plugins(await _guarded(spec, lambda: turn.run(history, message)))
 
 
@@ -93,17 +91,27 @@ async def resume_turn(
     """Go on from a pause: `contents` is the invocation so far (up to the model's
     calls and the responses stored at the pause); `answer` says how the human or the
     operation answered."""
-    with runtime_span(
+    options = options or TurnOptions()
+    with _invocation_span(spec, scope, invocation_id, options):
+        turn = _Turn(spec, scope, invocation_id, options)
+        return await turn.notify_plugins(
+            await _guarded(spec, lambda: turn.resume(history, contents, continuation, answer))
+        )
+
+
+def _invocation_span(
+    spec: AgentSpec, scope: Scope, invocation_id: str, options: TurnOptions
+) -> AbstractContextManager[object]:
+    """The turn's ``invoke_agent`` span, unless its caller owns one (`own_span`)."""
+    if not options.own_span:
+        return _NO_SPAN
+    return runtime_span(
         _tracer,
         semconv.span_name(semconv.INVOKE_AGENT, spec.name),
         attributes=lambda: semconv.invocation(  # built only for a recording span
             spec.name, invocation_id=invocation_id, session_id=scope.session_id
         ),
-    ):
-        turn = _Turn(spec, scope, invocation_id, options or TurnOptions())
-        return await turn.notify_plugins(
-            await _guarded(spec, lambda: turn.resume(history, contents, continuation, answer))
-        )
+    )
 
 
 async def _guarded(
@@ -349,38 +357,34 @@ class _Turn(ToolRound):
         provider = str(attributes[semconv.PROVIDER_NAME])
         model = attributes.get(semconv.REQUEST_MODEL)
         outcome = "error"
-        try:
-            with runtime_span(
-                _tracer,
-                semconv.span_name(semconv.CHAT, str(model or provider)),
-                attributes=attributes,
-            ) as span:
-                if self.options.streaming == "content":
-                    result = await protocol.astream_content(
-                        self.provider_config,
-                        contents,
-                        spec.catalog.declarations(),
-                        lambda frame: self._observe("delta", frame, None),
-                    )
-                elif self.options.streaming == "text":
-                    result = await protocol.astream(
-                        self.provider_config,
-                        contents,
-                        spec.catalog.declarations(),
-                        lambda delta: self._observe("delta", delta, None),
-                    )
-                else:
-                    result = await protocol.agenerate(
-                        self.provider_config, contents, spec.catalog.declarations()
-                    )
-                outcome = "ok"
-                span.set_attribute(
-                    semconv.ADK_DURATION_MS, round((time.monotonic() - started) * 1000, 3)
+        with metering() as meter:  # the usage the provider reports for this call
+            try:
+                with runtime_span(
+                    _tracer,
+                    semconv.span_name(semconv.CHAT, str(model or provider)),
+                    attributes=attributes,
+                ) as span:
+                    result = await self._generate(contents)
+                    outcome = "ok"
+                    if span.is_recording():  # one call: the span's lock taken once
+                        span.set_attributes(
+                            {
+                                semconv.ADK_DURATION_MS: round(
+                                    (time.monotonic() - started) * 1000, 3
+                                ),
+                                **_usage(meter.usage),
+                            }
+                        )
+            finally:  # a failed or cancelled call is counted too
+                usage = meter.usage
+                default_metrics().model_call(
+                    provider,
+                    str(model or "none"),
+                    outcome,
+                    time.monotonic() - started,
+                    input_tokens=None if usage is None else usage.input_tokens,
+                    output_tokens=None if usage is None else usage.output_tokens,
                 )
-        finally:  # a failed or cancelled call is counted too
-            default_metrics().model_call(
-                provider, str(model or "none"), outcome, time.monotonic() - started
-            )
         output, metadata = protocol.unwrap(result)
         _log.debug(
             "adk.model.called",
@@ -389,6 +393,24 @@ class _Turn(ToolRound):
             tool_calls=isinstance(output, ToolCalls),
         )
         return output, metadata
+
+    async def _generate(self, contents: list[Content]) -> Any:
+        """The provider call itself, streamed as the options ask."""
+        config, declarations = self.provider_config, self.spec.catalog.declarations()
+        if self.options.streaming == "content":
+            return await protocol.astream_content(
+                config, contents, declarations, lambda frame: self._observe("delta", frame, None)
+            )
+        if self.options.streaming == "text":
+            return await protocol.astream(
+                config, contents, declarations, lambda delta: self._observe("delta", delta, None)
+            )
+        return await protocol.agenerate(config, contents, declarations)
+
+
+def _usage(usage: TokenUsage | None) -> dict[str, Any]:
+    """The chat span's token counts, when the provider reported them."""
+    return {} if usage is None else semconv.usage(usage.input_tokens, usage.output_tokens)
 
 
 def _responses(item: Content) -> list[FunctionResponsePart]:

@@ -12,6 +12,7 @@ from adk_actors.observability.trace_context import (
     TraceState,
 )
 from adk_actors.observability.tracing import (
+    OpenSpan,
     current,
     export_requested,
     failed,
@@ -20,6 +21,7 @@ from adk_actors.observability.tracing import (
     recording,
     remote_parent,
     runtime_span,
+    start_span,
     tracer,
 )
 
@@ -27,6 +29,7 @@ __all__ = [
     "CATALOG",
     "OVERFLOW",
     "Metrics",
+    "OpenSpan",
     "TraceContext",
     "TraceContextError",
     "TraceState",
@@ -40,5 +43,6 @@ __all__ = [
     "remote_parent",
     "runtime_span",
     "semconv",
+    "start_span",
     "tracer",
 ]

@@ -10,11 +10,16 @@ anything else, or a longer string, is `OVERFLOW` too.
 
 `snapshot()` returns content-free totals kept in process (counts and sums per
 instrument, series in use, overflowed records): what the developer API serves.
+
+`default_metrics()` is the process-wide catalog: it reads the kernel pool's
+saturation at collection time and counts every kernel supervisor restart
+(`supervision.on_restart`); the runtime's layers call its recorders.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -23,7 +28,7 @@ from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from adk_actors.observability.semconv import MAPPING_VERSION
-from supervision import kernel_stats
+from supervision import RestartReport, kernel_stats, on_restart
 
 OVERFLOW: Final = "_other"
 DEFAULT_MAX_SERIES: Final = 100
@@ -71,11 +76,16 @@ BY_NAME: Final[Mapping[str, Instrument]] = {item.name: item for item in CATALOG}
 
 # gauges read at collection time (the pool's saturation, from the kernel's counters)
 POOL_GAUGES: Final = (
-    ("adk.pool.threads", "task_threads"),
-    ("adk.pool.busy", "task_threads_busy"),
-    ("adk.pool.abandoned", "task_threads_abandoned"),
-    ("adk.pool.queued", "task_queue"),
+    ("adk.pool.threads", "task_threads", "{thread}"),
+    ("adk.pool.busy", "task_threads_busy", "{thread}"),
+    ("adk.pool.abandoned", "task_threads_abandoned", "{thread}"),
+    ("adk.pool.queued", "task_queue", "{task}"),
 )
+POOL_READING_SECONDS: Final = 1.0
+"""One collection reads the pool's counters once: the gauges share a reading this fresh."""
+UNNAMED_SUPERVISOR: Final = "_unnamed"
+"""The ``supervisor`` label of a restart by a supervisor without a registered name
+(its pid would be a new label value per supervisor: noise that fills the series)."""
 
 
 class _Series:
@@ -127,9 +137,10 @@ class Metrics:
                     item.name, item.unit, item.description
                 ).record
         if pool_stats is not None:
-            for name, key in POOL_GAUGES:
+            reading = _PoolReading(pool_stats)
+            for name, key, unit in POOL_GAUGES:
                 meter.create_observable_gauge(
-                    name, [_gauge(pool_stats, key)], "{thread}", f"kernel pool: {key}"
+                    name, [reading.gauge(key)], unit, f"kernel pool: {key}"
                 )
 
     def record(self, name: str, value: float, **labels: object) -> None:
@@ -187,6 +198,12 @@ class Metrics:
     def restart(self, supervisor: str) -> None:
         self.record("adk.restarts", 1, supervisor=supervisor)
 
+    def restarted(self, report: RestartReport) -> None:
+        """A `supervision.on_restart` listener: one `restart` per kernel child restart,
+        labelled with the supervisor's registered name (`UNNAMED_SUPERVISOR` without one)."""
+        name = report.supervisor
+        self.restart(UNNAMED_SUPERVISOR if name.startswith("<") else name)
+
     def snapshot(self) -> dict[str, Any]:
         """Totals per instrument: ``count`` (records), ``sum``, ``series`` in use and
         ``overflowed`` records; no label values, so nothing a caller named."""
@@ -209,13 +226,31 @@ class Metrics:
         }
 
 
-def _gauge(
-    stats: Callable[[], Mapping[str, int]], key: str
-) -> Callable[[CallbackOptions], Iterable[Observation]]:
-    def observe(_options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(int(stats().get(key, 0)))]
+class _PoolReading:
+    """The pool counters, read at most once per `POOL_READING_SECONDS` (`kernel_stats`
+    walks the process table: the four gauges of one collection share one walk)."""
 
-    return observe
+    __slots__ = ("_at", "_lock", "_stats", "_values")
+
+    def __init__(self, stats: Callable[[], Mapping[str, int]]) -> None:
+        self._stats = stats
+        self._lock = threading.Lock()
+        self._at = -POOL_READING_SECONDS
+        self._values: Mapping[str, int] = {}
+
+    def value(self, key: str) -> int:
+        with self._lock:
+            now = time.monotonic()
+            if now - self._at >= POOL_READING_SECONDS:
+                self._values = self._stats()
+                self._at = now
+            return int(self._values.get(key, 0))
+
+    def gauge(self, key: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def observe(_options: CallbackOptions) -> Iterable[Observation]:
+            return [Observation(self.value(key))]
+
+        return observe
 
 
 _default: Metrics | None = None
@@ -224,9 +259,13 @@ _default_lock = threading.Lock()
 
 def default_metrics() -> Metrics:
     """The process-wide catalog on the global meter provider (created on first use,
-    with the kernel pool's gauges)."""
+    with the kernel pool's gauges, and subscribed once to every supervisor restart)."""
     global _default
+    if _default is not None:
+        return _default
     with _default_lock:
         if _default is None:
-            _default = Metrics(pool_stats=kernel_stats)
+            created = Metrics(pool_stats=kernel_stats)
+            on_restart(created.restarted)
+            _default = created
         return _default

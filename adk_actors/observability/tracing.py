@@ -10,7 +10,10 @@ Every runtime span is opened with `runtime_span`: OpenTelemetry's default would 
 exception passing through it (its message and stack trace as an ``exception`` event,
 its message as the status description), and a message can hold a credential or
 prompt text. `runtime_span` records only `error.type` (the exception's class name, or an
-`AdkError`'s reason code) and an ERROR status without a description.
+`AdkError`'s reason code) and an ERROR status without a description. `start_span` opens
+a span that outlives the callback that started it (`OpenSpan`: made current around
+the work it covers, ended with an optional reason code by a later callback), with the
+same rules.
 
 Without an SDK a span is free: `runtime_span` sees that its tracer can only make
 non-recording spans (the API's no-op tracer, or its proxy while the global provider is
@@ -23,7 +26,7 @@ from then on.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from types import TracebackType
 from typing import Final, TypeAlias
 
@@ -59,9 +62,14 @@ def export_requested(environ: Mapping[str, str]) -> bool:
     )
 
 
+_TRACER: Final = ProxyTracer(TRACER_NAME)
+
+
 def tracer() -> trace.Tracer:
-    """The runtime's tracer (on the global provider; a proxy until one is set)."""
-    return trace.get_tracer(TRACER_NAME)
+    """The runtime's tracer: one proxy on the global provider, made once (it resolves
+    to the SDK's tracer once one is set). `trace.get_tracer` would build a new tracer
+    on every call, and read the environment while no provider is set."""
+    return _TRACER
 
 
 Attributes: TypeAlias = Mapping[str, AttributeValue]
@@ -92,6 +100,23 @@ def _no_sdk(tracer_: trace.Tracer) -> bool:
     return kind is NoOpTracer
 
 
+def _making(tracer_: trace.Tracer) -> trace.Tracer | None:
+    """The tracer that really makes `tracer_`'s spans, None when it can only make
+    non-recording ones (`_no_sdk`): a proxy's resolved tracer (so a span skips the
+    proxy's wrapper; resolved, as the proxy itself does, only once a real provider is
+    set), any other tracer as it is."""
+    kind = type(tracer_)
+    if kind is ProxyTracer:
+        resolved = getattr(tracer_, "_real_tracer", None)
+        if resolved is None:
+            provider = _global_provider()
+            if provider is None or isinstance(provider, _NO_OP_PROVIDERS):
+                return None
+            resolved = getattr(tracer_, "_tracer", tracer_)  # resolves and caches
+        return None if type(resolved) is NoOpTracer else resolved
+    return None if kind is NoOpTracer else tracer_
+
+
 def recording(tracer_: trace.Tracer) -> bool:
     """Whether spans from `tracer_` can record (False without an SDK): for a caller
     that has span work of its own to skip. Cheap; checked again on every call."""
@@ -101,9 +126,13 @@ def recording(tracer_: trace.Tracer) -> bool:
 class RuntimeSpan:
     """What `runtime_span` returns: entering it starts the span and makes it current
     (or, without an SDK, does nothing and gives the API's non-recording
-    `INVALID_SPAN`); leaving it on an exception marks the span `failed`."""
+    `INVALID_SPAN`); leaving it ends the span, `failed` on an exception.
 
-    __slots__ = ("_attributes", "_current", "_name", "_span", "_tracer")
+    The span is started with `Tracer.start_span` and made current with the context
+    API directly: what ``start_as_current_span`` does, without its three nested
+    generator context managers (the proxy's, the SDK's, ``use_span``) on every span."""
+
+    __slots__ = ("_attributes", "_name", "_span", "_token", "_tracer")
 
     def __init__(
         self,
@@ -114,38 +143,42 @@ class RuntimeSpan:
         self._tracer = tracer_
         self._name = name
         self._attributes = attributes
-        self._current: AbstractContextManager[trace.Span] | None = None
+        self._token: object = None
         self._span: trace.Span = INVALID_SPAN
 
     def __enter__(self) -> trace.Span:
-        if _no_sdk(self._tracer):
+        making = _making(self._tracer)
+        if making is None:
             return INVALID_SPAN
         attributes = self._attributes
         if callable(attributes):
             attributes = attributes()
-        current = self._tracer.start_as_current_span(
+        span_ = self._span = making.start_span(
             self._name,
             attributes=attributes,
             record_exception=False,
             set_status_on_exception=False,
         )
-        self._span = current.__enter__()
-        self._current = current
-        return self._span
+        self._token = otel_context.attach(trace.set_span_in_context(span_))
+        return span_
 
     def __exit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         traceback: TracebackType | None,
-    ) -> bool | None:
-        current = self._current
-        if current is None:
-            return None
-        self._current = None
-        if exc is not None:
-            failed(self._span, exc)
-        return current.__exit__(exc_type, exc, traceback)
+    ) -> None:
+        token = self._token
+        if token is None:
+            return
+        self._token = None
+        span_ = self._span
+        try:
+            if exc is not None:
+                failed(span_, exc)
+        finally:
+            otel_context.detach(token)  # type: ignore[arg-type]
+            span_.end()
 
 
 def runtime_span(
@@ -158,6 +191,73 @@ def runtime_span(
     (`failed`) and re-raises. `attributes` may be a callable, called only when a span
     is really started. Without an SDK nothing is started (see the module's doc)."""
     return RuntimeSpan(tracer_, name, attributes)
+
+
+class _Activation:
+    """`OpenSpan.activate`'s context manager: the span current for the block."""
+
+    __slots__ = ("_span", "_token")
+
+    def __init__(self, span_: trace.Span) -> None:
+        self._span = span_
+        self._token: object = None
+
+    def __enter__(self) -> None:
+        self._token = otel_context.attach(trace.set_span_in_context(self._span))
+
+    def __exit__(self, *exc: object) -> None:
+        otel_context.detach(self._token)  # type: ignore[arg-type]
+
+
+_INACTIVE: Final[AbstractContextManager[None]] = nullcontext()
+
+
+class OpenSpan:
+    """A span started now and ended later (by another callback): no-op when no SDK.
+
+    Not current by itself: `activate` makes it current for a block, so the spans and
+    tasks started inside are its descendants. `end` is idempotent."""
+
+    __slots__ = ("_span",)
+
+    def __init__(self, span_: trace.Span | None) -> None:
+        self._span = span_
+
+    def activate(self) -> AbstractContextManager[None]:
+        """Make the span current for the block (nothing without an SDK or once ended)."""
+        span_ = self._span
+        return _INACTIVE if span_ is None else _Activation(span_)
+
+    def end(self, error_type: str | None = None) -> None:
+        """End the span, failed with `error_type` (a reason code) when given; a second
+        call does nothing."""
+        span_, self._span = self._span, None
+        if span_ is None:
+            return
+        if error_type is not None:
+            failed(span_, error_type)
+        span_.end()
+
+
+def start_span(
+    tracer_: trace.Tracer,
+    name: str,
+    attributes: Callable[[], Attributes] | None = None,
+) -> OpenSpan:
+    """Start a span, child of the current one, without making it current (see
+    `OpenSpan`). `attributes` is called only when a span is really started; without an
+    SDK nothing is started (see the module's doc)."""
+    making = _making(tracer_)
+    if making is None:
+        return OpenSpan(None)
+    return OpenSpan(
+        making.start_span(
+            name,
+            attributes=None if attributes is None else attributes(),
+            record_exception=False,
+            set_status_on_exception=False,
+        )
+    )
 
 
 def failed(span_: trace.Span, cause: object) -> None:

@@ -33,7 +33,14 @@ from providers.gemini.config import (
     SAFETY_THRESHOLDS,
     GeminiSettings,
 )
-from providers.outputs import ModelOutput, ProviderResult, ToolCalls, ToolDeclaration
+from providers.outputs import (
+    ModelOutput,
+    ProviderResult,
+    TokenUsage,
+    ToolCalls,
+    ToolDeclaration,
+    report_usage,
+)
 
 MAX_GROUNDING_METADATA_BYTES = 256 * 1024
 
@@ -195,7 +202,10 @@ def from_genai_part(part: types.Part) -> Part | None:
 
 
 def candidate_parts(response: types.GenerateContentResponse) -> tuple[list[Part], Any]:
-    """The first candidate's parts and its grounding metadata; raises on a blocked prompt."""
+    """The first candidate's parts and its grounding metadata; raises on a blocked prompt.
+    Reports the response's token usage first (`report_usage`: a blocked prompt was
+    counted too; in a stream, the last frame that carries usage wins)."""
+    report_usage(token_usage(response))
     feedback = response.prompt_feedback
     if feedback is not None and feedback.block_reason is not None:
         raise AdkError(
@@ -213,6 +223,21 @@ def candidate_parts(response: types.GenerateContentResponse) -> tuple[list[Part]
     if not parts and finish in ("SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "RECITATION"):
         raise AdkError(("blocked", finish), "Gemini withheld the answer")
     return parts, first.grounding_metadata
+
+
+def token_usage(response: types.GenerateContentResponse) -> TokenUsage | None:
+    """``usageMetadata`` as `TokenUsage` (promptTokenCount in, candidatesTokenCount
+    out); ``None`` when it is absent, carries neither count, or a count is not a
+    non-negative integer. One count absent is 0: proto3 JSON leaves zeros out."""
+    metadata = response.usage_metadata
+    if metadata is None:
+        return None
+    counts = (metadata.prompt_token_count, metadata.candidates_token_count)
+    if counts == (None, None):
+        return None
+    if not all(c is None or (type(c) is int and c >= 0) for c in counts):
+        return None
+    return TokenUsage(counts[0] or 0, counts[1] or 0)
 
 
 def _enum_name(value: Any) -> str:
