@@ -36,6 +36,7 @@ from adk_actors.app import (
     tree_lock,
 )
 from adk_actors.mcp import client_supervisor as mcp_client_supervisor
+from adk_actors.plugins import notifier as plugin_notifier
 from adk_actors.runs.registry import start_registry
 from adk_actors.sessions.memory import OWNER_NAME, SessionOwner
 from providers.errors import AdkError
@@ -119,6 +120,11 @@ def _children(admission_config: admission.AdmissionConfig) -> list[ChildSpec]:
             ),
             type="supervisor",
         ),
+        # Plugin run-end notifications (after_run, on_run_error), last: an invocation
+        # server hands them over and ends at once; they use nothing started after them,
+        # a crash of theirs restarts nothing else, and on stop they get a short drain
+        # before the rest stops.
+        plugin_notifier.child_spec(),
     ]
 
 

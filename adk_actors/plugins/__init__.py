@@ -21,6 +21,7 @@ from adk_actors.plugins.descriptor import (
     MAX_TIMEOUT,
     PluginOptions,
 )
+from adk_actors.plugins.notifier import wait_notifications
 from adk_actors.plugins.outcomes import (
     CONTINUE,
     Amend,
@@ -31,7 +32,7 @@ from adk_actors.plugins.outcomes import (
     Return,
     TraceEntry,
 )
-from adk_actors.plugins.pipeline import EMPTY, Pipeline
+from adk_actors.plugins.pipeline import EMPTY, PhaseSteps, Pipeline
 from adk_actors.plugins.plugin import HOOKS, NOTIFICATION_HOOKS, Plugin
 from adk_actors.plugins.stateful import (
     MAX_INIT_TIMEOUT,
@@ -68,6 +69,7 @@ __all__ = [
     "MetadataLogger",
     "PhaseKind",
     "PhaseOutcome",
+    "PhaseSteps",
     "Pipeline",
     "Plugin",
     "PluginOptions",
@@ -84,4 +86,5 @@ __all__ = [
     "reflect_retry",
     "start_instance",
     "stop_instance",
+    "wait_notifications",
 ]

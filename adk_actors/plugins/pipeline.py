@@ -6,7 +6,9 @@ through every plugin implementing `hook`, in registration order:
 
 * each hook runs in its own kernel `Task` owned by the caller, with the descriptor's
   deadline: a caller that dies takes its hook tasks with it, and a hook past its
-  deadline is stopped (a coroutine cancelled, a sync hook fenced);
+  deadline is stopped (a coroutine cancelled, a sync hook fenced); a process that must
+  not wait (the invocation server) drives the phase with `steps` instead: each hook's
+  task reports its end as a `TaskResult` message, which `PhaseSteps.settle` applies;
 * a continue keeps the value; `Amend` passes the new value on; `Return` (and its
   alias `Replace`) ends the phase, later plugins do not run; `Halt` ends it with
   ``("plugin_halted", id, hook, reason)``;
@@ -45,7 +47,17 @@ from adk_actors.plugins.descriptor import CompiledPlugin, compile_descriptors
 from adk_actors.plugins.outcomes import PhaseKind, PhaseOutcome, TraceEntry, normalize
 from adk_actors.plugins.plugin import HOOKS, NOTIFICATION_HOOKS
 from providers.errors import AdkError
-from supervision import Task, TaskBusy, TaskFailed, TaskTimeout, is_secret_key, redact_text
+from supervision import (
+    DEADLINE_REASON,
+    MaxChildrenReached,
+    Task,
+    TaskBusy,
+    TaskFailed,
+    TaskResult,
+    TaskTimeout,
+    is_secret_key,
+    redact_text,
+)
 from supervision.aio import wait_task
 from supervision.logs import get_logger
 
@@ -139,6 +151,60 @@ class Pipeline:
                 break
         return run.outcome()
 
+    def steps(
+        self, hook: str, ctx: Mapping[str, Any], value: Any, check: Check | None = None
+    ) -> PhaseSteps:
+        """One phase driven by its caller's messages (`PhaseSteps`), not waited for."""
+        return PhaseSteps(self, _Run(hook, ctx, value, check))
+
+
+class PhaseSteps:
+    """One phase run hook by hook by a process that never waits: `next` starts the next
+    hook's task (``notify=True``: its end comes to the caller as a `TaskResult`), or
+    returns None once the phase has ended (then `outcome`); `settle` applies a result.
+    """
+
+    def __init__(self, pipeline: Pipeline, run: _Run) -> None:
+        self._plugins = iter(pipeline.plugins)
+        self._run = run
+        self._current: CompiledPlugin | None = None
+        self._ended = False
+
+    def next(self) -> Task | None:
+        """The next hook's task, started; None when the phase has ended."""
+        run = self._run
+        while not self._ended:
+            plugin = next(self._plugins, None)
+            if plugin is None:
+                self._ended = True
+                break
+            fn = _hook_of(plugin, run.hook)
+            if fn is None:
+                run.skipped(plugin)
+                continue
+            task = run.start(plugin, fn, notify=True)
+            if isinstance(task, TaskFailed):
+                self._ended = run.settle(plugin, task)
+                continue
+            self._current = plugin
+            return task
+        return None
+
+    def settle(self, result: TaskResult) -> None:
+        """Apply the current hook's `TaskResult`."""
+        plugin, self._current = self._current, None
+        assert plugin is not None, "settle follows next"
+        if result.ok:
+            answer: Any = ("ok", result.value)
+        elif result.value == DEADLINE_REASON:
+            answer = TaskTimeout(DEADLINE_REASON, "the hook was stopped at its deadline")
+        else:
+            answer = TaskFailed(result.value, "the hook's task failed")
+        self._ended = self._run.settle(plugin, answer)
+
+    def outcome(self) -> PhaseOutcome:
+        return self._run.outcome()
+
 
 EMPTY = Pipeline()
 
@@ -162,7 +228,7 @@ class _Run:
         self.trace: list[TraceEntry] = []
         self.notification = hook in NOTIFICATION_HOOKS
 
-    def start(self, plugin: CompiledPlugin, fn: Any) -> Task | TaskFailed:
+    def start(self, plugin: CompiledPlugin, fn: Any, notify: bool = False) -> Task | TaskFailed:
         """The hook's task, else why it could not start."""
         deadline = time.monotonic() + plugin.options.timeout
         try:
@@ -170,8 +236,8 @@ class _Run:
         except _Uncopyable:
             return TaskFailed("uncopyable_value", "the value cannot be copied for a hook")
         try:
-            return Task.start(fn, ctx, value, plugin.config, deadline=deadline)
-        except TaskBusy:
+            return Task.start(fn, ctx, value, plugin.config, deadline=deadline, notify=notify)
+        except (TaskBusy, MaxChildrenReached):
             return TaskFailed("busy", "no pool thread")
 
     def skipped(self, plugin: CompiledPlugin) -> None:

@@ -1,4 +1,5 @@
-"""The global ``on_event`` plugins: each step's event, before it is stored.
+"""The Runner's plugins at the invocation server: ``on_event`` before each step is
+stored, ``after_run`` / ``on_run_error`` once it has ended.
 
 A plugin sees the event as JSON (``msgspec.to_builtins``). An amendment (or an early
 return) is accepted only when it keeps what makes the event durable: its id,
@@ -8,23 +9,23 @@ types); a final event's content is what the output contract accepted and cannot
 change at all. Anything else is an ``invalid_amendment`` under the plugin's failure
 policy. A halt, or a closed failure, fails the invocation with its reason.
 
-The hooks run from the invocation server, each in its own task with its deadline:
-the server waits for them (at most the sum of those deadlines) only when some plugin
-implements ``on_event``. Meanwhile it answers no status, cancel or wait (a known
-limit, documented in docs/plugins.md): keep these hooks' timeouts short. Every hook
-of an invocation sees the same context (`context`): its app, user, session,
-invocation, agent and run ids.
+Neither kind blocks the server. `amend` is driven hook by hook by the server's
+messages, each hook in a task the server owns (the server stays responsive; steps
+wait in order meanwhile; a cancel kills the running hook). `RunEnd` is announced before the terminal is published and sent
+after, to the plugin notifier (`adk_actors.plugins.notifier`), which runs the hooks
+off the server: the outcome never waits for them. Every hook of an invocation sees
+the same context (`context`): its app, user, session, invocation, agent and run ids.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
 from adk_actors.events import Event
 from adk_actors.outcomes import Cancelled, Completed, Failed, Outcome
-from adk_actors.plugins import PhaseKind, Pipeline
+from adk_actors.plugins import PhaseKind, PhaseSteps, Pipeline, notifier
 from adk_actors.runner.state import InvocationState
 from providers.errors import AdkError
 
@@ -44,21 +45,48 @@ def context(state: InvocationState) -> dict[str, Any]:
     }
 
 
-def on_event(pipeline: Pipeline, event: Event, ctx: dict[str, Any]) -> Event:
-    """`event` as the plugins leave it; raises `AdkError` on a halt or a closed
-    failure."""
-    if not pipeline.implements("on_event"):
-        return event
-    outcome = pipeline.run("on_event", ctx, msgspec.to_builtins(event), _check(event))
-    value = outcome.settle()
+def has_on_event(pipeline: Pipeline) -> bool:
+    """Does any plugin see the events (else a step is stored at once)?"""
+    return bool(pipeline) and pipeline.implements("on_event")
+
+
+def amend(pipeline: Pipeline, event: Event, ctx: dict[str, Any]) -> PhaseSteps:
+    """The ``on_event`` phase of `event`, driven by the server's messages (`amended`
+    once it has ended)."""
+    return pipeline.steps("on_event", ctx, msgspec.to_builtins(event), _check(event))
+
+
+def amended(event: Event, phase: PhaseSteps) -> tuple[str, Any]:
+    """`event` as the ended phase left it, ``("ok", event)``, or ``("error", reason)``
+    on a halt or a closed failure."""
+    outcome = phase.outcome()
+    try:
+        value = outcome.settle()
+    except AdkError as error:
+        return ("error", error.reason)
     if outcome.kind is PhaseKind.CONTINUE:
-        return event
-    return msgspec.convert(value, Event)
+        return ("ok", event)
+    return ("ok", msgspec.convert(value, Event))
 
 
-def notify_run_end(pipeline: Pipeline, ctx: dict[str, Any], outcome: Outcome) -> None:
+class RunEnd(NamedTuple):
+    """A run-end notification, announced (`ticket`) before the end is published."""
+
+    ticket: int
+    pipeline: Pipeline
+    hook: str
+    ctx: dict[str, Any]
+    value: Any
+
+    def send(self) -> None:
+        """To the plugin notifier, without waiting (after the end is published)."""
+        notifier.send(self.ticket, self.pipeline, self.hook, self.ctx, self.value)
+
+
+def run_end(pipeline: Pipeline, ctx: dict[str, Any], outcome: Outcome) -> RunEnd | None:
     """``after_run`` for a completed run, ``on_run_error`` for a failed or cancelled
-    one: notifications, so whatever they do, the outcome stands."""
+    one (None when no plugin implements it): notifications, so whatever they do, the
+    outcome stands."""
     value: Any
     match outcome:
         case Completed(output=output):
@@ -66,9 +94,10 @@ def notify_run_end(pipeline: Pipeline, ctx: dict[str, Any], outcome: Outcome) ->
         case Failed(reason=reason) | Cancelled(reason=reason):
             hook, value = "on_run_error", {"reason": reason_tag(reason)}
         case _:
-            return
-    if pipeline.implements(hook):
-        pipeline.run(hook, ctx, value)
+            return None
+    if not pipeline or not pipeline.implements(hook):
+        return None
+    return RunEnd(notifier.announce(), pipeline, hook, ctx, value)
 
 
 def reason_tag(reason: Any) -> str:

@@ -1,5 +1,5 @@
 """What an invocation holds and gives back when it ends: its admission permit (or the
-request for one), its lane slot, its timers and its tasks.
+request for one), its lane slot, its timers, its tasks and the steps still waiting to be stored.
 
 Everything here is sent without waiting, so an ending invocation server never blocks
 on the admission controller or the agent; idempotent, so `terminate` may call it again.
@@ -42,14 +42,17 @@ def release(state: InvocationState) -> None:
         cancel_timer(state.grace)
         state.grace = None
     kill_tasks(state)
+    state.queued.clear()  # an ended invocation stores nothing more
+    state.deferred.clear()
 
 
 def kill_tasks(state: InvocationState) -> None:
-    """Stop the turn and the history task, if running (a sync one is fenced)."""
-    for task in (state.turn, state.preparing):
+    """Stop the turn, the history task and a running ``on_event`` hook task, if any
+    (a sync one is fenced); a result they send afterwards is dropped."""
+    for task in (state.turn, state.preparing, state.hook):
         if task is not None:
             task.kill()
-    state.turn = state.preparing = None
+    state.turn = state.preparing = state.hook = state.hook_phase = None
 
 
 def admission_server(state: InvocationState) -> Any:

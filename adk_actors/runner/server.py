@@ -33,6 +33,13 @@ Every session write of the server is fenced by its liveness inside the write's
 atomic step (`session_writes`), so a killed server never writes after whoever closes
 for it has read the session; what it tells its stream, caller, waiters and run
 registry is `publish`.
+
+The Runner's plugins never block it: a step's ``on_event`` hooks run in a task it owns
+and report back as a message (`storing`: the turn's next messages wait, in order, in
+its state), and ``after_run`` / ``on_run_error`` go to the plugin notifier once the end
+is published (`ends.terminal`). Its ``invoke_agent`` span starts in `init`, a child of
+the caller's span (the server runs in a copy of its starter's context), is current
+where the history and turn tasks start, and ends with the terminal.
 """
 
 from __future__ import annotations
@@ -40,16 +47,16 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import msgspec
-
 from adk_actors import admission as admission_api
 from adk_actors.agents.messages import EnterLane
 from adk_actors.agents.names import registered_name
 from adk_actors.agents.scope import Scope
 from adk_actors.agents.turn_outcome import TurnCompleted, TurnFailed, TurnPaused
 from adk_actors.events import Event
-from adk_actors.outcomes import Cancelled, Completed, Failed, Outcome, Paused
-from adk_actors.runner import continuations, plugin_events, session_writes, steps
+from adk_actors.observability import semconv, tracer
+from adk_actors.observability.tracing import OpenSpan, start_span
+from adk_actors.runner import ends, session_writes, steps, storing
+from adk_actors.runner.ends import end_cancelled, end_failed, fail_open, refuse
 from adk_actors.runner.guard import Guard
 from adk_actors.runner.history import read_history, visible_state
 from adk_actors.runner.messages import (
@@ -67,7 +74,7 @@ from adk_actors.runner.messages import (
     Wait,
 )
 from adk_actors.runner.phase import Phase, advance
-from adk_actors.runner.publish import announce_stream, publish, publish_terminal, start_stream
+from adk_actors.runner.publish import announce_stream, publish, start_stream
 from adk_actors.runner.release import admission_server, give_back, kill_tasks, release
 from adk_actors.runner.request import Fresh, Resumed, handoffs
 from adk_actors.runner.state import InvocationState, begin_resume, status_view, still_paused
@@ -103,9 +110,6 @@ from supervision import (
 )
 from supervision.logs import get_logger
 
-ENDED_ELSEWHERE = "invocation_ended_elsewhere"
-"""The session no longer holds the invocation open (an abandonment from outside, a
-deleted session): its own outcome is not reported as stored."""
 LANE_RETRIES = 3
 """Times a lane request follows a restarted agent before the invocation fails."""
 SHUTDOWN = "shutdown"
@@ -129,6 +133,7 @@ class InvocationServer(GenServer):
         timeout = request.runner.run_timeout
         state = InvocationState(request, stream, time.monotonic() + timeout)
         state.partials = steps.Partials(request.runner.max_partial_events)
+        state.span = _invocation_span(request)  # a child of the caller's current span
         trap_exit(True)  # a shutdown runs `terminate`, which records the end
         state.deadline_timer = send_after(self_pid(), DeadlineReached(), timeout)
         if request.owner is not None:
@@ -177,13 +182,19 @@ class InvocationServer(GenServer):
 
     def handle_info(self, msg: Any, state: InvocationState) -> Any:
         match msg:
-            case TurnStep(kind, value, metadata) if state.phase is Phase.OPEN:
-                self._step(state, kind, value, metadata)
-            case AuditStep(event) if state.phase is Phase.OPEN:
-                self._store(state, event)
+            case TurnStep() | AuditStep() if state.phase is Phase.OPEN and storing.busy(state):
+                state.deferred.append(msg)  # after the steps still on their way
+            case TurnStep() | AuditStep() if state.phase is Phase.OPEN:
+                self._turn_message(state, msg)
             case TaskResult(pid=pid) if state.turn is not None and pid == state.turn.pid:
                 state.turn = None
-                self._turn_ended(state, msg)
+                if storing.busy(state):  # its outcome counts once its steps are stored
+                    state.deferred.append(msg)
+                else:
+                    self._turn_ended(state, msg)
+            case TaskResult(pid=pid) if state.hook is not None and pid == state.hook.pid:
+                storing.hook_done(state, msg)
+                self._drain(state)
             case TaskResult(pid=pid) if state.preparing is not None and pid == state.preparing.pid:
                 state.preparing = None
                 if state.phase is Phase.QUEUED_IN_LANE:
@@ -195,14 +206,14 @@ class InvocationServer(GenServer):
             case GraceOver() if not state.phase.terminal:
                 state.grace = None
                 _log.info("adk.invocation.turn_killed", invocation_id=state.invocation_id)
-                self._end_cancelled(state)
+                end_cancelled(state)
             case DeadlineReached() if not state.phase.terminal:
                 state.deadline_timer = None
                 self._deadline(state)
             case Down(ref=ref) if ref == state.owner_ref and not state.phase.terminal:
                 state.owner_ref = None  # whoever waited for it is gone: stop at once
                 state.cancel_reason = "consumer_closed"
-                self._end_cancelled(state)
+                end_cancelled(state)
             case ExitSignal(reason=reason) if reason != "normal":
                 return Stop(reason, state)  # as without trapping: any exit but normal ends it
         return self._after(state)
@@ -226,14 +237,14 @@ class InvocationServer(GenServer):
                 "invocation_server_exit",
                 (kind if isinstance(kind, str) else type(kind).__name__)[:200],
             )
-        self._stopping = True  # no plugin notification while the server stops
+        state.stopping = True  # no plugin notification while the server stops
         try:
-            self._kill_turn(state)
+            kill_tasks(state)
             if state.phase is Phase.OPEN:
                 state.partials.clear()  # an unfinished round's deltas are not stored
-                self._end_failed(state, why)
+                end_failed(state, why)
             else:
-                self._refuse(state, why)
+                refuse(state, why)
         except Exception as error:  # the end is best effort here: never mask the exit
             _log.warning(
                 "adk.invocation.end_not_recorded",
@@ -251,7 +262,7 @@ class InvocationServer(GenServer):
             try:
                 guard.admit(runner.agent_name, request.work.message)
             except AdkError as error:
-                self._refuse(state, error.reason)
+                refuse(state, error.reason)
                 return
         admission = runner.admission_control
         if admission is None:
@@ -267,7 +278,7 @@ class InvocationServer(GenServer):
                 server=admission_server(state),
             )
         except AdkError as error:
-            self._refuse(state, ("admission_failed", error.reason))
+            refuse(state, ("admission_failed", error.reason))
 
     def _response(self, state: InvocationState, request_id: Ref, response: Response) -> None:
         if request_id == state.admission_request:
@@ -278,14 +289,14 @@ class InvocationServer(GenServer):
                 )
             except AdkError as error:
                 if state.phase is Phase.ADMITTING:
-                    self._refuse(state, ("admission_failed", error.reason))
+                    refuse(state, ("admission_failed", error.reason))
                 return
             if state.phase is not Phase.ADMITTING:  # ended meanwhile: give it back
                 give_back(permit)
                 return
             if time.monotonic() >= state.deadline_at:  # granted after our deadline passed
                 give_back(permit)
-                self._refuse(state, "timeout")
+                refuse(state, "timeout")
                 return
             state.permit = permit
             self._enter_lane(state)
@@ -296,11 +307,11 @@ class InvocationServer(GenServer):
             if response.ok and response.value[0] == "ok":
                 self._prepare(state, response.value[1])
             elif response.ok:
-                self._refuse(state, response.value[1])
+                refuse(state, response.value[1])
             elif state.lane_attempts < LANE_RETRIES and _agent(state) is not None:
                 self._enter_lane(state)  # the agent restarted meanwhile: ask the new one
             else:
-                self._refuse(state, "noproc")
+                refuse(state, "noproc")
 
     def _enter_lane(self, state: InvocationState) -> None:
         if state.phase is Phase.ADMITTING:
@@ -310,7 +321,7 @@ class InvocationServer(GenServer):
         state.lane_attempts += 1
         state.lane_agent = _agent(state)
         if state.lane_agent is None:
-            self._refuse(state, "noproc")
+            refuse(state, "noproc")
             return
         state.lane_request = send_request(state.lane_agent, EnterLane(lane, self_pid()))
 
@@ -331,27 +342,28 @@ class InvocationServer(GenServer):
             self._prepared(state, read_history(request, state.opening, spec.name))
             return
         try:
-            state.preparing = Task.start(
-                read_history,
-                request,
-                state.opening,
-                spec.name,
-                notify=True,
-                pool=invocation_pool(),
-            )
+            with state.span.activate():  # a compressor's model call is the invocation's
+                state.preparing = Task.start(
+                    read_history,
+                    request,
+                    state.opening,
+                    spec.name,
+                    notify=True,
+                    pool=invocation_pool(),
+                )
         except TaskBusy:
-            self._refuse(state, "busy")
+            refuse(state, "busy")
 
     def _prepared(self, state: InvocationState, result: Any) -> None:
         """The history task's result (a `TaskResult`), or the value it would return."""
         if isinstance(result, TaskResult):
             if not result.ok:
                 kind = getattr(result.value, "kind", None) or str(result.value)
-                self._refuse(state, ("invocation_worker_exit", kind[:200]))
+                refuse(state, ("invocation_worker_exit", kind[:200]))
                 return
             result = result.value
         if isinstance(result, TurnFailed):
-            self._refuse(state, result.reason)
+            refuse(state, result.reason)
         else:
             self._open(state, *result)
 
@@ -363,22 +375,38 @@ class InvocationServer(GenServer):
         try:
             if not session_writes.write(state, opening, delta, expected):
                 fresh = isinstance(work, Fresh)
-                self._refuse(state, "invocation_already_open" if fresh else "no_paused_invocation")
+                refuse(state, "invocation_already_open" if fresh else "no_paused_invocation")
                 return
         except AdkError as error:
-            self._refuse(state, error.reason)
+            refuse(state, error.reason)
             return
         state.phase = advance(state.phase, Phase.OPEN)
         turn, args = turn_call(state, history, visible)
         try:  # a coroutine: it runs on the kernel's reactor, holding no thread while it waits
-            state.turn = Task.start(turn, *args, deadline=state.deadline_at, notify=True)
+            with state.span.activate():  # the turn's spans are the invocation's
+                state.turn = Task.start(turn, *args, deadline=state.deadline_at, notify=True)
         except TaskBusy:
             publish(state, opening)
-            self._end_failed(state, "busy")
+            end_failed(state, "busy")
             return
         publish(state, opening)  # once its turn runs: a subscriber may count on it
 
     # -- steps ---------------------------------------------------------------------------
+
+    def _turn_message(self, state: InvocationState, msg: Any) -> None:
+        """A message of the turn, in the order it sent them (see `storing`)."""
+        match msg:
+            case TurnStep(kind, value, metadata):
+                self._step(state, kind, value, metadata)
+            case AuditStep(event):
+                storing.store(state, event)
+            case TaskResult():
+                self._turn_ended(state, msg)
+
+    def _drain(self, state: InvocationState) -> None:
+        """The turn's messages that waited for a hook, until the next hook runs."""
+        while state.hook is None and state.deferred and state.phase is Phase.OPEN:
+            self._turn_message(state, state.deferred.popleft())
 
     def _step(self, state: InvocationState, kind: str, value: Any, metadata: Any) -> None:
         """A step of the turn becomes a stored event; deltas wait for their round's end,
@@ -388,13 +416,12 @@ class InvocationServer(GenServer):
             limit = state.runner.max_stream_output_bytes
             if not state.partials.add(name, state.invocation_id, value, limit):
                 state.partials.clear()  # none of this round's deltas is stored
-                self._kill_turn(state)
-                self._end_failed(state, "stream_output_limit_exceeded")
+                fail_open(state, "stream_output_limit_exceeded")
         elif kind == "tool":
-            self._store(state, Event.new(name, state.invocation_id, value))
+            storing.store(state, Event.new(name, state.invocation_id, value))
         elif kind == "model" and steps.has_calls(value):
             self._flush_partials(state)
-            self._store(
+            storing.store(
                 state, Event.new(name, state.invocation_id, value, provider_metadata=metadata)
             )
         elif kind == "model":
@@ -402,147 +429,62 @@ class InvocationServer(GenServer):
 
     def _flush_partials(self, state: InvocationState) -> None:
         for partial in state.partials.take(state.spec.name, state.invocation_id):
-            self._store(state, partial)
-
-    def _store(self, state: InvocationState, event: Event) -> None:
-        """Store and publish one step of the open invocation (nothing after its end)."""
-        if state.phase is not Phase.OPEN:
-            return
-        try:
-            event = self._plugin_event(state, event)
-        except AdkError as error:  # a plugin halted, or failed closed
-            self._kill_turn(state)
-            self._end_failed(state, error.reason)
-            return
-        try:
-            stored = session_writes.write(state, event)
-        except AdkError as error:  # e.g. a state delta over the limit
-            self._kill_turn(state)
-            self._end_failed(state, ("step_not_stored", error.reason))
-            return
-        if stored:
-            publish(state, event)
-        else:  # closed from outside (an abandonment, a deleted session): stop here
-            self._kill_turn(state)
-            self._terminal(state, Phase.FAILED, Failed(ENDED_ELSEWHERE), None)
+            storing.store(state, partial)
 
     # -- the end ---------------------------------------------------------------------------
 
-    def _turn_ended(self, state: InvocationState, result: TaskResult) -> None:
-        if state.grace is not None:  # an outcome reached within the grace stands
+    def _stop_grace(self, state: InvocationState) -> None:
+        if state.grace is not None:
             cancel_timer(state.grace)
             state.grace = None
+
+    def _turn_ended(self, state: InvocationState, result: TaskResult) -> None:
+        self._stop_grace(state)
         if not result.ok:
             if state.cancel_reason is not None:
-                self._end_cancelled(state)
+                end_cancelled(state)
             elif result.value == DEADLINE_REASON:
-                self._end_failed(state, "timeout")
+                end_failed(state, "timeout")
             else:  # the kind only: exception text stays out of sessions
                 kind = getattr(result.value, "kind", None) or str(result.value)
-                self._end_failed(state, ("invocation_worker_exit", kind[:200]))
+                end_failed(state, (ends.WORKER_EXIT, kind[:200]))
             return
         match result.value:
             case TurnCompleted(output=output):
                 self._end_completed(state, output)
             case TurnPaused(continuation, call, message):
-                self._end_paused(state, continuation, call, message)
+                ends.end_paused(state, continuation, call, message)
             case TurnFailed(reason=reason):
-                self._end_failed(state, reason)
+                end_failed(state, reason)
             case other:
-                self._end_failed(state, ("invalid_turn_outcome", type(other).__name__))
+                end_failed(state, ("invalid_turn_outcome", type(other).__name__))
 
     def _end_completed(self, state: InvocationState, output: Any) -> None:
+        """The final-output policy, then the round's deltas and the final event, each
+        after the steps before it (`storing`)."""
         runner = state.runner
         guard = Guard(runner.runtime_policy, state.invocation_id, self._audit_step(state))
         try:
             guard.final(state.spec.name, output)
         except AdkError as error:  # its deltas and text are never stored
             state.partials.clear()
-            self._end_failed(state, error.reason)
+            end_failed(state, error.reason)
             return
         self._flush_partials(state)
         if state.phase.terminal:  # a step could not be stored: that ended it
             return
         content, metadata = state.final
         event = steps.final_event(state.spec, state.invocation_id, output, content, metadata)
-        try:
-            event = self._plugin_event(state, event)
-        except AdkError as error:
-            self._end_failed(state, error.reason)
-            return
-        try:
-            delta = continuations.closed_delta(state.invocation_id)
-            stored = session_writes.write(state, event, delta, clear_temp=True)
-        except AdkError as error:  # e.g. an output_key value over the state limit
-            self._end_failed(state, ("final_not_stored", error.reason))
-            return
-        if not stored:
-            self._terminal(state, Phase.FAILED, Failed(ENDED_ELSEWHERE), None)
-            return
-        self._terminal(state, Phase.COMPLETED, Completed(output), event)
-
-    def _end_paused(
-        self, state: InvocationState, continuation: Any, call: Any, message: str
-    ) -> None:
-        run = state.request.run
-        continuation = msgspec.structs.replace(
-            continuation, token=state.request.token, run_id=run.run_id if run else None
-        )
-        inv = state.invocation_id
-        event = continuations.pause_event(steps.RUNNER_AUTHOR, inv, continuation, call, message)
-        delta = continuations.paused_delta(inv, continuation.dump())
-        try:  # temp: state stays until the resumed invocation ends
-            stored = session_writes.write(state, event, delta, clear_temp=False)
-        except AdkError as error:  # e.g. a continuation over the state limit
-            self._end_failed(state, ("pause_not_stored", error.reason))
-            return
-        if not stored:  # nothing to resume: say so rather than report a pause
-            self._terminal(state, Phase.FAILED, Failed(ENDED_ELSEWHERE), None)
-            return
-        self._terminal(state, Phase.PAUSED, Paused(event), event)
-
-    def _end_failed(self, state: InvocationState, reason: Any) -> None:
-        if state.phase.terminal:  # a failed step already ended it
-            return
-        event = steps.error_event(state, reason, "the invocation failed")
-        stored = session_writes.write_end(state, event)
-        self._terminal(state, Phase.FAILED, Failed(reason), event if stored else None)
-
-    def _end_cancelled(self, state: InvocationState) -> None:
-        """Kill the turn and record the cancel (or the caller's leaving) as the end."""
-        self._kill_turn(state)
-        reason = state.cancel_reason
-        if state.phase is not Phase.OPEN:  # nothing of it is in the session
-            self._terminal(state, Phase.CANCELLED, Cancelled(reason), None)
-            return
-        event = steps.error_event(state, reason, "the invocation was cancelled")
-        stored = session_writes.write_end(state, event)
-        self._terminal(state, Phase.CANCELLED, Cancelled(reason), event if stored else None)
-
-    def _refuse(self, state: InvocationState, reason: Any) -> None:
-        """End before opening: nothing (but a policy's audit event) is in the session."""
-        if state.phase.terminal:
-            return
-        self._terminal(state, Phase.FAILED, Failed(reason), None)
+        storing.store_final(state, event, output)
 
     def _deadline(self, state: InvocationState) -> None:
         if state.phase is Phase.ADMITTING and state.admission_request is not None:
             return  # the controller holds the same deadline and answers it
-        self._kill_turn(state)
+        kill_tasks(state)
         if state.phase is Phase.OPEN:
-            self._end_failed(state, "timeout")
+            end_failed(state, "timeout")
         else:
-            self._refuse(state, "timeout")
-
-    def _terminal(
-        self, state: InvocationState, phase: Phase, outcome: Outcome, event: Event | None
-    ) -> None:
-        """The one terminal: the plugins hear of an open invocation's end, then it is
-        published (`publish_terminal`: the run's registry first, permit and lane given
-        back, then subscribers and waiters)."""
-        if state.phase is Phase.OPEN:
-            self._notify_plugins(state, outcome)
-        publish_terminal(state, phase, outcome, event)
+            refuse(state, "timeout")
 
     def _after(self, state: InvocationState) -> Any:
         """A plain invocation stops once its terminal is out; a run stays retained."""
@@ -559,27 +501,15 @@ class InvocationServer(GenServer):
             return ("ok", None)  # the first reason wins
         state.cancel_reason = reason
         _log.info("adk.invocation.cancel_requested", invocation_id=state.invocation_id)
-        if state.phase is Phase.OPEN and grace > 0:
+        if state.phase is Phase.OPEN and grace > 0 and state.turn is not None:
+            # the running turn may still end on its own; one that ended already, its
+            # steps still on their way to the session, is cancelled at once
             state.grace = send_after(self_pid(), GraceOver(), grace)
         else:
-            self._end_cancelled(state)
+            end_cancelled(state)
         return ("ok", None)
 
     # -- plumbing --------------------------------------------------------------------------
-
-    def _kill_turn(self, state: InvocationState) -> None:
-        kill_tasks(state)
-
-    def _notify_plugins(self, state: InvocationState, outcome: Outcome) -> None:
-        """Before the end is published (never while the server stops)."""
-        if not getattr(self, "_stopping", False):
-            plugin_events.notify_run_end(
-                state.request.runner.plugins, plugin_events.context(state), outcome
-            )
-
-    def _plugin_event(self, state: InvocationState, event: Event) -> Event:
-        """`event` through the Runner's ``on_event`` plugins, before it is stored."""
-        return plugin_events.on_event(state.runner.plugins, event, plugin_events.context(state))
 
     def _audit_refusal(self, state: InvocationState) -> Any:
         """Store an audit event of a refusal before opening (the only thing it leaves)."""
@@ -591,8 +521,24 @@ class InvocationServer(GenServer):
         return store
 
     def _audit_step(self, state: InvocationState) -> Any:
-        return lambda event: self._store(state, event)
+        return lambda event: storing.store(state, event)
 
 
 def _agent(state: InvocationState) -> Pid | None:
     return whereis(registered_name(state.runner.agent_name))
+
+
+def _invocation_span(request: Any) -> OpenSpan:
+    """The invocation's ``invoke_agent`` span: admission, lane, turn and terminal."""
+    name = request.runner.agent_name
+    run = request.run
+    return start_span(
+        tracer(),
+        semconv.span_name(semconv.INVOKE_AGENT, name),
+        lambda: semconv.invocation(
+            name,
+            invocation_id=request.invocation_id,
+            session_id=request.session_id,
+            run_id=run.run_id if run is not None else None,
+        ),
+    )

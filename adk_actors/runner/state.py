@@ -8,16 +8,28 @@ of a stable run from it.
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from adk_actors import admission as admission_api
 from adk_actors.events import Event
+from adk_actors.observability.tracing import OpenSpan
 from adk_actors.outcomes import Outcome, Paused
+from adk_actors.plugins import PhaseSteps
 from adk_actors.runner import steps
 from adk_actors.runner.phase import Phase
 from adk_actors.runner.request import InvocationRequest
 from supervision import From, Pid, Ref, Task, TimerRef
+
+
+class Queued(NamedTuple):
+    """An event waiting for its ``on_event`` hooks, then its write; `final` when it is
+    the completed invocation's final event (its `output` the outcome's)."""
+
+    event: Event
+    final: bool = False
+    output: Any = None
 
 
 @dataclass
@@ -25,7 +37,9 @@ class InvocationState:
     """The server's state. Invariants: `turn` is set only while OPEN; `permit` is held
     from its grant to the terminal; `outcome` is set exactly when the phase is
     terminal, and never changes after; nothing is written to the session before OPEN
-    except a policy refusal's audit event."""
+    except a policy refusal's audit event. `hook` (an ``on_event`` hook of the head of
+    `queued`) runs only while OPEN; while it does, the turn's messages wait in
+    `deferred`, in order."""
 
     request: InvocationRequest
     stream: Pid | None
@@ -57,6 +71,15 @@ class InvocationState:
     resume_pending: str | None = None
     started_at: float = field(default_factory=time.time)
     ended_at: float | None = None
+    span: OpenSpan = field(default_factory=lambda: OpenSpan(None))
+    """The invocation's ``invoke_agent`` span, from `init` to the terminal."""
+    hook: Task | None = None
+    """The running ``on_event`` hook of the head of `queued` (its phase: `hook_phase`)."""
+    hook_phase: PhaseSteps | None = None
+    queued: deque[Queued] = field(default_factory=deque)
+    deferred: deque[Any] = field(default_factory=deque)
+    stopping: bool = False
+    """The server is stopping (`terminate`): no plugin hears of the end."""
 
     @property
     def runner(self) -> Any:

@@ -44,6 +44,7 @@ def turn_call(
         result_gate=guard.tool_result,
         plugins=runner.plugins or None,
         plugin_run=True,
+        own_span=False,  # the invocation server owns the invocation's span
     )
     scope = Scope(runner.app_name, request.user_id, request.session_id)
     turn: Callable[..., Any]
