@@ -18,6 +18,7 @@ of the exit reason (never its text), for metrics and dashboards.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -97,42 +98,56 @@ class RestartReport:
 
 RestartListener = Callable[[RestartReport], None]
 
-_listeners: tuple[RestartListener, ...] = ()  # replaced whole, so notifying takes no lock
-_listeners_lock = threading.Lock()
+
+class _Subscription:
+    """One `on_restart` call: unsubscribing removes this one, never an equal listener
+    subscribed by another call."""
+
+    __slots__ = ("listener",)
+
+    def __init__(self, listener: RestartListener) -> None:
+        self.listener = listener
+
+
+_subscriptions: tuple[_Subscription, ...] = ()  # replaced whole: notifying takes no lock
+_subscriptions_lock = threading.Lock()
 
 MAX_KIND_CHARS = 64
-"""A reason kind is a short label: a longer string reason is cut to this many characters."""
+"""A reason kind is a short label (an atom-like string of at most this many characters)."""
+_LABEL = re.compile(rf"[A-Za-z_][A-Za-z0-9_.:-]{{0,{MAX_KIND_CHARS - 1}}}")
+"""What a string reason must look like to be reported as itself (`normal`, `shutdown`,
+`agent_stopped`): anything else may carry a user's text, and is reported as ``str``."""
 
 
 def on_restart(listener: RestartListener) -> Callable[[], None]:
     """Call `listener` after every child restart by any `Supervisor` or
     `DynamicSupervisor` (in the supervisor's thread: keep it quick). Returns the
-    function that unsubscribes it (idempotent). A listener that raises is logged
+    function that unsubscribes it (idempotent; a report already being delivered when
+    it returns may still reach the listener once). A listener that raises is logged
     (``supervision.supervisor.restart_listener_failed``) and ignored."""
-    global _listeners
-    with _listeners_lock:
-        _listeners = (*_listeners, listener)
+    global _subscriptions
+    subscription = _Subscription(listener)
+    with _subscriptions_lock:
+        _subscriptions = (*_subscriptions, subscription)
 
     def unsubscribe() -> None:
-        global _listeners
-        with _listeners_lock:
-            kept = list(_listeners)
-            if listener in kept:
-                kept.remove(listener)
-            _listeners = tuple(kept)
+        global _subscriptions
+        with _subscriptions_lock:
+            _subscriptions = tuple(s for s in _subscriptions if s is not subscription)
 
     return unsubscribe
 
 
 def reason_kind(reason: Any) -> str:
-    """An exit reason as a short label: a crash's exception class, a string reason
-    (bounded), the head of a tuple such as ``("shutdown", detail)``, else its type."""
+    """An exit reason as a short label, never its text: a crash's exception class, an
+    atom-like string reason, the head of a tuple such as ``("shutdown", detail)``
+    when it is one; ``str`` for any other string, else the reason's type."""
     if isinstance(reason, Crash):
         return reason.kind[:MAX_KIND_CHARS]
-    if isinstance(reason, str):
-        return reason[:MAX_KIND_CHARS]
     if isinstance(reason, tuple) and reason and isinstance(reason[0], str):
-        return reason[0][:MAX_KIND_CHARS]
+        reason = reason[0]
+    if isinstance(reason, str):
+        return reason if _LABEL.fullmatch(reason) else "str"
     return type(reason).__name__
 
 
@@ -142,16 +157,16 @@ def child_restarted(supervisor: Pid, child_id: Any, pid: Pid, reason: Any) -> No
     supervisor_event(
         "supervision.supervisor.child_restarted", supervisor, child_id=child_id, pid=str(pid)
     )
-    listeners = _listeners
-    if not listeners:
+    subscriptions = _subscriptions
+    if not subscriptions:
         return
     report = RestartReport(
         _supervisor_name(supervisor), str(format_name(child_id)), reason_kind(reason)
     )
-    for listener in listeners:
+    for subscription in subscriptions:
         try:
-            listener(report)
-        except Exception as exc:
+            subscription.listener(report)
+        except BaseException as exc:  # a listener must never stop a restart
             _log.error(
                 "supervision.supervisor.restart_listener_failed",
                 supervisor=report.supervisor,

@@ -198,8 +198,8 @@ class PooledServerProcess(ServerProcess):
             if after.continue_ is not None and after.timeout is None:
                 with self._mailbox_lock:
                     self._queue().appendleft((CONTINUE, after.continue_))
-            else:
-                self._then(after.timeout, after.continue_, "init")
+            else:  # in the process's context, as every callback (terminate included)
+                self.run_in_context(self._then, after.timeout, after.continue_, "init")
         self.release()
 
     def release(self) -> None:

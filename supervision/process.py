@@ -178,6 +178,8 @@ class Process:
         return links is other or (isinstance(links, set) and other in links)
 
     def unlink(self, other: Process) -> None:
+        if other is self:  # as `link`: a process is never linked to itself (and the
+            return  # one lock taken twice would hang)
         first, second = (self, other) if self.pid.number < other.pid.number else (other, self)
         with first._lock, second._lock:
             _drop_link(self, other)
