@@ -277,3 +277,12 @@ def print_table(
         if row.others:
             noise = "; other processes' CPU per round " + "/".join(map(fmt_share, row.others))
         print(f"{row.name}: {per_round}{row.detail}{noise}")
+
+
+def print_grid(header: Sequence[str], lines: Sequence[Sequence[str]]) -> None:
+    """A plain table: `header`, a rule, then `lines`, each column left-aligned to its
+    widest cell (for figures `print_table` has no column for, such as a latency bound)."""
+    widths = [max(len(cell) for cell in column) for column in zip(header, *lines, strict=True)]
+    for cells in [header, ["-" * w for w in widths], *lines]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(cells, widths, strict=True)).rstrip())
+    print()

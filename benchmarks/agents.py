@@ -1,42 +1,65 @@
-"""Agents: prompt round trips with one tool round, and memory per idle agent.
+"""Agents: prompt round trips, spawn rate and memory per idle agent, round by round.
 
-Rows (see docs/BENCHMARKS.md):
+Rows (see docs/BENCHMARKS.md), no peer:
 
-1. prompt round trips per second, sequential: one thread, one agent, each prompt is
-   model -> tool call -> tool -> model -> answer on the scripted provider.
+1. prompt round trips per second, sequential: one thread, one agent, each prompt an
+   `invoke` (model -> tool call -> tool -> model -> answer on the scripted provider).
 2. the same, 64-way concurrent: 64 threads, one agent each.
-3. memory per idle agent: RSS added by 5,000 spawned agents (one tool each), divided
-   by 5,000. Goal: < 20 KB.
-4. spawn rate (issue 20): agents spawned per second, N agents one after another, all
-   sharing one tool object. Goal: 10,000/s (before: 800-1,000/s; about 0.5 ms of each
-   spawn compiled the tool's schema again).
-5. the same with a tool object per agent, as users write them: a factory defines the
-   ``@adk.tool`` (a closure over the agent's data); the tools built before the timer,
-   then with the ``@adk.tool`` definition inside the timed loop (about 30 us each, most
-   of it `typing.get_type_hints`).
-6. memory per idle agent with a tool object per agent, in a fresh process (so nothing
-   an earlier row allocated is reused): RSS added by N agents, divided by N.
+3. spawn rate: N agents spawned one after another, all sharing one tool object.
+   Goal (issue 20 §4): >= 10,000/s (before: 800-1,000/s; about 0.5 ms of each spawn
+   compiled the tool's schema again).
+4. the same with a tool object per agent, as users write them (a factory defines the
+   ``@adk.tool``, a closure over the agent's data), built before the timer. Same goal.
+5. the same with the ``@adk.tool`` definition inside the timed loop (about 30 us each,
+   most of it `typing.get_type_hints`). No goal.
+6. memory per idle agent, one shared tool / a tool object per agent: RSS added by N
+   agents divided by N, each in a fresh process (so nothing an earlier row allocated
+   is reused). Goal: < 20 KB.
 
-Usage: ``python benchmarks/agents.py [--quick] [--only spawn]``
+Every row runs once per round, the rows in turn with the first rotating (so a drift
+of the machine's load reaches every row); each row's headline is its median round,
+printed with the min-max of its rounds. The machine facts and the load average come
+first.
+
+Usage: ``python benchmarks/agents.py [--quick] [--rounds N] [--only spawn]``
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
 import logging
-import os
-import platform
+import statistics
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import psutil
 import structlog
+from _bench import (
+    OtherCpu,
+    fmt_list,
+    fmt_num,
+    fmt_share,
+    interleaved,
+    load_average,
+    print_facts,
+    print_grid,
+)
 
 import adk_actors as adk
+
+ROUNDS = 5
+SPAWN_GOAL = 10_000
+SPAWN_BEFORE = "800-1,000/s"
+"""Issue 20's figure before validators were shared (50,000 agents in 63 s)."""
+IDLE_GOAL_KB = 20.0
+SCRIPT = [{"text": "hello"}]
+_names = iter(range(1 << 62))
 
 
 @adk.tool
@@ -45,63 +68,15 @@ def get_weather(city: str) -> dict:
     return {"city": city, "forecast": "sunny"}
 
 
-def model(history, tools):
-    last = history[-1]
-    if last.role == "tool":
+def model(history: Any, tools: Any) -> dict[str, Any]:
+    """The tool call first, the answer after the tool responded."""
+    if history[-1].role == "tool":
         return {"text": "sunny"}
     return {"tool_calls": [{"name": "get_weather", "args": {"city": "Tokyo"}}]}
 
 
-def config() -> dict:
+def config() -> dict[str, Any]:
     return {"provider": adk.ScriptedProvider(fn=model, inline=True)}
-
-
-def sequential(count: int) -> float:
-    agent = adk.spawn_agent("Seq", config(), tools=[get_weather])
-    adk.prompt(agent, "warm up")
-    started = time.perf_counter()
-    for _ in range(count):
-        adk.invoke(agent, "weather?")
-    rate = count / (time.perf_counter() - started)
-    adk.stop_agent(agent)
-    return rate
-
-
-def concurrent(count: int, width: int) -> float:
-    agents = [adk.spawn_agent(f"Conc{n}", config(), tools=[get_weather]) for n in range(width)]
-    per_thread = count // width
-
-    def work(agent: adk.AgentRef) -> None:
-        for _ in range(per_thread):
-            adk.invoke(agent, "weather?")
-
-    threads = [threading.Thread(target=work, args=(agent,)) for agent in agents]
-    started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    rate = per_thread * width / (time.perf_counter() - started)
-    for agent in agents:
-        adk.stop_agent(agent)
-    return rate
-
-
-def idle_memory(count: int) -> float:
-    gc.collect()
-    before = psutil.Process().memory_info().rss
-    agents = [adk.spawn_agent(f"Idle{n}", config(), tools=[get_weather]) for n in range(count)]
-    gc.collect()
-    per_agent = (psutil.Process().memory_info().rss - before) / count
-    for agent in agents:
-        adk.stop_agent(agent)
-    return per_agent
-
-
-SPAWN_GOAL = 10_000
-SPAWN_BEFORE = "800-1,000/s"
-"""Issue 20's figure before validators were shared (50,000 agents in 63 s)."""
-SCRIPT = [{"text": "hello"}]
 
 
 def own_tool(n: int) -> adk.Tool:
@@ -121,10 +96,50 @@ def own_tool(n: int) -> adk.Tool:
     return get_weather
 
 
-def spawn_rate(count: int, prefix: str, tools: str) -> float:
+# -- the rows ----------------------------------------------------------------------------------
+
+
+def sequential(count: int) -> float:
+    """Prompt round trips per second: `count` invokes of one agent, one after another."""
+    agent = adk.spawn_agent(f"Seq{next(_names)}", config(), tools=[get_weather])
+    adk.prompt(agent, "warm up")
+    started = time.perf_counter()
+    for _ in range(count):
+        adk.invoke(agent, "weather?")
+    rate = count / (time.perf_counter() - started)
+    adk.stop_agent(agent)
+    return rate
+
+
+def concurrent(count: int, width: int) -> float:
+    """Prompt round trips per second: `width` threads, one agent each, `count` in all."""
+    round_ = next(_names)
+    agents = [
+        adk.spawn_agent(f"Conc{round_}_{n}", config(), tools=[get_weather]) for n in range(width)
+    ]
+    per_thread = count // width
+
+    def work(agent: adk.AgentRef) -> None:
+        for _ in range(per_thread):
+            adk.invoke(agent, "weather?")
+
+    threads = [threading.Thread(target=work, args=(agent,)) for agent in agents]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    rate = per_thread * width / (time.perf_counter() - started)
+    for agent in agents:
+        adk.stop_agent(agent)
+    return rate
+
+
+def spawn_rate(count: int, tools: str) -> float:
     """Agents spawned per second: `count` scripted agents, one after another, with one
     shared tool (``"shared"``), a tool object each built beforehand (``"own"``), or a
     tool object each defined in the timed loop (``"defined"``)."""
+    prefix = f"Spawn{tools}{next(_names)}_"
     built = [own_tool(n) for n in range(count)] if tools == "own" else []
     started = time.perf_counter()
     for n in range(count):
@@ -136,81 +151,137 @@ def spawn_rate(count: int, prefix: str, tools: str) -> float:
     return rate
 
 
-def idle_memory_child(count: int) -> None:
-    """In a fresh process: RSS added by `count` agents with a tool object each, per agent
-    (bytes, printed alone on stdout)."""
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+def idle_memory_child(count: int, tools: str) -> None:
+    """In a fresh process: RSS added by `count` agents with one shared tool
+    (``"shared"``) or a tool object each (``"own"``), per agent (bytes, printed alone
+    on stdout)."""
+    quiet()
     adk.start()
     adk.spawn_agent("Warm", {"provider": "scripted", "script": SCRIPT}, tools=[own_tool(-1)])
     gc.collect()
     before = psutil.Process().memory_info().rss
     for n in range(count):
-        adk.spawn_agent(
-            f"Fresh{n}", {"provider": "scripted", "script": SCRIPT}, tools=[own_tool(n)]
-        )
+        tool = own_tool(n) if tools == "own" else get_weather
+        adk.spawn_agent(f"Fresh{n}", {"provider": "scripted", "script": SCRIPT}, tools=[tool])
     gc.collect()
     print((psutil.Process().memory_info().rss - before) / count)
     adk.stop()
 
 
-def fresh_idle_memory(count: int) -> float:
+def fresh_idle_memory(count: int, tools: str) -> float:
+    """KB per idle agent, measured in a fresh process (`idle_memory_child`)."""
     output = subprocess.run(
-        [sys.executable, __file__, "--idle-child", str(count)],
+        [sys.executable, __file__, "--idle-child", str(count), "--tools", tools],
         check=True,
         capture_output=True,
         text=True,
         timeout=600,
     ).stdout
-    return float(output.strip().splitlines()[-1])
+    return float(output.strip().splitlines()[-1]) / 1024
 
 
-def spawn_rows(spawns: int, idle: int) -> None:
-    rows = (
-        ("shared", "one shared tool"),
-        ("own", "a tool object each"),
-        ("defined", "a tool each, @adk.tool in loop"),
-    )
-    for tools, label in rows:
-        rate = spawn_rate(spawns, f"Spawn{tools}", tools)
-        verdict = "met" if rate >= SPAWN_GOAL else "MISSED"
-        print(
-            f"spawn rate, {spawns:,} agents, {label + ':':32} {rate:8,.0f}/s"
-            f" (before {SPAWN_BEFORE}; goal {SPAWN_GOAL:,}/s: {verdict})"
+# -- the table ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    """One row: how to measure a round, its unit and goal (text and check)."""
+
+    name: str
+    unit: str
+    measure: Callable[[], float]
+    goal: str = ""
+    check: Callable[[float], bool] | None = None
+
+
+def rows(prompts: int, spawns: int, idle: int, only_spawn: bool) -> list[Row]:
+    """The rows measured (the spawn and memory rows alone with `only_spawn`)."""
+    table = []
+    if not only_spawn:
+        trips = "prompt round trips, one tool round"
+        table += [
+            Row(f"{trips}, sequential", "/s", lambda: sequential(prompts)),
+            Row(f"{trips}, 64 agents x 64 threads", "/s", lambda: concurrent(prompts, 64)),
+        ]
+    spawn_goal = f">= {SPAWN_GOAL:,}/s (before {SPAWN_BEFORE})"
+    for tools, label, goal in (
+        ("shared", "one shared tool", True),
+        ("own", "a tool object each", True),
+        ("defined", "@adk.tool defined in the loop", False),
+    ):
+        table.append(
+            Row(
+                f"spawn {spawns:,} agents, {label}",
+                "/s",
+                lambda tools=tools: spawn_rate(spawns, tools),
+                spawn_goal if goal else "",
+                (lambda v: v >= SPAWN_GOAL) if goal else None,
+            )
         )
-    per_agent = fresh_idle_memory(idle)
-    print(
-        f"memory per idle agent, a tool object each ({idle:,} agents, fresh process):"
-        f" {per_agent / 1024:.1f} KB"
-    )
+    for tools, label in (("shared", "one shared tool"), ("own", "a tool object each")):
+        table.append(
+            Row(
+                f"memory per idle agent, {label} ({idle:,} agents, fresh process)",
+                "KB",
+                lambda tools=tools: fresh_idle_memory(idle, tools),
+                f"< {IDLE_GOAL_KB:g} KB",
+                lambda v: v < IDLE_GOAL_KB,
+            )
+        )
+    return table
+
+
+def print_rows(table: list[Row], runs: dict[str, list[float]]) -> None:
+    """Each row's median round, the min-max of its rounds, its goal and whether met."""
+    lines = []
+    for row in table:
+        figures = runs[row.name]
+        median = statistics.median(figures)
+        verdict = "-" if row.check is None else ("yes" if row.check(median) else "NO")
+        spread = f"{fmt_num(min(figures))}-{fmt_num(max(figures))}"
+        lines.append([row.name, row.unit, fmt_num(median), spread, row.goal or "none", verdict])
+    print_grid(["row", "unit", "median", "min-max", "goal", "met"], lines)
+    for row in table:
+        print(f"{row.name}: rounds {fmt_list(runs[row.name])}")
+
+
+def quiet() -> None:
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--only", choices=["spawn"], help="run the spawn rows alone")
+    parser.add_argument("--quick", action="store_true", help="a short smoke run")
+    parser.add_argument("--rounds", type=int, help=f"measured rounds (default {ROUNDS})")
+    parser.add_argument("--only", choices=["spawn"], help="the spawn and memory rows alone")
     parser.add_argument("--idle-child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--tools", choices=["shared", "own"], help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.idle_child:
-        idle_memory_child(options.idle_child)
+        idle_memory_child(options.idle_child, options.tools or "own")
         return
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    prompts, idle, spawns = (500, 500, 2_000) if options.quick else (5_000, 5_000, 20_000)
-    print(
-        f"# agents benchmark  {datetime.date.today()}  python {platform.python_version()}  cpus {os.cpu_count()}"
+    quiet()
+    prompts, spawns, idle, rounds = (
+        (200, 2_000, 500, 2) if options.quick else (2_000, 20_000, 5_000, ROUNDS)
     )
+    rounds = options.rounds or rounds
+    print_facts("agents benchmark" + (" (quick)" if options.quick else ""), "psutil")
+    started, meter = time.perf_counter(), OtherCpu()
     adk.start()
-    if options.only != "spawn":
-        print(f"prompt round trips, one tool round, sequential:  {sequential(prompts):10,.0f}/s")
-        print(
-            f"prompt round trips, one tool round, 64-way:      {concurrent(prompts, 64):10,.0f}/s"
-        )
-        per_agent = idle_memory(idle)
-        verdict = "met" if per_agent < 20 * 1024 else "MISSED"
-        print(
-            f"memory per idle agent ({idle:,} agents):       {per_agent / 1024:10.1f} KB (goal < 20 KB: {verdict})"
-        )
-    spawn_rows(spawns, idle)
+    table = rows(prompts, spawns, idle, options.only == "spawn")
+    sides = {row.name: row.measure for row in table}
+    sequential(prompts // 10)  # warm-up
+    others: list[float | None] = []
+    runs = interleaved(sides, rounds, others)
     adk.stop()
+    print_rows(table, runs)
+    print("other processes' CPU per round " + "/".join(map(fmt_share, others)))
+    print(
+        f"\ntotal {time.perf_counter() - started:.0f} s; {rounds} rounds, every row once a "
+        "round, the rows in turn (first rotating); median: each row's median round; other "
+        f"processes used {fmt_share(meter.share())} of the CPUs during the run; load avg at "
+        f"the end {load_average()}"
+    )
 
 
 if __name__ == "__main__":

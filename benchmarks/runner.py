@@ -1,112 +1,81 @@
-"""Runner throughput: ours against google-adk's `InMemoryRunner`, side by side.
+"""Runner throughput: ours against google-adk's `Runner`, the sides in turn round by round.
 
-The same workload on both: an agent with one tool, an offline model that asks for
-the tool once and then answers, a fresh session per run. Sequential (one run after
-another) and 64-way concurrent (ours: 64 threads calling `Runner.run`; google-adk: 64
-`run_async` coroutines under `asyncio.gather`, its native concurrency). Ours also on
-`LmdbSessionService`. Goal: >= 3x google-adk with in-memory sessions at both
-concurrencies, >= 1x with LMDB.
+Rows (see docs/BENCHMARKS.md), a fresh session per run on both sides:
 
-Needs google-adk (`make bench` installs it in `.venv-bench`).
-Usage: ``python benchmarks/runner.py [--quick]``
+1. zero latency, 1 and 64 runs in flight, in-memory sessions: the `weather_workload`
+   run (an agent with one tool, an offline model that asks for the tool once and then
+   answers). Goal (issue 20 §4): >= 12x google-adk at both.
+2. the same on durable sessions: our `LmdbSessionService` (every step a committed LMDB
+   write transaction) against google-adk's `DatabaseSessionService` on SQLite
+   (``sqlite+aiosqlite``, a file in a temp dir). No goal.
+3. a model that answers after 50 ms and after 2 s (one model call per run), 1, 64 and
+   1,024 runs in flight, in memory, each side also as a share of the latency bound
+   (width / delay runs/s). Goal: the 2 s model with 1,024 in flight >= 80% of it.
+
+Ours: `width` threads calling `Runner.run` (its blocking form: a thread per caller),
+each `waves` runs one after another, all released at once; agents admit every run at
+once (`max_concurrent_invocations` 4,096). google-adk: `width` asyncio tasks, each
+consuming `run_async` to its last event (its native concurrency). Both sides use the
+same offline models (`_latency`); their logs are kept to errors. Each row's sides run
+in turn, round by round (first side alternating); the headline is the median of the
+per-round ratios with their min-max. The machine facts and the load average come
+first.
+
+Needs google-adk and SQLAlchemy (`make bench` installs them in `.venv-bench`).
+Usage: ``python benchmarks/runner.py [--quick] [--rounds N] [--only zero|slow]``
 """
 
 from __future__ import annotations
 
-import asyncio
-import datetime
-import importlib.metadata
 import itertools
-import tempfile
 import threading
 import time
 from typing import Any
 
-from weather_workload import get_weather, model, peer_one, peer_runner, quiet_options
+from _latency import Clock, Timed, Workload, our_runner, run_rows
 
-import adk_actors as adk
-
-# -- google-adk side ---------------------------------------------------------------------------
+_sessions = itertools.count()
 
 
-def peer_rate(count: int, width: int) -> float:
-    runner = peer_runner()
+def our_round(work: Workload, durable: Any | None) -> Timed:
+    """`width` threads, each `waves` `Runner.run` calls one after another on a fresh
+    session each, released together; every answer checked, every latency kept."""
+    latencies: list[float] = []
+    failed: list[str] = []
+    gate = threading.Event()
+    with our_runner(work, durable) as runner:
 
-    async def main() -> None:
-        if width == 1:
-            for n in range(count):
-                assert await peer_one(runner, f"u{n}") == "sunny"
-        else:
-            for start in range(0, count, width):
-                results = await asyncio.gather(
-                    *(peer_one(runner, f"u{start + n}") for n in range(width))
-                )
-                assert results == ["sunny"] * width
+        def lane() -> None:
+            gate.wait()
+            for _ in range(work.waves):
+                began = time.perf_counter()
+                try:
+                    answer = runner.run("u", f"s{next(_sessions)}", "weather?")
+                    if answer != "sunny":
+                        raise AssertionError(f"answered {answer!r}")
+                except Exception as error:  # reported with the row
+                    failed.append(repr(error)[:200])
+                    continue
+                latencies.append(time.perf_counter() - began)
 
-    started = time.perf_counter()
-    asyncio.run(main())
-    return count / (time.perf_counter() - started)
-
-
-# -- our side ---------------------------------------------------------------------------------
-
-_names = itertools.count()
-
-
-def our_rate(count: int, width: int, sessions: Any) -> float:
-    agent = adk.spawn_agent(
-        f"Bench{next(_names)}",
-        {"provider": adk.ScriptedProvider(fn=model, inline=True)},
-        tools=[adk.tool(get_weather)],
-    )
-    runner = adk.Runner(agent, "bench", sessions)
-    sessions_ids = itertools.count()
-    per_thread = count // width
-
-    def work() -> None:
-        for _ in range(per_thread):
-            assert runner.run("u", f"s{next(sessions_ids)}", "weather?") == "sunny"
-
-    threads = [threading.Thread(target=work) for _ in range(width)]
-    started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    rate = per_thread * width / (time.perf_counter() - started)
-    adk.stop_agent(agent)
-    return rate
-
-
-def best(fn: Any, rounds: int) -> float:
-    return max(fn() for _ in range(rounds))
+        threads = [threading.Thread(target=lane) for _ in range(work.width)]
+        for thread in threads:
+            thread.start()
+        clock = Clock()
+        gate.set()
+        for thread in threads:
+            thread.join()
+        timed = clock.stop(latencies, failed)
+    return timed
 
 
 def main() -> None:
-    options = quiet_options(__doc__.splitlines()[0])
-    count, rounds = (256, 1) if options.quick else (2_048, 3)
-    print(
-        f"# runner benchmark  {datetime.date.today()}  google-adk {importlib.metadata.version('google-adk')}"
+    run_rows(
+        "runner benchmark: ours (Runner) vs google-adk (Runner)",
+        our_round,
+        durable_widths=(1, 64),
+        runner_goal=True,
     )
-    adk.start()
-    memory = adk.sessions.InMemorySessionService()
-    lmdb_store = adk.sessions.LmdbSessionService(tempfile.mkdtemp(prefix="adk-bench-"))
-    print(f"\nruns/s, {count:,} runs, one tool round, fresh session each, best of {rounds}")
-    print(
-        "                      ours (memory)  ours (lmdb)   google-adk   memory ratio  lmdb ratio"
-    )
-    for label, width in (("sequential", 1), ("64-way concurrent", 64)):
-        ours_memory = best(lambda width=width: our_rate(count, width, memory), rounds)
-        ours_lmdb = best(lambda width=width: our_rate(count, width, lmdb_store), rounds)
-        peer = best(lambda width=width: peer_rate(count, width), rounds)
-        memory_goal = "met" if ours_memory >= 3 * peer else "MISSED"
-        lmdb_goal = "met" if ours_lmdb >= peer else "MISSED"
-        print(
-            f"  {label:18s} {ours_memory:12,.0f} {ours_lmdb:12,.0f} {peer:12,.0f}"
-            f"   {ours_memory / peer:5.2f}x ({memory_goal:6s}) {ours_lmdb / peer:5.2f}x ({lmdb_goal})"
-        )
-    lmdb_store.close()
-    adk.stop()
 
 
 if __name__ == "__main__":

@@ -1,131 +1,87 @@
-"""Stable runs: start-to-terminal latency and runs/s at 64-way concurrency, against google-adk.
+"""Stable runs: runs/s and start-to-terminal latency against google-adk, round by round.
 
-The same workload on both: an agent with one tool, an offline model that asks for
-the tool once and then answers, a fresh session per run, 64 runs in flight at a
-time. Ours: 64 threads, each `adk.runs.start` then `adk.runs.wait` (the run is a
-supervised actor with its own worker, stream and registry entry). google-adk: its
-`InMemoryRunner` driven by 64 concurrent asyncio tasks (its native concurrency), a
-run being one `run_async` consumed to its last event. Latency is measured from the
-start call to the terminal outcome.
+Rows (see docs/BENCHMARKS.md), a fresh session per run on both sides:
 
-Needs google-adk (`make bench` installs it in `.venv-bench`).
-Usage: ``python benchmarks/runs.py [--quick]``
+1. zero latency, 1 and 64 runs in flight, in-memory sessions: the `weather_workload`
+   run (an agent with one tool, an offline model that asks for the tool once and then
+   answers).
+2. the same at 64 on durable sessions: our `LmdbSessionService` against google-adk's
+   `DatabaseSessionService` on SQLite (``sqlite+aiosqlite``, a file in a temp dir).
+3. a model that answers after 50 ms and after 2 s (one model call per run), 1, 64 and
+   1,024 runs in flight, in memory, each side also as a share of the latency bound
+   (width / delay runs/s). Goal (issue 20 §4): the 2 s model with 1,024 in flight
+   >= 80% of it.
+
+Ours: `width` asyncio tasks on one event loop, each `waves` times `adk.runs.start`
+then `await adk.runs.wait_async` (every run a supervised invocation server with
+retention; waiting holds no thread); agents admit every run at once
+(`max_concurrent_invocations` 4,096). google-adk has no supervised run, so its side is
+its native form: `width` asyncio tasks each consuming `Runner.run_async` to its last
+event. Latency is from the start call to the terminal outcome (p50/p99 over every run
+of the row). Both sides use the same offline models (`_latency`); their logs are kept
+to errors. Each row's sides run in turn, round by round (first side alternating); the
+headline is the median of the per-round ratios with their min-max. The machine facts
+and the load average come first.
+
+Needs google-adk and SQLAlchemy (`make bench` installs them in `.venv-bench`).
+Usage: ``python benchmarks/runs.py [--quick] [--rounds N] [--only zero|slow]``
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime
-import importlib.metadata
 import itertools
-import statistics
-import threading
 import time
-from collections.abc import Callable
+from typing import Any
 
-from weather_workload import get_weather, model, peer_one, peer_runner, quiet_options
+from _latency import Clock, Timed, Workload, our_runner, run_rows
 
 import adk_actors as adk
 
-WIDTH = 64
+_sessions = itertools.count()
 
 
-class Result:
-    """One measured round: runs/s and per-run latencies in seconds."""
-
-    def __init__(self, count: int, seconds: float, latencies: list[float]) -> None:
-        self.rate = count / seconds
-        ordered = sorted(latencies)
-        self.p50 = statistics.median(ordered)
-        self.p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-
-
-# -- google-adk side ---------------------------------------------------------------------------
-
-
-def peer_round(count: int) -> Result:
-    runner = peer_runner()
-    numbers = itertools.count()
+def our_round(work: Workload, durable: Any | None) -> Timed:
+    """`width` asyncio tasks, each `waves` stable runs one after another on a fresh
+    session each; every outcome checked, every latency kept."""
     latencies: list[float] = []
+    failed: list[str] = []
+    with our_runner(work, durable) as runner:
 
-    async def lane() -> None:
-        for _ in range(count // WIDTH):
-            began = time.perf_counter()
-            assert await peer_one(runner, f"u{next(numbers)}") == "sunny"
-            latencies.append(time.perf_counter() - began)
+        async def lane() -> None:
+            for _ in range(work.waves):
+                began = time.perf_counter()
+                try:
+                    # waited for from its start: a run that ended is retained 1 s
+                    run_id = adk.runs.start(
+                        runner, "u", f"s{next(_sessions)}", "weather?", retention=1.0
+                    )
+                    outcome = await adk.runs.wait_async(run_id, timeout=120.0)
+                    if outcome != adk.Completed("sunny"):
+                        raise AssertionError(f"ended {outcome!r}")
+                except Exception as error:  # reported with the row
+                    failed.append(repr(error)[:200])
+                    continue
+                latencies.append(time.perf_counter() - began)
 
-    async def main() -> None:
-        await asyncio.gather(*(lane() for _ in range(WIDTH)))
+        async def main() -> None:
+            await asyncio.gather(*(lane() for _ in range(work.width)))
 
-    started = time.perf_counter()
-    asyncio.run(main())
-    return Result(len(latencies), time.perf_counter() - started, latencies)
-
-
-# -- our side ---------------------------------------------------------------------------------
-
-_names = itertools.count()
-
-
-def our_round(count: int) -> Result:
-    sessions = adk.sessions.InMemorySessionService()
-    agent = adk.spawn_agent(
-        f"RunBench{next(_names)}",
-        {"provider": adk.ScriptedProvider(fn=model, inline=True)},
-        tools=[adk.tool(get_weather)],
-    )
-    runner = adk.Runner(agent, "bench", sessions)
-    numbers = itertools.count()
-    latencies: list[float] = []
-    lock = threading.Lock()
-
-    def lane() -> None:
-        mine = []
-        for _ in range(count // WIDTH):
-            began = time.perf_counter()
-            run_id = adk.runs.start(runner, "u", f"s{next(numbers)}", "weather?", retention=1.0)
-            assert adk.runs.wait(run_id, timeout=120.0) == adk.Completed("sunny")
-            mine.append(time.perf_counter() - began)
-        with lock:
-            latencies.extend(mine)
-
-    threads = [threading.Thread(target=lane) for _ in range(WIDTH)]
-    started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    result = Result(len(latencies), time.perf_counter() - started, latencies)
-    adk.stop_agent(agent)
-    sessions.close()
-    return result
-
-
-def best(fn: Callable[[], Result], rounds: int) -> Result:
-    return max((fn() for _ in range(rounds)), key=lambda result: result.rate)
+        loop = asyncio.new_event_loop()
+        clock = Clock()
+        loop.run_until_complete(main())
+        timed = clock.stop(latencies, failed)
+        loop.close()
+    return timed
 
 
 def main() -> None:
-    options = quiet_options(__doc__.splitlines()[0])
-    count, rounds = (512, 1) if options.quick else (2_048, 3)
-    print(
-        f"# runs benchmark  {datetime.date.today()}  google-adk {importlib.metadata.version('google-adk')}"
+    run_rows(
+        "runs benchmark: ours (adk.runs) vs google-adk (Runner.run_async)",
+        our_round,
+        durable_widths=(64,),
+        runner_goal=False,
     )
-    adk.start()
-    ours = best(lambda: our_round(count), rounds)
-    peer = best(lambda: peer_round(count), rounds)
-    print(
-        f"\nstable runs, {count:,} runs, {WIDTH}-way concurrent, one tool round, "
-        f"fresh session each, best of {rounds}"
-    )
-    print("                   runs/s    p50 ms    p99 ms")
-    for label, result in (("ours", ours), ("google-adk", peer)):
-        print(f"  {label:12s} {result.rate:10,.0f} {result.p50 * 1e3:9.2f} {result.p99 * 1e3:9.2f}")
-    print(
-        f"  ratio        {ours.rate / peer.rate:9.2f}x {peer.p50 / ours.p50:8.2f}x "
-        f"{peer.p99 / ours.p99:8.2f}x   (runs/s ours/peer; latency peer/ours)"
-    )
-    adk.stop()
 
 
 if __name__ == "__main__":
