@@ -15,7 +15,7 @@ and `Runner.cancel(stream, reason)` cancels the invocation behind such a stream.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from adk_actors.agents.api import AgentLike, _name
@@ -451,6 +451,51 @@ def _follow(
     is told its server), then yield its stream: each event, then the outcome. Closing
     early closes the inbox, which the server sees as its caller leaving
     (``consumer_closed``)."""
+    inbox, server = _open(start, started)
+    ended = False
+    try:
+        opened = inbox.receive(5.0, _is_opened)
+        inbox.monitor(opened.stream)  # closed after the terminal; killed with its server
+        while not ended:
+            followed = _followed(inbox.receive(None, None))
+            if followed is not None:
+                ended, item = followed
+                yield item
+    finally:
+        if not ended:  # the caller left early: the end is recorded before we return
+            try:
+                call(server, Cancel("consumer_closed", 0.0))
+            except ProcessExit:
+                pass  # it ended meanwhile, and recorded its own end
+        inbox.close()
+
+
+async def _afollow(
+    start: Callable[[Pid], Pid], started: Callable[[Pid], None] | None = None
+) -> AsyncGenerator[Event | Outcome, None]:
+    """`_follow` for ``async for``: the inbox is awaited, so a consumer waiting for a
+    slow model holds no thread (the event loop runs on meanwhile)."""
+    inbox, server = _open(start, started)
+    ended = False
+    try:
+        opened = await inbox.areceive(5.0, _is_opened)
+        inbox.monitor(opened.stream)
+        while not ended:
+            followed = _followed(await inbox.areceive(None, None))
+            if followed is not None:
+                ended, item = followed
+                yield item
+    finally:
+        if not ended:
+            try:
+                await aio.call(server, Cancel("consumer_closed", 0.0))
+            except ProcessExit:
+                pass
+        inbox.close()
+
+
+def _open(start: Callable[[Pid], Pid], started: Callable[[Pid], None] | None) -> tuple[Inbox, Pid]:
+    """A fresh inbox, and the invocation started with it as owner and subscriber."""
     inbox = Inbox(label="invocation caller")
     try:
         server = start(inbox.pid)
@@ -459,32 +504,27 @@ def _follow(
         raise
     if started is not None:
         started(server)
-    ended = False
-    try:
-        opened = inbox.receive(5.0, lambda message: type(message) is StreamOpened)
-        inbox.monitor(opened.stream)  # closed after the terminal; killed with its server
-        while True:
-            match inbox.receive(None, None):
-                case StreamItem(item=item):
-                    yield item
-                case StreamTerminal(outcome=outcome):
-                    ended = True
-                    yield outcome
-                    return
-                case StreamDetached():
-                    raise AdkError("slow_subscriber", "the caller fell too far behind")
-                case Down(reason=reason):  # before its terminal: the invocation is gone
-                    ended = True
-                    kind = getattr(reason, "kind", None) or str(reason)
-                    yield Failed(("invocation_exit", kind[:200]))
-                    return
-    finally:
-        if not ended:  # the caller left early: the end is recorded before we return
-            try:
-                call(server, Cancel("consumer_closed", 0.0))
-            except ProcessExit:
-                pass  # it ended meanwhile, and recorded its own end
-        inbox.close()
+    return inbox, server
+
+
+def _is_opened(message: object) -> bool:
+    return type(message) is StreamOpened
+
+
+def _followed(message: object) -> tuple[bool, Event | Outcome] | None:
+    """One message of an invocation's stream for its follower: (ended, what to yield),
+    or None for a message that is not the stream's."""
+    match message:
+        case StreamItem(item=item):
+            return False, item
+        case StreamTerminal(outcome=outcome):
+            return True, outcome
+        case StreamDetached():
+            raise AdkError("slow_subscriber", "the caller fell too far behind")
+        case Down(reason=reason):  # before its terminal: the invocation is gone
+            kind = getattr(reason, "kind", None) or str(reason)
+            return True, Failed(("invocation_exit", kind[:200]))
+    return None
 
 
 def _last_outcome(items: Iterator[Event | Outcome]) -> Outcome | None:
@@ -548,7 +588,18 @@ class EventStream:
                 close()
 
     def __aiter__(self) -> AsyncIterator[Event]:
-        return aio.iterate(iter(self))
+        return self._aiterate()
+
+    async def _aiterate(self) -> AsyncIterator[Event]:
+        items = _afollow(self._start, self._started)
+        try:
+            async for item in items:
+                if isinstance(item, OUTCOME_TYPES):
+                    _result(item)
+                    return
+                yield item
+        finally:
+            await items.aclose()
 
 
 def _send_cancel(server: Pid, reason: Any) -> None:
