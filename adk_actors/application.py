@@ -68,6 +68,12 @@ def _children(admission_config: admission.AdmissionConfig) -> list[ChildSpec]:
             ),
             type="supervisor",
         ),
+        # Plugin run-end notifications (after_run, on_run_error), after the instances
+        # their hooks may call and before the invocation servers that send them (a
+        # service starts before its users): on stop every run has ended, and cast its
+        # last notification, before the notifier drains (a few seconds, then kills),
+        # and a restart of it stops the runs after it, as any service's would.
+        plugin_notifier.child_spec(),
         # Each agent has its own restart intensity (its `AgentLifeline`): a crash loop
         # fails that agent alone. Giving up here would restart every agent and, through
         # rest_for_one, every run after it, and a restarted agent supervisor starts empty,
@@ -120,11 +126,6 @@ def _children(admission_config: admission.AdmissionConfig) -> list[ChildSpec]:
             ),
             type="supervisor",
         ),
-        # Plugin run-end notifications (after_run, on_run_error), last: an invocation
-        # server hands them over and ends at once; they use nothing started after them,
-        # a crash of theirs restarts nothing else, and on stop they get a short drain
-        # before the rest stops.
-        plugin_notifier.child_spec(),
     ]
 
 

@@ -13,8 +13,9 @@ Replies are typed (`Granted`, `Refused`); `api.py` turns them into a `Permit` or
 Metrics (`default_metrics()`): ``adk.admission.queue{lane}`` goes up when a request
 is queued and down exactly once when it leaves the queue (granted, cancelled,
 abandoned, expired, its owner or requester died, or the controller stopped), so it
-reads the requests waiting now; ``adk.admission.rejected{lane, reason}`` counts every
-`Refused` answer by its reason. `lane` is the limit that made the request wait or
+reads the requests waiting now; ``adk.admission.rejected{lane, reason}`` counts the
+controller's refusals by reason (a request its caller cancelled, abandoned or left by
+exiting is answered `Refused` too, but not counted). `lane` is the limit that made the request wait or
 refused it: the agent's name for its own limit, `GLOBAL_LANE` for the global limit,
 the queue bound or a malformed request.
 """
@@ -30,6 +31,7 @@ from adk_actors.admission.ledger import Grant, Ledger, Scope, Waiter
 from adk_actors.observability.metrics import Metrics, default_metrics
 from supervision import (
     Down,
+    ExitSignal,
     From,
     GenServer,
     NoReply,
@@ -37,6 +39,7 @@ from supervision import (
     Reason,
     Ref,
     Reply,
+    Stop,
     cancel_timer,
     demonitor,
     monitor,
@@ -142,7 +145,7 @@ class AdmissionController(GenServer):
 
     def init(self, config: AdmissionConfig) -> ControllerState:
         """`config` was validated by `start_link`. Traps exits, so a shutdown runs
-        `terminate`."""
+        `terminate` (see `handle_info` for the other exit signals)."""
         trap_exit(True)
         return ControllerState(config)
 
@@ -191,13 +194,18 @@ class AdmissionController(GenServer):
                 _log.warning("adk.admission.invalid_message", kind=type(msg).__name__)
         return state
 
-    def handle_info(self, msg: Any, state: ControllerState) -> ControllerState:
-        """Deadline timers and owner `Down`s."""
+    def handle_info(self, msg: Any, state: ControllerState) -> Any:
+        """Deadline timers and owner `Down`s. An exit signal other than ``normal``
+        from a linked process (or `exit(pid, reason)`) stops it with that reason, as
+        without trapping; its parent's exit, whatever its reason, stops it too (the
+        kernel's rule for a trapping server, OTP's)."""
         match msg:
             case _Expire():
                 self._expire(state, msg)
             case Down():
                 self._owner_down(state, msg)
+            case ExitSignal(reason=reason) if reason != "normal":
+                return Stop(reason, state)
         return state
 
     # -- acquire ----------------------------------------------------------------------
@@ -375,7 +383,10 @@ class AdmissionController(GenServer):
         """Answer a waiter that was just dequeued with an error; drop its timer and monitor."""
         if waiter.timer is not None:
             cancel_timer(waiter.timer)
-        reply(waiter.from_, _refuse(state, waiter.lane, reason, detail))
+        if reason in _WITHDRAWN:  # the caller's own doing, not a refusal: not counted
+            reply(waiter.from_, Refused(reason, detail))
+        else:
+            reply(waiter.from_, _refuse(state, waiter.lane, reason, detail))
         self._unwatch_if_idle(state, waiter.owner)
         self._unwatch_if_idle(state, waiter.requester)
 
@@ -393,6 +404,11 @@ class AdmissionController(GenServer):
 def _lane(agent: str, blocked: Scope) -> str:
     """The metrics lane of a request `blocked` by its agent's limit or the global one."""
     return agent if blocked == "agent" else GLOBAL_LANE
+
+
+_WITHDRAWN = frozenset({"cancelled", "abandoned", "requester_down"})
+"""How a queued request ends when its caller withdrew, gave up or exited: answered
+`Refused` like any end, but not counted in ``adk.admission.rejected``."""
 
 
 def _refuse(state: ControllerState, lane: str, reason: str, detail: str) -> Refused:

@@ -21,7 +21,7 @@ from adk_actors.plugins.descriptor import (
     MAX_TIMEOUT,
     PluginOptions,
 )
-from adk_actors.plugins.notifier import wait_notifications
+from adk_actors.plugins.notifier import dropped_notifications, wait_notifications
 from adk_actors.plugins.outcomes import (
     CONTINUE,
     Amend,
@@ -79,6 +79,7 @@ __all__ = [
     "StatefulPlugin",
     "TraceEntry",
     "context_filter",
+    "dropped_notifications",
     "global_instruction",
     "instance_status",
     "invoke",

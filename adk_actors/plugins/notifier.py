@@ -2,22 +2,33 @@
 
 An invocation server publishes its terminal without waiting for ``after_run`` or
 ``on_run_error``: it takes a ticket (`announce`), publishes the end, then hands the
-notification here (`send`). The notifier, the last child of the root tree, runs each
-one in a kernel task it owns (``Pipeline.arun``: every hook in a task of its own with
-its deadline, the whole bounded by the sum of those deadlines), so a notification
-outlives the server that announced it (a plain invocation's stops at once), and
-whatever it does, the run's outcome stands.
+notification here (`send`). The notifier, a child of the root tree started before the
+invocation servers that use it (so it stops after them), runs each one in a kernel task
+it owns (``Pipeline.arun``: every hook in a task of its own with its deadline, the
+whole bounded by the sum of those deadlines), under the trace context the sender gave
+(the run's ``invoke_agent`` span), so a notification outlives the server that announced
+it (a plain invocation's stops at once), and whatever it does, the run's outcome stands.
+
+At most `MAX_RUNNING` notifications run at once, so slow hooks never take more than
+that many threads of the kernel's shared pool (tools, providers and other Runners use
+it too); up to `MAX_PENDING` more wait in order behind them. A notification past that,
+one that cannot start, one cast to a notifier that is stopping or has died, or one still
+waiting when the notifier stops is dropped: logged (``adk.plugin.notification_dropped``
+with ``why``), counted (`dropped_notifications`) and its ticket closed.
 
 `wait_notifications` waits until every notification announced before it has ended
-(a test, a graceful exit). On stop the notifier gives the running ones up to
-`DRAIN_SECONDS` before they are killed.
+(a test, a graceful exit): a ticket never outlives the notifier it was sent to (a new
+notifier closes those of the one before it). On stop the notifier gives the running
+ones up to `DRAIN_SECONDS` before they are killed.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections import Counter, deque
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -36,52 +47,96 @@ from supervision import (
     TaskTimeout,
     cast,
     is_fenced_thread,
+    self_pid,
     trap_exit,
     whereis,
 )
 from supervision.logs import get_logger
 
 NOTIFIER_NAME = "adk.plugin_notifier"
-MAX_RUNNING = 10_000
-"""Notifications running at once; past it a new one is dropped (and logged)."""
+MAX_RUNNING = 16
+"""Notifications running at once (half the kernel's default pool): the rest wait."""
+MAX_PENDING = 10_000
+"""Notifications waiting for a running one to end; past it a new one is dropped."""
 DRAIN_SECONDS = 5.0
 """On stop, how long the running notifications get to end before they are killed."""
+DROPPED = "adk.plugin.notification_dropped"
+"""The log event of a notification that never ran (or was killed on stop)."""
 _log = get_logger("adk.plugins")
+
+Scope = Callable[[], AbstractContextManager[Any]]
+"""Entered around a notification's task start: the sender's trace context."""
 
 
 class Notify(NamedTuple):
-    """Cast: run `hook` of `pipeline` with `ctx` and `value`; `ticket` from `announce`."""
+    """Cast: run `hook` of `pipeline` with `ctx` and `value` under `scope`; `ticket`
+    from `announce`."""
 
     ticket: int
     pipeline: Pipeline
     hook: str
     ctx: Mapping[str, Any]
     value: Any
+    scope: Scope | None = None
 
 
 class _Tickets:
-    """The notifications announced and not yet ended, for `wait_notifications`."""
+    """The notifications announced and not yet ended (for `wait_notifications`), each
+    with the notifier it was sent to (None until sent), and the drops counted."""
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
         self._next = 0
-        self._open: set[int] = set()
+        self._open: dict[int, Pid | None] = {}
+        self._stopping: set[Pid] = set()
+        self.dropped: Counter[str] = Counter()
 
     def announce(self) -> int:
         with self._changed:
             self._next += 1
-            self._open.add(self._next)
+            self._open[self._next] = None
             return self._next
+
+    def assign(self, ticket: int, notifier: Pid) -> bool:
+        """Record that `ticket` goes to `notifier`; False when it is stopping."""
+        with self._changed:
+            if notifier in self._stopping:
+                return False
+            if ticket in self._open:
+                self._open[ticket] = notifier
+            return True
 
     def close(self, ticket: int) -> None:
         with self._changed:
-            self._open.discard(ticket)
+            self._open.pop(ticket, None)
             self._changed.notify_all()
+
+    def stopping(self, notifier: Pid) -> None:
+        """From now on nothing more is sent to `notifier`."""
+        with self._changed:
+            self._stopping.add(notifier)
+
+    def sweep(self, stale: Callable[[Pid], bool]) -> int:
+        """Close the sent tickets whose notifier is `stale`; how many."""
+        with self._changed:
+            gone = [t for t, owner in self._open.items() if owner is not None and stale(owner)]
+            for ticket in gone:
+                del self._open[ticket]
+            self._changed.notify_all()
+            return len(gone)
+
+    def count(self, why: str, n: int = 1) -> None:
+        with self._changed:
+            self.dropped[why] += n
+
+    def counts(self) -> dict[str, int]:
+        with self._changed:
+            return dict(self.dropped)
 
     def wait(self, timeout: float) -> bool:
         with self._changed:
             before = set(self._open)
-            return self._changed.wait_for(lambda: not before & self._open, timeout)
+            return self._changed.wait_for(lambda: before.isdisjoint(self._open), timeout)
 
 
 _tickets = _Tickets()
@@ -93,16 +148,24 @@ def announce() -> int:
     return _tickets.announce()
 
 
-def send(ticket: int, pipeline: Pipeline, hook: str, ctx: Mapping[str, Any], value: Any) -> None:
+def send(
+    ticket: int,
+    pipeline: Pipeline,
+    hook: str,
+    ctx: Mapping[str, Any],
+    value: Any,
+    scope: Scope | None = None,
+) -> None:
     """Hand a notification to the notifier without waiting (dropped, and its ticket
-    closed, when there is no notifier or the caller was killed)."""
+    closed, when there is no notifier, it is stopping, or the caller was killed)."""
     notifier = whereis(NOTIFIER_NAME)
-    if notifier is None or is_fenced_thread():
+    if is_fenced_thread():
         _tickets.close(ticket)
-        if notifier is None:
-            _log.warning("adk.plugin.notifier_missing", hook=hook)
         return
-    cast(notifier, Notify(ticket, pipeline, hook, ctx, value))
+    if notifier is None or not _tickets.assign(ticket, notifier):
+        _drop(ticket, hook, "no_notifier" if notifier is None else "stopping")
+        return
+    cast(notifier, Notify(ticket, pipeline, hook, ctx, value, scope))
 
 
 def wait_notifications(timeout: float = 5.0) -> bool:
@@ -110,6 +173,11 @@ def wait_notifications(timeout: float = 5.0) -> bool:
     False when some had not within `timeout` seconds. From a thread of your own, not
     from a process's callback."""
     return _tickets.wait(timeout)
+
+
+def dropped_notifications() -> dict[str, int]:
+    """How many notifications were dropped in this process, by why (see the module)."""
+    return _tickets.counts()
 
 
 def child_spec() -> ChildSpec:
@@ -124,19 +192,30 @@ def child_spec() -> ChildSpec:
 @dataclass
 class _State:
     running: dict[Pid, tuple[int, Task]] = field(default_factory=dict)
+    pending: deque[Notify] = field(default_factory=deque)
 
 
 class Notifier(GenServer):
-    """Starts one task per notification and closes its ticket when it ends."""
+    """Starts one task per notification (at most `MAX_RUNNING` at once, the rest wait
+    in order) and closes its ticket when it ends."""
 
     def init(self, _args: Any) -> _State:
         trap_exit(True)  # a shutdown runs `terminate`, which drains
+        me = self_pid()
+        lost = _tickets.sweep(lambda owner: owner != me)  # sent to a notifier now gone
+        if lost:
+            _tickets.count("notifier_exited", lost)
+            _log.warning(DROPPED, why="notifier_exited", count=lost)
         return _State()
 
     def handle_cast(self, msg: Any, state: _State) -> Any:
         match msg:
-            case Notify(ticket, pipeline, hook, ctx, value):
-                self._start(state, ticket, pipeline, hook, ctx, value)
+            case Notify() if len(state.running) < MAX_RUNNING:
+                self._start(state, msg)
+            case Notify() if len(state.pending) < MAX_PENDING:
+                state.pending.append(msg)
+            case Notify(ticket=ticket, hook=hook):
+                _drop(ticket, hook, "too_many")
         return state
 
     def handle_info(self, msg: Any, state: _State) -> Any:
@@ -144,44 +223,56 @@ class Notifier(GenServer):
             case TaskResult(pid=pid) if pid in state.running:
                 ticket, _task = state.running.pop(pid)
                 _tickets.close(ticket)
+                while state.pending and len(state.running) < MAX_RUNNING:
+                    self._start(state, state.pending.popleft())
             case ExitSignal(reason=reason) if reason != "normal":
                 return Stop(reason, state)
         return state
 
     def terminate(self, reason: Any, state: Any) -> None:
-        if not isinstance(state, _State):
-            return
-        deadline = time.monotonic() + DRAIN_SECONDS
-        for ticket, task in state.running.values():
-            try:
-                task.wait(max(0.0, deadline - time.monotonic()))
-            except (TaskFailed, TaskTimeout):
-                task.kill()
-            _tickets.close(ticket)
-        state.running.clear()
+        me = self_pid()
+        _tickets.stopping(me)  # first: a later `send` drops at once
+        if isinstance(state, _State):
+            for waiting in state.pending:
+                _drop(waiting.ticket, waiting.hook, "stopping")
+            state.pending.clear()
+            deadline = time.monotonic() + DRAIN_SECONDS
+            for ticket, task in state.running.values():
+                try:
+                    task.wait(max(0.0, deadline - time.monotonic()))
+                except (TaskFailed, TaskTimeout):
+                    task.kill()
+                _tickets.close(ticket)
+            state.running.clear()
+        lost = _tickets.sweep(lambda owner: owner == me)  # casts left in the mailbox
+        if lost:
+            _tickets.count("stopping", lost)
+            _log.warning(DROPPED, why="stopping", count=lost)
 
-    def _start(
-        self,
-        state: _State,
-        ticket: int,
-        pipeline: Pipeline,
-        hook: str,
-        ctx: Mapping[str, Any],
-        value: Any,
-    ) -> None:
-        if len(state.running) >= MAX_RUNNING:
-            _log.warning("adk.plugin.notification_dropped", hook=hook, why="too_many")
-            _tickets.close(ticket)
-            return
+    def _start(self, state: _State, msg: Notify) -> None:
+        ticket, pipeline, hook, ctx, value, scope = msg
         try:
-            task = Task.start(
-                _notify, pipeline, hook, ctx, value, deadline=_deadline(pipeline, hook), notify=True
-            )
+            with nullcontext() if scope is None else scope():  # the run's trace
+                task = Task.start(
+                    _notify,
+                    pipeline,
+                    hook,
+                    ctx,
+                    value,
+                    deadline=_deadline(pipeline, hook),
+                    notify=True,
+                )
         except (TaskBusy, MaxChildrenReached):
-            _log.warning("adk.plugin.notification_dropped", hook=hook, why="busy")
-            _tickets.close(ticket)
+            _drop(ticket, hook, "busy")
             return
         state.running[task.pid] = (ticket, task)
+
+
+def _drop(ticket: int, hook: str, why: str) -> None:
+    """A notification that will not run: logged, counted, its ticket closed."""
+    _tickets.count(why)
+    _log.warning(DROPPED, hook=hook, why=why)
+    _tickets.close(ticket)
 
 
 async def _notify(pipeline: Pipeline, hook: str, ctx: Mapping[str, Any], value: Any) -> None:

@@ -34,7 +34,7 @@ def terminal(state: InvocationState, phase: Phase, outcome: Outcome, event: Even
     notification = None
     if state.phase is Phase.OPEN and not state.stopping:
         ctx = plugin_events.context(state)
-        notification = plugin_events.run_end(state.runner.plugins, ctx, outcome)
+        notification = plugin_events.run_end(state.runner.plugins, ctx, outcome, state.span)
     state.span.end(span_error(outcome))  # before anyone hears of the end
     try:
         publish_terminal(state, phase, outcome, event)

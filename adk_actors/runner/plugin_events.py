@@ -19,11 +19,14 @@ the same context (`context`): its app, user, session, invocation, agent and run 
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, NamedTuple
 
 import msgspec
 
 from adk_actors.events import Event
+from adk_actors.observability import tracing
+from adk_actors.observability.tracing import OpenSpan
 from adk_actors.outcomes import Cancelled, Completed, Failed, Outcome
 from adk_actors.plugins import PhaseKind, PhaseSteps, Pipeline, notifier
 from adk_actors.runner.state import InvocationState
@@ -77,16 +80,19 @@ class RunEnd(NamedTuple):
     hook: str
     ctx: dict[str, Any]
     value: Any
+    scope: notifier.Scope | None
 
     def send(self) -> None:
         """To the plugin notifier, without waiting (after the end is published)."""
-        notifier.send(self.ticket, self.pipeline, self.hook, self.ctx, self.value)
+        notifier.send(self.ticket, self.pipeline, self.hook, self.ctx, self.value, self.scope)
 
 
-def run_end(pipeline: Pipeline, ctx: dict[str, Any], outcome: Outcome) -> RunEnd | None:
+def run_end(
+    pipeline: Pipeline, ctx: dict[str, Any], outcome: Outcome, span: OpenSpan
+) -> RunEnd | None:
     """``after_run`` for a completed run, ``on_run_error`` for a failed or cancelled
     one (None when no plugin implements it): notifications, so whatever they do, the
-    outcome stands."""
+    outcome stands. Their hooks run in the run's trace, under `span` (still open)."""
     value: Any
     match outcome:
         case Completed(output=output):
@@ -97,7 +103,14 @@ def run_end(pipeline: Pipeline, ctx: dict[str, Any], outcome: Outcome) -> RunEnd
             return None
     if not pipeline or not pipeline.implements(hook):
         return None
-    return RunEnd(notifier.announce(), pipeline, hook, ctx, value)
+    return RunEnd(notifier.announce(), pipeline, hook, ctx, value, _trace_scope(span))
+
+
+def _trace_scope(span: OpenSpan) -> notifier.Scope | None:
+    """Makes `span`'s context current again in the notifier (None without a span)."""
+    with span.activate():
+        parent = tracing.current()
+    return None if parent is None else partial(tracing.remote_parent, parent)
 
 
 def reason_tag(reason: Any) -> str:

@@ -45,6 +45,7 @@ where the history and turn tasks start, and ends with the terminal.
 from __future__ import annotations
 
 import time
+import weakref
 from typing import Any
 
 from adk_actors import admission as admission_api
@@ -114,6 +115,8 @@ LANE_RETRIES = 3
 """Times a lane request follows a restarted agent before the invocation fails."""
 SHUTDOWN = "shutdown"
 """The reason an invocation in flight ends with when the application stops."""
+KILLED = "killed"
+"""The ``invoke_agent`` span's ``error.type`` when its server was killed mid-flight."""
 _log = get_logger("adk_actors.runner")
 
 
@@ -134,6 +137,8 @@ class InvocationServer(GenServer):
         state = InvocationState(request, stream, time.monotonic() + timeout)
         state.partials = steps.Partials(request.runner.max_partial_events)
         state.span = _invocation_span(request)  # a child of the caller's current span
+        # a killed server runs no `terminate`: its span ends once its state is dropped
+        weakref.finalize(state, state.span.end, KILLED).atexit = False
         trap_exit(True)  # a shutdown runs `terminate`, which records the end
         state.deadline_timer = send_after(self_pid(), DeadlineReached(), timeout)
         if request.owner is not None:
@@ -188,6 +193,7 @@ class InvocationServer(GenServer):
                 self._turn_message(state, msg)
             case TaskResult(pid=pid) if state.turn is not None and pid == state.turn.pid:
                 state.turn = None
+                self._stop_grace(state)  # the turn ended within the grace: its outcome stands
                 if storing.busy(state):  # its outcome counts once its steps are stored
                     state.deferred.append(msg)
                 else:
@@ -468,7 +474,7 @@ class InvocationServer(GenServer):
             guard.final(state.spec.name, output)
         except AdkError as error:  # its deltas and text are never stored
             state.partials.clear()
-            end_failed(state, error.reason)
+            storing.fail_after(state, error.reason)  # after the denial's audit event
             return
         self._flush_partials(state)
         if state.phase.terminal:  # a step could not be stored: that ended it
@@ -502,8 +508,9 @@ class InvocationServer(GenServer):
         state.cancel_reason = reason
         _log.info("adk.invocation.cancel_requested", invocation_id=state.invocation_id)
         if state.phase is Phase.OPEN and grace > 0 and state.turn is not None:
-            # the running turn may still end on its own; one that ended already, its
-            # steps still on their way to the session, is cancelled at once
+            # the running turn may still end on its own (its result stops the grace,
+            # even while its last steps still wait for a hook); one that ended already,
+            # its steps still on their way to the session, is cancelled at once
             state.grace = send_after(self_pid(), GraceOver(), grace)
         else:
             end_cancelled(state)

@@ -32,6 +32,13 @@ class Queued(NamedTuple):
     output: Any = None
 
 
+class FailAfter(NamedTuple):
+    """A failure waiting in the store queue: the invocation fails with `reason` once
+    the events queued before it are stored (`storing.fail_after`)."""
+
+    reason: Any
+
+
 @dataclass
 class InvocationState:
     """The server's state. Invariants: `turn` is set only while OPEN; `permit` is held
@@ -76,7 +83,7 @@ class InvocationState:
     hook: Task | None = None
     """The running ``on_event`` hook of the head of `queued` (its phase: `hook_phase`)."""
     hook_phase: PhaseSteps | None = None
-    queued: deque[Queued] = field(default_factory=deque)
+    queued: deque[Queued | FailAfter] = field(default_factory=deque)
     deferred: deque[Any] = field(default_factory=deque)
     stopping: bool = False
     """The server is stopping (`terminate`): no plugin hears of the end."""

@@ -1,7 +1,8 @@
 """The invocation server's store queue: each step's event through the ``on_event``
 plugins, then its write, in order, without blocking the server.
 
-`store` and `store_final` queue an event; `pump` takes the head: with no ``on_event``
+`store` and `store_final` queue an event (`fail_after` a failure, after what is
+queued before it); `pump` takes the head: with no ``on_event``
 plugin it is written at once (as it always was), else its hooks run one by one, each
 in a task the server owns (`plugin_events.amend`, a `PhaseSteps`), and `hook_done`
 applies each hook's result as it arrives as a message, then writes what they left.
@@ -19,7 +20,7 @@ from adk_actors.runner import ends, plugin_events, session_writes
 from adk_actors.runner.phase import Phase
 from adk_actors.runner.publish import publish
 from adk_actors.runner.release import kill_tasks
-from adk_actors.runner.state import InvocationState, Queued
+from adk_actors.runner.state import FailAfter, InvocationState, Queued
 from providers.errors import AdkError
 from supervision import TaskResult
 
@@ -45,16 +46,30 @@ def store_final(state: InvocationState, event: Event, output: object) -> None:
         pump(state)
 
 
+def fail_after(state: InvocationState, reason: object) -> None:
+    """Fail the open invocation with `reason` once every event queued before this call
+    is stored (e.g. a final-output denial after its audit event)."""
+    if state.phase is Phase.OPEN:
+        state.queued.append(FailAfter(reason))
+        pump(state)
+
+
 def pump(state: InvocationState) -> None:
     """Write queued events until the queue is empty or a hook task runs for its head."""
     plugins = state.runner.plugins
     while state.hook is None and state.queued and state.phase is Phase.OPEN:
+        head = state.queued[0]
+        if isinstance(head, FailAfter):
+            state.queued.popleft()
+            ends.end_failed(state, head.reason)
+            continue
         if not plugin_events.has_on_event(plugins):
-            _write(state, state.queued.popleft(), None)
+            state.queued.popleft()
+            _write(state, head, None)
             continue
         if state.hook_phase is None:
             ctx = plugin_events.context(state)
-            state.hook_phase = plugin_events.amend(plugins, state.queued[0].event, ctx)
+            state.hook_phase = plugin_events.amend(plugins, head.event, ctx)
         _next_hook(state)
 
 
@@ -71,11 +86,13 @@ def _next_hook(state: InvocationState) -> None:
     """Start the head's next hook; once its phase has ended, write (or fail) the head."""
     phase = state.hook_phase
     assert phase is not None
-    state.hook = phase.next()
+    with state.span.activate():  # the hook's spans are the invocation's
+        state.hook = phase.next()
     if state.hook is not None:
         return
     state.hook_phase = None
     item = state.queued.popleft()
+    assert isinstance(item, Queued)
     tag, value = plugin_events.amended(item.event, phase)
     if tag == "ok":
         _write(state, item, value)

@@ -214,11 +214,8 @@ def test_every_way_out_of_the_queue_counts_down_exactly_once(recorded):
     assert held.release()
     assert granted.wait(WAIT) == "granted"
     assert _queued(recorded) == {"Lane": 0}
-    rejected = _rejected(recorded)
-    assert rejected[("Lane", "queue_deadline_exceeded")] == 1
-    assert rejected[("Lane", "cancelled")] == 1
-    assert rejected[("Lane", "requester_down")] == 1  # the killed task owned and awaited it
-    assert sum(rejected.values()) == 3
+    # a cancel or a killed requester is the caller's doing: not a refusal (review finding 9)
+    assert _rejected(recorded) == {("Lane", "queue_deadline_exceeded"): 1}
 
     held = admission.acquire("Lane", server=ctl)
     _waiting(ctl, "Lane")
