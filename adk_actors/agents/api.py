@@ -251,7 +251,8 @@ def delegate(
     if whereis(registered_name(name)) is None:
         raise _failed(name, AdkError("noproc", "the agent is not running"))
     caller = self_pid() if reply_to is not None else None
-    cast(registered_name(name), Delegate(as_content(message), respond, caller))
+    request = Delegate(as_content(message), respond, caller, contextvars.copy_context())
+    cast(registered_name(name), request)
     return ref
 
 

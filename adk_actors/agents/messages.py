@@ -41,11 +41,13 @@ class Invoke(NamedTuple):
 
 
 class Delegate(NamedTuple):
-    """Cast: a compat-lane turn whose result goes to `respond` (or nowhere)."""
+    """Cast: a compat-lane turn whose result goes to `respond` (or nowhere), run in a
+    copy of `context` (the caller's, as for `Prompt`)."""
 
     message: Content
     respond: Callable[[tuple[Any, ...]], None] | None
     caller: Pid | None
+    context: contextvars.Context | None = None
 
 
 class EnterLane(NamedTuple):

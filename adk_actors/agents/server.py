@@ -233,8 +233,9 @@ class AgentServer(GenServer):
 
     def handle_cast(self, msg: Any, state: _State) -> Any:
         match msg:
-            case Delegate(message, respond, caller):
-                self._enqueue(state, _Request(COMPAT_LANE, message, Scope(), respond), caller)
+            case Delegate(message, respond, caller, context):
+                request = _Request(COMPAT_LANE, message, Scope(), respond, context=context)
+                self._enqueue(state, request, caller)
             case LeaveLane(holder):
                 self._leave(state, holder)
         return state

@@ -41,10 +41,17 @@ from adk_actors import events as event_codec
 from adk_actors.events import Event
 from adk_actors.sessions import core, owner
 from adk_actors.sessions.core import SessionRecord
-from adk_actors.sessions.event_cache import DEFAULT_MAX_EVENTS, EventCache, Pending
+from adk_actors.sessions.event_cache import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_EVENTS,
+    MAX_BYTES_CEILING,
+    EventCache,
+    Pending,
+    reader_events,
+)
 from adk_actors.sessions.service import SessionService
 from providers.errors import AdkError
-from providers.frozen import freeze
+from providers.frozen import freeze, share
 from supervision.logs import get_logger
 
 _SEP = b"\x00"
@@ -76,11 +83,11 @@ def _key(*parts: str) -> bytes:
 
 
 class _LmdbStorage:
-    def __init__(self, txn: Any, dbs: dict[str, Any], cache: EventCache) -> None:
+    def __init__(self, txn: Any, dbs: dict[str, Any], cache: EventCache, pending: Pending) -> None:
         self._txn = txn
         self._dbs = dbs
         self._cache = cache
-        self.pending = Pending()
+        self.pending = pending
         """Cache updates of this step: applied once its transaction committed."""
 
     def get_session(self, app: str, user: str, session_id: str) -> SessionRecord | None:
@@ -128,18 +135,26 @@ class _LmdbStorage:
             self.append_event(record, seq, event)
 
     def events(self, record: SessionRecord) -> list[Event]:
-        """The session's events, frozen: the cached ones (`EventCache`), then those
+        """The session's events, frozen, each reader with empty fields of its own
+        (`providers.frozen.reader_copy`): the cached ones (`EventCache`), then those
         appended since, decoded now (and cached once this step committed)."""
         prefix = _key(record.app_name, record.user_id, record.id)
-        cached = self._cache.prefix(prefix, record) if self._cache.max_events else ()
-        if len(cached) == record.event_count:
-            return list(cached)
-        start = prefix + struct.pack(">Q", len(cached) + 1)
-        events = [*cached]
-        events += [freeze(event_codec.decode(v)) for _, v in self._scan("events", prefix, start)]
-        if self._cache.max_events:
-            self.pending.fill(prefix, record, events)
-        return events
+        if not self._cache.enabled:
+            return [freeze(event_codec.decode(v)) for _, v in self._scan("events", prefix)]
+        cached = self._cache.prefix(prefix, record)
+        if cached is not None and len(cached.events) == record.event_count:
+            return reader_events(cached)
+        events, refills, size = [], [], 0
+        if cached is not None:
+            events, refills, size = [*cached.events], [*cached.refills], cached.size
+        start = prefix + struct.pack(">Q", len(events) + 1)
+        for _, value in self._scan("events", prefix, start):
+            event, refill = share(event_codec.decode(value))
+            events.append(event)
+            refills.append(refill)
+            size += len(value)
+        self.pending.fill(prefix, record, events, refills, size)
+        return [e if r is None else r(e) for e, r in zip(events, refills, strict=True)]
 
     def get_continuation(self, record: SessionRecord, key: str) -> Any:
         lmdb_key, hashed = _continuation_key(record, key)
@@ -313,8 +328,9 @@ class LmdbSessionService(SessionService):
     `max_map_size`, then a write fails ``storage_full``. Unless `recover` is False,
     the first open of the path in this process closes the invocations left open by
     a process that is gone (`recover_abandoned`). `event_cache` is how many decoded
-    events the service keeps, all sessions together (`EventCache`; 0: none), so a
-    read decodes only the events appended since the last one.
+    events the service keeps, all sessions together, and `event_cache_bytes` how many
+    encoded bytes of them (`EventCache`; either 0: none; at most `MAX_BYTES_CEILING`),
+    so a read decodes only the events appended since the last one.
     """
 
     def __init__(
@@ -325,13 +341,23 @@ class LmdbSessionService(SessionService):
         max_map_size: int = DEFAULT_MAX_MAP_SIZE,
         recover: bool = True,
         event_cache: int = DEFAULT_MAX_EVENTS,
+        event_cache_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         for name, value in (("map_size", map_size), ("max_map_size", max_map_size)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1 << 12:
                 raise AdkError(f"invalid_{name}", f"{name} is an int of at least 4096 bytes")
         if isinstance(event_cache, bool) or not isinstance(event_cache, int) or event_cache < 0:
             raise AdkError("invalid_event_cache", "event_cache is an int of at least 0")
-        self._events = EventCache(event_cache)
+        if (
+            isinstance(event_cache_bytes, bool)
+            or not isinstance(event_cache_bytes, int)
+            or not 0 <= event_cache_bytes <= MAX_BYTES_CEILING
+        ):
+            raise AdkError(
+                "invalid_event_cache_bytes",
+                f"event_cache_bytes is an int of 0..{MAX_BYTES_CEILING}",
+            )
+        self._events = EventCache(event_cache, event_cache_bytes)
         Path(path).mkdir(parents=True, exist_ok=True)
         self._path = os.path.realpath(path)
         self._shared, opened = _acquire(self._path, map_size, max_map_size)
@@ -346,6 +372,7 @@ class LmdbSessionService(SessionService):
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            self._events.clear()
             _release(self._path)
 
     def recover_abandoned(self) -> int:
@@ -381,8 +408,9 @@ class LmdbSessionService(SessionService):
             seen: int | None = shared.map_size
             shared.enter()
             try:
+                pending = Pending(self._events.stamp())  # before the snapshot: see EventCache
                 with self._env.begin(write=True) as txn:  # an exception aborts the whole step
-                    storage = _LmdbStorage(txn, self._dbs, self._events)
+                    storage = _LmdbStorage(txn, self._dbs, self._events, pending)
                     result = operation(storage, *args)
                 self._events.apply(storage.pending)  # committed: its reads may be cached
                 return result
@@ -402,8 +430,9 @@ class LmdbSessionService(SessionService):
         while True:
             shared.enter()
             try:
+                pending = Pending(self._events.stamp())
                 with self._env.begin(write=False) as txn:
-                    storage = _LmdbStorage(txn, self._dbs, self._events)
+                    storage = _LmdbStorage(txn, self._dbs, self._events, pending)
                     result = operation(storage, *args)
                 self._events.apply(storage.pending)
                 return result

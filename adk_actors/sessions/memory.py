@@ -9,8 +9,8 @@ first", otherwise). Operations run in the caller's thread, each as one atomic st
 under the tables' mutex, so no request queues behind another session's in a mailbox;
 `SessionService.lock` adds an explicit per-session lock on top; reads take the same
 path as writes. Records are copied in and out, so a failed step leaves nothing
-half-written; events are stored frozen (`providers.frozen`), so readers share them
-and nobody can change them. Continuations (``_adk:paused:`` keys) sit in their own
+half-written; events are stored frozen (`providers.frozen.share`), so readers share
+them and nobody can change them (each reader gets empty fields of its own). Continuations (``_adk:paused:`` keys) sit in their own
 table beside the records, as in LMDB.
 
 The owner's protocol is typed (`NewTable`, `DropTable`; a malformed request is
@@ -31,7 +31,7 @@ from adk_actors.events import Event
 from adk_actors.sessions.core import SessionRecord
 from adk_actors.sessions.service import SessionService
 from providers.errors import AdkError
-from providers.frozen import freeze
+from providers.frozen import Refill, share
 from supervision import CallTimeout, From, GenServer, Pid, ProcessExit, Reply, call, self_pid
 from supervision.logs import get_logger
 
@@ -49,7 +49,8 @@ class Tables:
         self.closed = False
         self.mutex = threading.Lock()
         self.sessions: dict[tuple[str, str, str], SessionRecord] = {}
-        self.events: dict[tuple[str, str, str], list[Event]] = {}
+        self.events: dict[tuple[str, str, str], list[tuple[Event, Refill | None]]] = {}
+        """Per session: each event as `providers.frozen.share` keeps it."""
         self.scopes: dict[tuple[str, ...], dict[str, Any]] = {}
         self.continuations: dict[tuple[str, str, str], dict[str, Any]] = {}
 
@@ -82,15 +83,18 @@ class _MemoryStorage:
     def append_event(
         self, record: SessionRecord, seq: int, event: Event, encoded: bytes | None = None
     ) -> None:
-        """Keep a frozen copy (`providers.frozen`): every reader shares it, and neither
-        the appender nor a reader can change the stored history afterwards."""
-        self._t.events.setdefault(_id(record), []).append(freeze(event))
+        """Keep a frozen copy (`providers.frozen.share`): every reader shares it, and
+        neither the appender nor a reader can change the stored history afterwards."""
+        self._t.events.setdefault(_id(record), []).append(share(event))
 
     def replace_events(self, record: SessionRecord, events: list[Event]) -> None:
-        self._t.events[_id(record)] = [freeze(event) for event in events]
+        self._t.events[_id(record)] = [share(event) for event in events]
 
     def events(self, record: SessionRecord) -> list[Event]:
-        return list(self._t.events.get((record.app_name, record.user_id, record.id), ()))
+        return [
+            event if refill is None else refill(event)  # `reader_copy`, inlined: per event
+            for event, refill in self._t.events.get(_id(record), ())
+        ]
 
     def get_continuation(self, record: SessionRecord, key: str) -> Any:
         return self._t.continuations.get(_id(record), {}).get(key)
