@@ -139,7 +139,15 @@ class Refused(NamedTuple):
 
 
 class SessionOwner(GenServer):
-    """Owns every in-memory session table: creates and drops them; they die with it."""
+    """Owns every in-memory session table: creates and drops them; they die with it.
+
+    On a thread of its own, as the supervisors are: a service's first operation asks
+    it for tables from wherever that operation runs, often a pooled server's handler
+    (an invocation reading its history). Were it pooled too, many invocations starting
+    at once on a fresh service could hold every pool thread waiting for its answer,
+    and it would get none until their calls timed out."""
+
+    dispatcher = "thread"
 
     def init(self, args: Any) -> dict[int, Tables]:
         return {}
