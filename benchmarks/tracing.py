@@ -325,7 +325,7 @@ def no_sdk(count: int, rounds: int) -> dict[str, dict[str, list[float]]]:
 
 def replayed(rounds: int) -> dict[str, float]:
     """The span calls of one run replayed alone (no SDK; the turn's span, two model
-    calls', one tool call's, with their names, attributes and durations), as the
+    calls', one tool call's, with their names and attributes), as the
     previous code made them and as now: microseconds per run, best of `rounds`. The
     steady figure where a whole run's CPU varies by more than it."""
     import timeit
@@ -346,14 +346,13 @@ def replayed(rounds: int) -> dict[str, float]:
             for _ in range(2):
                 attributes = semconv.model_call_from_config("TracingBench", config)
                 name = semconv.span_name(semconv.CHAT, str(attributes[semconv.PROVIDER_NAME]))
-                with span_(tracer, name, attributes=attributes) as span:
-                    span.set_attribute(semconv.ADK_DURATION_MS, 1.0)
+                with span_(tracer, name, attributes=attributes):
+                    pass  # the offline model reports no usage: nothing set at the end
             with span_(
                 tracer,
                 semconv.span_name(semconv.EXECUTE_TOOL, "get_weather"),
                 attributes=semconv.tool_call("TracingBench", "get_weather", "call-1"),
             ) as span:
-                span.set_attribute(semconv.ADK_DURATION_MS, 1.0)
                 span.set_attribute(semconv.ADK_TOOL_SUCCESS, True)
 
     checked = semconv.checked

@@ -40,11 +40,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from opentelemetry import trace
-
 from adk_actors.agents import plugin_checks
 from adk_actors.agents.turn_context import TurnContext, off_loop
-from adk_actors.observability import default_metrics, failed, runtime_span, semconv
+from adk_actors.observability import default_metrics, failed, runtime_span, semconv, tracer
 from adk_actors.plugins import PhaseKind
 from adk_actors.tools import Tool, ToolContext
 from adk_actors.tools.catalog import (
@@ -62,7 +60,7 @@ from supervision.aio import wait_tasks
 from supervision.logs import get_logger
 
 _log = get_logger("adk.agents")
-_tracer = trace.get_tracer("adk_actors")
+_tracer = tracer()
 _ERROR_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 Outcome = dict[str, Any]
@@ -279,17 +277,13 @@ class ToolRound(TurnContext):
                             raise
                         failed(span, refused)
                         return structural_error(str(refused.reason), operation=call.name)
-                duration = round((time.monotonic() - started) * 1000, 3)
                 if isinstance(response, FunctionResponsePart):
                     success = response.response.get("success", True) is not False
-                    span.set_attributes(
-                        {semconv.ADK_DURATION_MS: duration, semconv.ADK_TOOL_SUCCESS: success}
-                    )
+                    span.set_attribute(semconv.ADK_TOOL_SUCCESS, success)
                     if not success:
                         failed(span, _error_type(response.response))
                     outcome = "ok" if success else "error"
                 else:
-                    span.set_attribute(semconv.ADK_DURATION_MS, duration)
                     outcome = "suspended"
         finally:  # a refused, failed or cancelled call is counted too
             default_metrics().tool_call(spec.name, call.name, outcome, time.monotonic() - started)

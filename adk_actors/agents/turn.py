@@ -16,7 +16,6 @@ only then is it reported as the turn's final "model" step (what a Runner stores)
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -24,7 +23,6 @@ from typing import Any
 
 import fastjsonschema
 import msgspec
-from opentelemetry import trace
 
 from adk_actors.agents import plugin_checks
 from adk_actors.agents.instructions import render_instructions
@@ -45,7 +43,7 @@ from adk_actors.agents.turn_outcome import (
     encode_call,
     encode_response,
 )
-from adk_actors.observability import default_metrics, runtime_span, semconv
+from adk_actors.observability import default_metrics, runtime_span, semconv, tracer
 from adk_actors.plugins import PhaseKind
 from adk_actors.tools.catalog import checked_result
 from providers import content as content_model
@@ -58,7 +56,7 @@ from supervision import is_fenced_thread
 from supervision.logs import get_logger
 
 _log = get_logger("adk.agents")
-_tracer = trace.get_tracer("adk_actors")
+_tracer = tracer()
 _json_decoder = msgspec.json.Decoder()
 _NO_SPAN: AbstractContextManager[object] = nullcontext()
 
@@ -318,10 +316,6 @@ class _Turn(ToolRound):
             output, metadata = phase.value, None
         else:
             contents = phase.value if phase is not None else contents
-            if self.spec.callbacks.get("before_model") is not None:
-                # the hook may edit in place, as plugins may: it gets a plain deep copy
-                # (stored history is read-only), and its edits are what the model sees
-                contents = copy.deepcopy(contents)
             replaced = await self._callback("before_model", self._callback_context(), contents)
             if replaced is not None:
                 output, metadata = replaced, None
@@ -371,15 +365,8 @@ class _Turn(ToolRound):
                 ) as span:
                     result = await self._generate(contents)
                     outcome = "ok"
-                    if span.is_recording():  # one call: the span's lock taken once
-                        span.set_attributes(
-                            {
-                                semconv.ADK_DURATION_MS: round(
-                                    (time.monotonic() - started) * 1000, 3
-                                ),
-                                **_usage(meter.usage),
-                            }
-                        )
+                    if span.is_recording() and meter.usage is not None:
+                        span.set_attributes(_usage(meter.usage))
             finally:  # a failed or cancelled call is counted too
                 usage = meter.usage
                 default_metrics().model_call(

@@ -1,6 +1,7 @@
 """Span names and attributes: the gen-AI semantic conventions, metadata only.
 
-The mapping is pinned to `MAPPING_VERSION`. Spans are named
+The mapping is pinned to `MAPPING_VERSION`, said once on the runtime tracer's
+instrumentation scope (`SCOPE_ATTRIBUTES`), not on every span. Spans are named
 ``"{operation} {agent|model|tool}"`` with `gen_ai.operation.name` one of
 ``invoke_agent`` (an invocation or an agent turn), ``chat`` (one model call) and
 ``execute_tool`` (one tool call). Every builder here takes identifiers, names, counts
@@ -25,7 +26,6 @@ EXECUTE_TOOL: Final = "execute_tool"
 # gen-AI attribute keys (the pinned mapping)
 OPERATION_NAME: Final = "gen_ai.operation.name"
 PROVIDER_NAME: Final = "gen_ai.provider.name"
-SYSTEM: Final = "gen_ai.system"  # the older name of the provider attribute, kept alongside
 REQUEST_MODEL: Final = "gen_ai.request.model"
 RESPONSE_MODEL: Final = "gen_ai.response.model"
 AGENT_NAME: Final = "gen_ai.agent.name"
@@ -37,16 +37,18 @@ TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
 TOOL_TYPE: Final = "gen_ai.tool.type"
 ERROR_TYPE: Final = "error.type"
 
-# the runtime's own keys
-ADK_AGENT: Final = "adk.agent"
-ADK_TOOL: Final = "adk.tool"
+# the runtime's own keys: only what no gen-AI key already says (the agent's name is
+# `gen_ai.agent.name`, the tool's `gen_ai.tool.name`, the session's
+# `gen_ai.conversation.id`, a duration the span's own start and end times)
 ADK_INVOCATION_ID: Final = "adk.invocation.id"
-ADK_SESSION_ID: Final = "adk.session.id"
 ADK_RUN_ID: Final = "adk.run.id"
-ADK_DURATION_MS: Final = "adk.duration_ms"
 ADK_TOOL_SUCCESS: Final = "adk.tool.success"
 ADK_OUTCOME: Final = "adk.outcome"
 ADK_SEMCONV: Final = "adk.semconv.version"
+
+SCOPE_ATTRIBUTES: Final[Mapping[str, AttributeValue]] = {ADK_SEMCONV: MAPPING_VERSION}
+"""The runtime tracer's instrumentation-scope attributes: the mapping version is said
+once, on the scope every runtime span is exported under, not on each span."""
 
 MAX_VALUE_CHARS: Final = 256
 MAX_ATTRIBUTES: Final = 32
@@ -89,12 +91,9 @@ def invocation(
         {
             OPERATION_NAME: INVOKE_AGENT,
             AGENT_NAME: agent,
-            ADK_AGENT: agent,
             ADK_INVOCATION_ID: invocation_id,
-            ADK_SESSION_ID: session_id,
             CONVERSATION_ID: session_id,
             ADK_RUN_ID: run_id,
-            ADK_SEMCONV: MAPPING_VERSION,
         }
     )
 
@@ -125,11 +124,8 @@ def model_call(agent: str, provider: str | None, model: str | None) -> dict[str,
         {
             OPERATION_NAME: CHAT,
             PROVIDER_NAME: provider,
-            SYSTEM: provider,
             REQUEST_MODEL: model,
             AGENT_NAME: agent,
-            ADK_AGENT: agent,
-            ADK_SEMCONV: MAPPING_VERSION,
         }
     )
 
@@ -152,9 +148,6 @@ def tool_call(agent: str, tool: str, call_id: str | None = None) -> dict[str, At
             TOOL_CALL_ID: call_id,
             TOOL_TYPE: "function",
             AGENT_NAME: agent,
-            ADK_AGENT: agent,
-            ADK_TOOL: tool,
-            ADK_SEMCONV: MAPPING_VERSION,
         }
     )
 

@@ -62,13 +62,15 @@ def export_requested(environ: Mapping[str, str]) -> bool:
     )
 
 
-_TRACER: Final = ProxyTracer(TRACER_NAME)
+_TRACER: Final = ProxyTracer(TRACER_NAME, attributes=semconv.SCOPE_ATTRIBUTES)
 
 
 def tracer() -> trace.Tracer:
     """The runtime's tracer: one proxy on the global provider, made once (it resolves
-    to the SDK's tracer once one is set). `trace.get_tracer` would build a new tracer
-    on every call, and read the environment while no provider is set."""
+    to the SDK's tracer once one is set), its instrumentation scope ``adk_actors`` with
+    the semconv mapping's version (`semconv.SCOPE_ATTRIBUTES`). Every runtime span is
+    made by it. `trace.get_tracer` would build a new tracer on every call, and read the
+    environment while no provider is set."""
     return _TRACER
 
 

@@ -49,7 +49,11 @@ def client():
 
 
 def _spans(spans):
-    return [s for s in spans.get_finished_spans() if s.attributes.get("adk.agent") == "TracedHttp"]
+    return [
+        s
+        for s in spans.get_finished_spans()
+        if s.attributes.get("gen_ai.agent.name") == "TracedHttp"
+    ]
 
 
 def test_a_valid_traceparent_is_the_parent_of_the_runs(spans, client):

@@ -25,7 +25,7 @@ def weather_model(history, tools):
 
 
 def _theirs(spans, agent: str):
-    return [s for s in spans.get_finished_spans() if s.attributes.get("adk.agent") == agent]
+    return [s for s in spans.get_finished_spans() if s.attributes.get("gen_ai.agent.name") == agent]
 
 
 def _invocations(found):

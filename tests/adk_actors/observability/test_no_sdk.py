@@ -172,13 +172,16 @@ APP = textwrap.dedent(
     adk.stop()
 
     spans = exporter.get_finished_spans()
-    ours = [s for s in spans if s.attributes.get("adk.agent") == "NoSdk"]
+    ours = [s for s in spans if s.attributes.get("gen_ai.agent.name") == "NoSdk"]
     kinds = sorted(s.attributes["gen_ai.operation.name"] for s in ours)
     assert kinds == ["chat", "chat", "execute_tool", "invoke_agent"], kinds
     (turn,) = [s for s in ours if s.attributes["gen_ai.operation.name"] == "invoke_agent"]
     assert turn.name == "invoke_agent NoSdk"
     assert turn.attributes["gen_ai.agent.name"] == "NoSdk"
-    assert turn.attributes["adk.semconv.version"] == semconv.MAPPING_VERSION
+    for span in ours:  # the mapping's version is said once, on the runtime's scope
+        assert span.instrumentation_scope.name == "adk_actors"
+        assert span.instrumentation_scope.attributes == semconv.SCOPE_ATTRIBUTES
+        assert semconv.ADK_SEMCONV not in span.attributes
     assert turn.parent.span_id == request.get_span_context().span_id
     for span in ours:
         assert span.context.trace_id == request.get_span_context().trace_id

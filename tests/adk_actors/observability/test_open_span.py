@@ -33,14 +33,14 @@ def _local_sdk() -> tuple[trace.Tracer, InMemorySpanExporter]:
 def test_an_open_span_is_a_child_of_the_current_span_and_not_current_itself():
     local, exporter = _local_sdk()
     with local.start_as_current_span("request") as request:
-        opened = start_span(local, "invoke_agent Agent", lambda: {"adk.agent": "Agent"})
+        opened = start_span(local, "invoke_agent Agent", lambda: {"gen_ai.agent.name": "Agent"})
         assert trace.get_current_span() is request  # started, not made current
     assert exporter.get_finished_spans()[-1].name == "request"
     opened.end()
     (_request, span) = exporter.get_finished_spans()
     assert span.name == "invoke_agent Agent"
     assert span.parent is not None and span.parent.span_id == request.get_span_context().span_id
-    assert span.attributes["adk.agent"] == "Agent"
+    assert span.attributes["gen_ai.agent.name"] == "Agent"
     assert span.status.status_code.name == "UNSET"
 
 

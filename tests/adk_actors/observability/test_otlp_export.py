@@ -27,6 +27,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from adk_actors.observability import export_requested
 from adk_actors.observability.sdk import configure_from_env
+from adk_actors.observability.semconv import MAPPING_VERSION
 from tests.adk_actors.observability.spans import KIND_OF_LEGACY_NAME
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -134,6 +135,7 @@ def test_spans_reach_a_loopback_collector_with_their_structure(collector, tmp_pa
     assert "done" in done.stdout
     assert collector.content_types == {"application/x-protobuf"}
     spans = []
+    scope_of = {}  # span id -> the instrumentation scope it was exported under
     for request in collector.traces:
         for resource_spans in request.resource_spans:
             service = {a.key: a.value.string_value for a in resource_spans.resource.attributes}.get(
@@ -142,6 +144,7 @@ def test_spans_reach_a_loopback_collector_with_their_structure(collector, tmp_pa
             assert service == "obs-e2e"
             for scope in resource_spans.scope_spans:
                 spans.extend(scope.spans)
+                scope_of.update({span.span_id: scope.scope for span in scope.spans})
     by_id = {span.span_id: span for span in spans}
     (request_span,) = [span for span in spans if span.name == "request"]
     assert request_span.parent_span_id == b""
@@ -159,8 +162,15 @@ def test_spans_reach_a_loopback_collector_with_their_structure(collector, tmp_pa
     assert len(model) == 2 and all(span.parent_span_id == turn.span_id for span in model)
     tool = next(span for span in ours if kinds[span.span_id] == "execute_tool")
     attributes = {a.key: a.value for a in tool.attributes}
-    assert attributes["adk.agent"].string_value == "Exported"
-    assert attributes["adk.tool"].string_value == "get_weather"
+    assert attributes["gen_ai.agent.name"].string_value == "Exported"
+    assert attributes["gen_ai.tool.name"].string_value == "get_weather"
+    for span in ours:  # the mapping's version: once, on the runtime's scope
+        scope = scope_of[span.span_id]
+        assert scope.name == "adk_actors"
+        assert {a.key: a.value.string_value for a in scope.attributes} == {
+            "adk.semconv.version": MAPPING_VERSION
+        }
+        assert "adk.semconv.version" not in {a.key for a in span.attributes}
     metric_names = {
         metric.name
         for request in collector.metrics

@@ -31,7 +31,7 @@ def _agent(name: str):
 
 
 def _theirs(spans, agent: str):
-    return [s for s in spans.get_finished_spans() if s.attributes.get("adk.agent") == agent]
+    return [s for s in spans.get_finished_spans() if s.attributes.get("gen_ai.agent.name") == agent]
 
 
 def _assert_children_of(found, parent_span_context, all_spans):

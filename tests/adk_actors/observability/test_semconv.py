@@ -19,17 +19,38 @@ def test_builders_use_the_pinned_keys():
     assert semconv.span_name(semconv.CHAT, "gemini-3") == "chat gemini-3"
     attrs = semconv.invocation("Weather", invocation_id="inv-1", session_id="s-1")
     assert attrs["gen_ai.operation.name"] == "invoke_agent"
-    assert attrs["gen_ai.agent.name"] == attrs["adk.agent"] == "Weather"
+    assert attrs["gen_ai.agent.name"] == "Weather"
     assert attrs["adk.invocation.id"] == "inv-1" and attrs["gen_ai.conversation.id"] == "s-1"
     assert "adk.run.id" not in attrs  # None is left out
+    # each fact once (issue 16): no adk.* copy of a gen-AI key, no version on the span
+    assert set(attrs) == {
+        "gen_ai.operation.name",
+        "gen_ai.agent.name",
+        "adk.invocation.id",
+        "gen_ai.conversation.id",
+    }
     model = semconv.model_call("Weather", "gemini", "gemini-3-flash")
     assert model["gen_ai.operation.name"] == "chat"
-    assert model["gen_ai.provider.name"] == model["gen_ai.system"] == "gemini"
+    assert model["gen_ai.provider.name"] == "gemini"
     assert model["gen_ai.request.model"] == "gemini-3-flash"
+    assert set(model) == {
+        "gen_ai.operation.name",
+        "gen_ai.provider.name",
+        "gen_ai.request.model",
+        "gen_ai.agent.name",
+    }
     tool = semconv.tool_call("Weather", "get_weather", "call-1")
     assert tool["gen_ai.operation.name"] == "execute_tool"
-    assert tool["gen_ai.tool.name"] == tool["adk.tool"] == "get_weather"
+    assert tool["gen_ai.tool.name"] == "get_weather"
     assert tool["gen_ai.tool.call.id"] == "call-1"
+    assert set(tool) == {
+        "gen_ai.operation.name",
+        "gen_ai.tool.name",
+        "gen_ai.tool.call.id",
+        "gen_ai.tool.type",
+        "gen_ai.agent.name",
+    }
+    assert semconv.SCOPE_ATTRIBUTES == {"adk.semconv.version": semconv.MAPPING_VERSION}
     assert semconv.usage(12, 3) == {
         "gen_ai.usage.input_tokens": 12,
         "gen_ai.usage.output_tokens": 3,
@@ -78,7 +99,7 @@ def test_no_prompt_output_argument_result_or_credential_reaches_a_span(spans):
     output = runner.run("u", "nc", "PROMPT-MARKER " + SECRETS[4])
     assert "OUTPUT-MARKER" in output
     finished = spans.get_finished_spans()
-    assert any(s.attributes.get("adk.agent") == "NoContent" for s in finished)
+    assert any(s.attributes.get("gen_ai.agent.name") == "NoContent" for s in finished)
     for span in finished:
         values = [str(v) for v in span.attributes.values()] + [span.name]
         values += [str(v) for event in span.events for v in event.attributes.values()]

@@ -33,7 +33,7 @@ def _assert_no_content(found) -> None:
 
 
 def _theirs(spans, agent: str):
-    return [s for s in spans.get_finished_spans() if s.attributes.get("adk.agent") == agent]
+    return [s for s in spans.get_finished_spans() if s.attributes.get("gen_ai.agent.name") == agent]
 
 
 def _run(agent) -> object:

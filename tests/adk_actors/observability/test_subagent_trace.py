@@ -15,7 +15,7 @@ def _of(spans, agent: str, operation: str):
     return [
         s
         for s in spans.get_finished_spans()
-        if s.attributes.get("adk.agent") == agent and kind(s) == operation
+        if s.attributes.get("gen_ai.agent.name") == agent and kind(s) == operation
     ]
 
 

@@ -51,7 +51,9 @@ def test_a_tree_started_inside_a_request_span_carries_none_of_it(spans):
     )
     assert runner.run("u", "s2", "hi") == "ok"
     ours = [
-        s for s in spans.get_finished_spans() if s.attributes.get("adk.agent") == "AfterRequest"
+        s
+        for s in spans.get_finished_spans()
+        if s.attributes.get("gen_ai.agent.name") == "AfterRequest"
     ]
     assert {kind(s) for s in ours} == {"invoke_agent", "chat"}
     assert all(s.context.trace_id != request_trace for s in ours)
