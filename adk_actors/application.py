@@ -71,9 +71,18 @@ def _children(admission_config: admission.AdmissionConfig) -> list[ChildSpec]:
         # Plugin run-end notifications (after_run, on_run_error), after the instances
         # their hooks may call and before the invocation servers that send them (a
         # service starts before its users): on stop every run has ended, and cast its
-        # last notification, before the notifier drains (a few seconds, then kills),
-        # and a restart of it stops the runs after it, as any service's would.
-        plugin_notifier.child_spec(),
+        # last notification, before the notifier drains (a few seconds, then kills).
+        # Under a one_for_one supervisor of its own: a notifier that dies is restarted
+        # there alone, never taking the agents and runs after it down (a restarted
+        # agent supervisor starts empty); only a notifier crash loop past that
+        # supervisor's intensity reaches this tree.
+        ChildSpec(
+            "plugin_notifier_supervisor",
+            lambda: Supervisor.start_link(
+                [plugin_notifier.child_spec()], strategy="one_for_one", intensity=5, period=10
+            ),
+            type="supervisor",
+        ),
         # Each agent has its own restart intensity (its `AgentLifeline`): a crash loop
         # fails that agent alone. Giving up here would restart every agent and, through
         # rest_for_one, every run after it, and a restarted agent supervisor starts empty,

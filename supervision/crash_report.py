@@ -147,7 +147,8 @@ def reason_kind(reason: Any) -> str:
     if isinstance(reason, tuple) and reason and isinstance(reason[0], str):
         reason = reason[0]
     if isinstance(reason, str):
-        return reason if _LABEL.fullmatch(reason) else "str"
+        label = _LABEL.fullmatch(reason) is not None and redact_text(reason) == reason
+        return reason if label else "str"  # a key-shaped label is still text
     return type(reason).__name__
 
 

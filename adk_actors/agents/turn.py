@@ -16,6 +16,7 @@ only then is it reported as the turn's final "model" step (what a Runner stores)
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -316,6 +317,10 @@ class _Turn(ToolRound):
             output, metadata = phase.value, None
         else:
             contents = phase.value if phase is not None else contents
+            if self.spec.callbacks.get("before_model") is not None:
+                # the hook may edit in place, as plugins may: it gets a plain deep copy
+                # (stored history is read-only), and its edits are what the model sees
+                contents = copy.deepcopy(contents)
             replaced = await self._callback("before_model", self._callback_context(), contents)
             if replaced is not None:
                 output, metadata = replaced, None

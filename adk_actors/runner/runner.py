@@ -486,12 +486,13 @@ async def _afollow(
                 ended, item = followed
                 yield item
     finally:
-        if not ended:
-            try:
+        try:
+            if not ended:
                 await aio.call(server, Cancel("consumer_closed", 0.0))
-            except ProcessExit:
-                pass
-        inbox.close()
+        except ProcessExit:
+            pass
+        finally:  # also when the cancel could not be awaited (a loop that is closing)
+            inbox.close()
 
 
 def _open(start: Callable[[Pid], Pid], started: Callable[[Pid], None] | None) -> tuple[Inbox, Pid]:

@@ -60,3 +60,41 @@ def test_more_async_consumers_than_iteration_threads_are_all_in_flight_at_once()
             break
         time.sleep(0.05)
     assert all(reasons == ["consumer_closed"] for reasons in ended)
+
+
+def test_leaving_async_for_as_the_loop_ends_still_closes_the_callers_inbox():
+    """Second review of 3543bf6, finding 3: a consumer that breaks out of ``async for``
+    just before ``asyncio.run`` returns left its inbox open (the cancel could not be
+    awaited on a closing loop, and the close came after it)."""
+    import gc
+
+    from supervision.introspection import live_processes
+
+    def open_inboxes() -> int:
+        return sum(
+            1
+            for process in live_processes()
+            if getattr(process, "label", None) == "invocation caller" and process.alive
+        )
+
+    agent = adk.spawn_agent(
+        "AsyncLeaver",
+        {
+            "provider": adk.ScriptedProvider(
+                fn=lambda h, t: {"text": "late", "delay": 3}, inline=True
+            )
+        },
+    )
+    runner = adk.Runner(agent, "app", adk.sessions.InMemorySessionService())
+
+    async def leave() -> None:
+        async for _event in runner.run_async("u", "s", "hi"):
+            break
+
+    before = open_inboxes()
+    asyncio.run(leave())
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while open_inboxes() > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert open_inboxes() == before

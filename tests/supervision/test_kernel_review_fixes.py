@@ -53,6 +53,7 @@ def test_unlink_of_self_is_a_no_op_and_the_process_still_takes_signals() -> None
         ("password=hunter2 leaked", "str"),
         (("user text with spaces", 1), "str"),
         ("x" * 65, "str"),
+        ("sk-abcdefghijklmnopqrstuvwxyz012345", "str"),  # second review: key-shaped
         (42, "int"),
     ],
 )

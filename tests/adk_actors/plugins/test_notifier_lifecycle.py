@@ -79,7 +79,7 @@ def test_finding_2_a_killed_notifiers_tickets_close_when_the_next_one_starts(ses
 
 def test_finding_3_the_notifier_starts_before_the_runs_and_stops_after_them():
     order = [child.id for child in sv.Supervisor.which_children(app.APP_NAME)]
-    notifier_at = order.index("plugin_notifier")
+    notifier_at = order.index("plugin_notifier_supervisor")  # the notifier under its own
     assert notifier_at < order.index("agent_supervisor") < order.index("run_supervisor")
     assert order.index("plugin_instance_supervisor") < notifier_at
 
