@@ -741,24 +741,3 @@ def test_many_connections_are_spread_over_clients_used_in_turn(config):
     chosen, limits = run(picks())
     assert chosen[0] is chosen[3] and len({id(c) for c in chosen[:3]}) == 3
     assert limits == [shard, shard, shard]
-
-
-def test_a_new_shard_client_builds_no_tls_context(config, monkeypatch):
-    """google-genai builds two TLS contexts per client unless told which one to use
-    (18-37 ms each time): every client shares the provider's one context."""
-    shard = gemini_module.SHARD_CONNECTIONS
-    settings = check({**config, "max_connections": 3 * shard})
-    provider = protocol.resolve_provider(config)
-    gemini_module._ssl_context()  # the shared one exists before the clients
-
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("a TLS context was built for a client")
-
-    monkeypatch.setattr("ssl.create_default_context", refuse)
-
-    async def make() -> int:
-        made = {id(provider._async_client(settings)) for _ in range(3)}
-        provider._client(settings)
-        return len(made)
-
-    assert run(make()) == 3
