@@ -7,9 +7,6 @@ sets one), so the global no-SDK path runs in a fresh interpreter.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -21,6 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from adk_actors.observability import failed, recording, runtime_span, semconv, tracing
 from providers.errors import AdkError
+from tests.adk_actors.observability.spans import run_fresh
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -204,16 +202,7 @@ APP = textwrap.dedent(
 
 
 def test_no_sdk_is_the_fast_path_and_a_later_sdk_gets_the_usual_spans(tmp_path):
-    script = tmp_path / "app.py"
-    script.write_text(APP)
-    env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")} | {
-        "PYTHONPATH": str(ROOT)
-    }
-    done = subprocess.run(
-        [sys.executable, str(script)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    assert done.stdout.strip().splitlines()[-1] == "done"
+    run_fresh(tmp_path / "app.py", APP)
 
 
 def test_the_global_check_follows_the_provider(monkeypatch):

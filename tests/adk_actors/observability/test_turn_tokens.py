@@ -7,15 +7,12 @@ to it once, so the counter is read in a fresh interpreter with an in-memory read
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import adk_actors as adk
 from providers.fake_gemini import FakeGemini
-from tests.adk_actors.observability.spans import kind
+from tests.adk_actors.observability.spans import kind, run_fresh
 
 ROOT = Path(__file__).resolve().parents[3]
 KEY = "AIzaSyTEST-tokens-key-0123456789"
@@ -66,16 +63,7 @@ APP = textwrap.dedent(
 
 
 def test_token_usage_reaches_the_tokens_counter_by_type(tmp_path):
-    script = tmp_path / "app.py"
-    script.write_text(APP)
-    env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")} | {
-        "PYTHONPATH": str(ROOT)
-    }
-    done = subprocess.run(
-        [sys.executable, str(script)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    assert done.stdout.strip().splitlines()[-1] == "done"
+    run_fresh(tmp_path / "app.py", APP)
 
 
 def test_the_chat_span_carries_the_token_counts(spans):
