@@ -8,7 +8,6 @@ sets one), so the global no-SDK path runs in a fresh interpreter.
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
 
 import pytest
 from opentelemetry import trace
@@ -19,8 +18,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from adk_actors.observability import failed, recording, runtime_span, semconv, tracing
 from providers.errors import AdkError
 from tests.adk_actors.observability.spans import run_fresh
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 class _Counted:

@@ -8,13 +8,11 @@ to it once, so the counter is read in a fresh interpreter with an in-memory read
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
 
 import adk_actors as adk
 from providers.fake_gemini import FakeGemini
 from tests.adk_actors.observability.spans import kind, run_fresh
 
-ROOT = Path(__file__).resolve().parents[3]
 KEY = "AIzaSyTEST-tokens-key-0123456789"
 
 APP = textwrap.dedent(
