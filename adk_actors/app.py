@@ -2,7 +2,7 @@
 
 A leaf: agents, the Runner and runs import the tree's registered names and
 `ensure_started` from here, and the tree itself (`application.py`) imports them, so
-this module imports no area of `adk_actors`. `start` runs the tree's starter, which
+this module imports no area of `adk_actors` (only the `collector` leaf). `start` runs the tree's starter, which
 the package wires in (`adk_actors/__init__.py` installs `application.start_tree`);
 `stop` and `running` need only the names.
 """
@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from adk_actors import collector
 from providers.errors import AdkError
 from supervision import Pid, whereis
 from supervision import stop as stop_server
@@ -68,17 +69,30 @@ def install(starter: Starter) -> None:
     _starter = starter
 
 
-def start(*, admission_control: Mapping[str, Any] | None = None) -> Pid:
+def start(
+    *,
+    admission_control: Mapping[str, Any] | None = None,
+    gc_young_threshold: int | None = collector.DEFAULT_YOUNG_THRESHOLD,
+) -> Pid:
     """Start the root tree if it is not running; returns its pid.
 
     `admission_control` configures the application's admission controller (see
     `adk_actors.admission`); it is validated before anything starts and raises
     ``invalid_application_env`` naming the setting. A running tree is returned as is;
     asking it for another admission config is ``application_already_started``.
+
+    `gc_young_threshold`: while the tree runs, CPython's young-generation collection
+    threshold (see `adk_actors.collector`; Python's 700 makes the runtime's short-lived
+    objects reach the old generations), set only when the process has Python's default
+    thresholds and restored by `stop`; None leaves the collector alone. Decided by the
+    start that starts the tree.
     """
     starter = _starter
     if starter is None:
         raise AdkError("unavailable", "the application tree is not wired: import adk_actors")
+    young_threshold = collector.check_young_threshold(gc_young_threshold)
+    if young_threshold is not None and whereis(APP_NAME) is None:
+        collector.tune(young_threshold)
     return starter(admission_control)
 
 
@@ -95,6 +109,7 @@ def stop(timeout: float = 30.0) -> None:
         pid = whereis(APP_NAME)
         if pid is not None:
             stop_server(pid, "shutdown", timeout=timeout)
+        collector.restore()
 
 
 def running() -> bool:

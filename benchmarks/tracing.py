@@ -22,6 +22,12 @@ reaches every side. Per round: wall and CPU (all threads) microseconds per run; 
 headline is the median of the per-round ratios, with their min-max. Goal: overhead
 under 15%.
 
+The runtime runs with the collector thresholds `adk.start()` sets (`adk_actors.collector`:
+young generation 10,000); with Python's (700), most of what the spans cost is
+collections: the SDK's batch processor holds each span until its batch is exported, so
+Python's frequent young collections promote the spans into the old generations, which
+every full collection traverses with the whole heap. ``--python-gc`` measures that.
+
 No SDK against tracing compiled out, in one process (no SDK on every side), the sides
 swapped in and out between blocks of runs: "compiled out", the floor (the agents'
 `runtime_span` is a constant context manager, the span name and attribute builders
@@ -33,7 +39,7 @@ microseconds on a shared machine, so the span calls of one run are also replayed
 alone, before and now. Goal: with no SDK, the span calls cost under 1% of a
 compiled-out run's CPU.
 
-Usage: ``python benchmarks/tracing.py [--quick] [--on-off-only] [--count N] [--rounds N]``
+Usage: ``python benchmarks/tracing.py [--quick] [--on-off-only] [--python-gc] [--count N] [--rounds N]``
 """
 
 from __future__ import annotations
@@ -125,12 +131,16 @@ class _Sdk:
 class _Workload:
     """The agent, its runner and the timed loop, in this process."""
 
-    def __init__(self) -> None:
+    def __init__(self, python_gc: bool = False) -> None:
         from opentelemetry import trace
 
         structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
         self.tracer: Any = trace.get_tracer("benchmark")  # the application's
-        adk.start()
+        if python_gc:  # Python's collector thresholds, not the runtime's
+            adk.start(gc_young_threshold=None)
+        else:
+            adk.start()
+        self.gc_thresholds = gc.get_threshold()
         self.agent = adk.spawn_agent(
             "TracingBench",
             {"provider": adk.ScriptedProvider(fn=model, inline=True)},
@@ -167,13 +177,16 @@ class _Workload:
         adk.stop()
 
 
-def on_off(count: int, rounds: int) -> tuple[list[Compared], float]:
+def on_off(
+    count: int, rounds: int, python_gc: bool = False
+) -> tuple[list[Compared], float, tuple[int, int, int]]:
     """Spans on against off, in this process: per width, a wall and a CPU row for the
-    whole cost (on / off) and for the runtime's spans alone (on / request only), and
-    the spans exported per run on the "on" side."""
+    whole cost (on / off) and for the runtime's spans alone (on / request only), the
+    spans exported per run on the "on" side, and the collector's thresholds (the
+    runtime's, or Python's with `python_gc`)."""
     sdk = _Sdk()
     sdk.use(False)
-    workload = _Workload()
+    workload = _Workload(python_gc)
     proxy, app = workload.tracer, sdk.provider.get_tracer("benchmark")
     rows: list[Compared] = []
     exported = runs_on = 0
@@ -211,7 +224,7 @@ def on_off(count: int, rounds: int) -> tuple[list[Compared], float]:
                 )
     sdk.use(False)
     workload.stop()
-    return rows, exported / runs_on
+    return rows, exported / runs_on, workload.gc_thresholds
 
 
 # -- no SDK: compiled out, as it is, before ------------------------------------------------------
@@ -392,6 +405,11 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=0)
     parser.add_argument("--rounds", type=int, default=0)
     parser.add_argument("--on-off-only", action="store_true", help="skip the no-SDK part")
+    parser.add_argument(
+        "--python-gc",
+        action="store_true",
+        help="keep Python's collector thresholds (adk.start(gc_young_threshold=None))",
+    )
     options = parser.parse_args()
     if options.side == "no-sdk":
         print(json.dumps(no_sdk(options.count, options.rounds) | {"replayed": replayed(5)}))
@@ -405,11 +423,12 @@ def main() -> None:
         "opentelemetry-sdk",
     )
     meter = OtherCpu()
-    rows, spans_per_run = on_off(count, rounds)
+    rows, spans_per_run, thresholds = on_off(count, rounds, options.python_gc)
     print(
         f"spans on against off: {count:,} runs a block, {rounds} rounds, sides interleaved;"
         f' {spans_per_run:.2f} spans exported per run on the "on" side (the request span'
-        " included)"
+        f" included); collector thresholds {thresholds}"
+        + (" (Python's: --python-gc)" if options.python_gc else " (the runtime's)")
     )
     print_table(
         rows,

@@ -1,0 +1,76 @@
+"""CPython's cyclic garbage collector, tuned while the application runs.
+
+Python collects its young generation every 700 net allocations. A runtime that
+allocates per message and per event does that every few runs, and each young
+collection promotes whatever is briefly held at that moment (a message in an inbox,
+a stored event being appended, a span waiting in an exporter's batch) into the older
+generations, which every full collection traverses again with the whole heap: on the
+Runner workload a quarter of the CPU went to the collector, and most of what an
+OpenTelemetry SDK's spans cost was collections they caused, not the spans.
+
+`tune` raises the young generation's threshold (10,000 by default) when the process
+still has Python's default thresholds, so an application that set its own keeps them;
+`restore` puts Python's back, unless someone changed them meanwhile. Reference
+counting frees acyclic garbage at once either way: the threshold only decides how
+often cycles are looked for. `adk.start(gc_young_threshold=None)` leaves the
+collector alone.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from typing import Final
+
+from providers.errors import AdkError
+
+PYTHON_THRESHOLDS: Final = (700, 10, 10)
+"""CPython's default thresholds (`gc.get_threshold()` of a fresh interpreter)."""
+DEFAULT_YOUNG_THRESHOLD: Final = 10_000
+"""The young generation's threshold while the application runs."""
+MAX_YOUNG_THRESHOLD: Final = 1_000_000
+"""The highest young threshold accepted: past it cycles would wait too long."""
+
+_lock = threading.Lock()
+_tuned: tuple[int, int, int] | None = None  # the thresholds `tune` set, until restored
+
+
+def check_young_threshold(young_threshold: object) -> int | None:
+    """`young_threshold` if it is None or an int in 1..`MAX_YOUNG_THRESHOLD`;
+    otherwise ``invalid_gc_young_threshold``."""
+    if young_threshold is None:
+        return None
+    if (
+        isinstance(young_threshold, bool)
+        or not isinstance(young_threshold, int)
+        or not 1 <= young_threshold <= MAX_YOUNG_THRESHOLD
+    ):
+        raise AdkError(
+            "invalid_gc_young_threshold",
+            f"gc_young_threshold is an int from 1 to {MAX_YOUNG_THRESHOLD:,}, or None to "
+            "leave Python's collector as it is",
+        )
+    return young_threshold
+
+
+def tune(young_threshold: int) -> bool:
+    """Set the young generation's threshold to `young_threshold` if the collector
+    still has Python's default thresholds; True if it did."""
+    global _tuned
+    with _lock:
+        current = gc.get_threshold()
+        if current != PYTHON_THRESHOLDS:
+            return False
+        applied = (young_threshold, current[1], current[2])
+        gc.set_threshold(*applied)
+        _tuned = applied
+        return True
+
+
+def restore() -> None:
+    """Put Python's default thresholds back if `tune` set the current ones."""
+    global _tuned
+    with _lock:
+        if _tuned is not None and gc.get_threshold() == _tuned:
+            gc.set_threshold(*PYTHON_THRESHOLDS)
+        _tuned = None
