@@ -16,7 +16,7 @@ import pickle
 import msgspec
 import pytest
 
-from providers import content
+from providers import content, content_canonical
 from providers.content import Content, canonical
 from providers.frozen import FrozenDict, FrozenList, freeze
 
@@ -54,16 +54,16 @@ def test_a_mutable_payload_is_never_trusted():
 
 
 def test_the_cache_is_bounded_and_goes_with_its_contents(monkeypatch):
-    monkeypatch.setattr(content, "CANONICAL_CACHE_SIZE", 8)
+    monkeypatch.setattr(content_canonical, "CANONICAL_CACHE_SIZE", 8)
     kept = [freeze(content.from_text(f"m{n}")) for n in range(20)]
     for item in kept:
         assert canonical(item) is item
-    assert len(content._canonical_cache) <= 8
-    before = len(content._canonical_cache)
+    assert len(content_canonical._canonical_cache) <= 8
+    before = len(content_canonical._canonical_cache)
     last = kept.pop()
     del last, item
     gc.collect()
-    assert len(content._canonical_cache) == before - 1
+    assert len(content_canonical._canonical_cache) == before - 1
 
 
 def test_frozen_values_refuse_changes_and_copy_to_plain_ones():
