@@ -7,15 +7,20 @@ list replaced by a read-only subclass (`FrozenDict`, `FrozenList`): equal to the
 original, encoded the same by msgspec and json, but any in-place change raises
 ``TypeError``. A copy (`copy.copy`, `copy.deepcopy`, pickle) is a plain, mutable
 dict or list. One exception: an empty dict or list held directly by a struct field
-(an event's empty ``state_delta``, a call without arguments) stays as it is, since
-msgspec leaves out a default only when it is an exact empty dict or list, and a
-frozen one would change the encoding. A store that shares a value therefore keeps
-it with `share` (the frozen value and where its empty fields are) and hands each
-reader `reader_copy`: the same shared parts, but fresh empty dicts and lists of its
-own, so no reader sees another's edit of one and none reaches the stored copy
-(`canonical` checks that they are still empty before it trusts its answer). Session
-stores hand out frozen events, so they can keep one decoded copy per event, and
-`providers.content.canonical` can remember its answer for a frozen content.
+whose struct omits defaults and whose default is a new empty dict or list
+(``default_factory``; a call without arguments) stays as it is, since msgspec leaves
+out such a default only when it is an exact empty dict or list, and a frozen one
+would change the encoding. Every other empty one becomes the shared `EMPTY_DICT` or
+`EMPTY_LIST`; a struct that wants its empty fields shared and omitted takes those
+as its defaults (`adk_actors.events.EventActions`: msgspec omits a default that is
+the very default object). A store that shares a value keeps it with `share` (the
+frozen value and where plain empty fields are left, usually nowhere) and hands each
+reader `reader_copy`: the value itself, or the same shared parts with fresh empty
+dicts and lists of its own, so no reader sees another's edit of one and none
+reaches the stored copy (`canonical` checks that they are still empty before it
+trusts its answer). Session stores hand out frozen events, so they can keep one
+decoded copy per event, and `providers.content.canonical` can remember its answer for
+a frozen content.
 
 The read-only guard stops accidental edits, not deliberate ones: ``FrozenDict.__init__``
 and the unbound base methods (``dict.__setitem__(d, ...)``, ``list.append(l, ...)``)
@@ -58,40 +63,108 @@ class FrozenList(list[Any]):
         return (list, (list(self),))
 
 
-_SCALARS = (str, int, float, bool, type(None), bytes)
+_SCALAR_TYPES = frozenset({str, int, float, bool, type(None), bytes})
+_SHARED_AS_IS = frozenset({*_SCALAR_TYPES, FrozenDict, FrozenList})
+"""Types `freeze` returns unchanged (nothing in them can change)."""
+
+EMPTY_DICT: Any = FrozenDict()
+"""The shared read-only empty dict: what `freeze` makes of an empty dict wherever the
+encoding allows, and a struct field's default for empty fields every reader shares."""
+EMPTY_LIST: Any = FrozenList()
+"""The shared read-only empty list (as `EMPTY_DICT`)."""
 
 
 def freeze(value: Any) -> Any:
     """`value` with every dict and list inside it (through dicts, lists, tuples and
     msgspec structs) read-only; `value` itself when nothing in it was mutable."""
     kind = type(value)
-    if kind in _SCALARS or kind is FrozenDict or kind is FrozenList:
+    if kind in _SHARED_AS_IS:
         return value
+    if kind is dict:
+        return (
+            FrozenDict({key: freeze(item) for key, item in value.items()}) if value else EMPTY_DICT
+        )
+    if kind is list:
+        return FrozenList([freeze(item) for item in value]) if value else EMPTY_LIST
+    if kind is tuple:
+        return _freeze_tuple(value, kind)
+    fields = _struct_fields(kind)
+    if fields is not None:
+        changes = None
+        for (field, keep_plain), old in zip(fields, _astuple(value), strict=True):
+            kind = type(old)
+            if kind in _SHARED_AS_IS:
+                continue
+            if keep_plain and not old and (kind is dict or kind is list):
+                continue  # msgspec omits only an exact empty default: keep encodings
+            new = freeze(old)
+            if new is not old:
+                if changes is None:
+                    changes = {}
+                changes[field] = new
+        return value if changes is None else msgspec.structs.replace(value, **changes)
     if isinstance(value, dict):
         return FrozenDict({key: freeze(item) for key, item in value.items()})
     if isinstance(value, list):
         return FrozenList([freeze(item) for item in value])
     if isinstance(value, tuple):
-        items = tuple(freeze(item) for item in value)
-        changed = any(new is not old for new, old in zip(items, value, strict=True))
-        return (kind(*items) if hasattr(value, "_fields") else items) if changed else value
-    if isinstance(value, msgspec.Struct):
-        changes = {}
-        for field in value.__struct_fields__:
-            old = getattr(value, field)
-            if not old and type(old) in (dict, list):
-                continue  # msgspec omits only an exact empty default: keep encodings
-            new = freeze(old)
-            if new is not old:
-                changes[field] = new
-        return msgspec.structs.replace(value, **changes) if changes else value
+        return _freeze_tuple(value, kind)
     return value
 
 
-Plan: TypeAlias = tuple[tuple[Any, Any], ...]
-"""Where a frozen value holds empty dicts and lists (`empty_fields`): (field name or
-sequence index, ``dict``/``list``, a struct type whose every field has its default
-(a new one is made), or the nested plan) pairs."""
+def _freeze_tuple(value: tuple[Any, ...], kind: type) -> Any:
+    items = tuple(freeze(item) for item in value)
+    changed = any(new is not old for new, old in zip(items, value, strict=True))
+    return (kind(*items) if hasattr(value, "_fields") else items) if changed else value
+
+
+_astuple = msgspec.structs.astuple  # a struct's field values in one call
+
+_FIELD_CACHE_SIZE = 1024
+_fields_of: dict[type, tuple[tuple[str, bool], ...] | None] = {}
+"""`_struct_fields`' answers by type (emptied when it reaches `_FIELD_CACHE_SIZE`)."""
+_UNKNOWN: Any = object()
+
+
+def _struct_fields(kind: type) -> tuple[tuple[str, bool], ...] | None:
+    """A msgspec struct type's fields, each with whether an empty dict or list in it
+    must stay plain (its struct omits defaults and its default is a new empty dict or
+    list); None for any other type. Remembered per type (`freeze` runs per event)."""
+    found = _fields_of.get(kind, _UNKNOWN)
+    if found is _UNKNOWN:
+        if len(_fields_of) >= _FIELD_CACHE_SIZE:
+            _fields_of.clear()
+        found = _fields_of[kind] = _fields_plan(kind)
+    return found  # type: ignore[no-any-return]
+
+
+def _fields_plan(kind: type) -> tuple[tuple[str, bool], ...] | None:
+    """`_struct_fields` worked out (msgspec's own tables: no annotation is evaluated)."""
+    if not issubclass(kind, msgspec.Struct):
+        return None
+    names: tuple[str, ...] = kind.__struct_fields__
+    defaults: tuple[Any, ...] = kind.__struct_defaults__  # those of the last fields
+    if not kind.__struct_config__.omit_defaults:
+        return tuple((name, False) for name in names)
+    padded = (None,) * (len(names) - len(defaults)) + defaults
+    return tuple(
+        (name, getattr(default, "factory", None) in (dict, list) and _is_factory(default))
+        for name, default in zip(names, padded, strict=True)
+    )
+
+
+def _is_factory(default: Any) -> bool:
+    """A msgspec ``default_factory`` (also what ``= []`` or ``= {}`` becomes)."""
+    return type(default).__name__ == "Factory" and type(default).__module__.startswith("msgspec")
+
+
+Plan: TypeAlias = tuple[Any, ...]
+"""Where a frozen value holds plain empty dicts and lists (`empty_fields`): (field
+name or sequence index, ``dict``/``list``, a struct type whose every field has its
+default (a new one is made), or the nested plan) pairs; for a dict,
+``(_IN_DICT, ((key, plan), ...))``."""
+_IN_DICT = "dict entries"
+"""The first item of a dict's plan (a struct's or a sequence's plan starts with a pair)."""
 Refill: TypeAlias = Callable[[Any], Any]
 """A value (of one `Plan`) -> a copy with new empty dicts and lists where they were."""
 
@@ -116,25 +189,36 @@ def reader_copy(value: Any, refill: Refill | None) -> Any:
 
 def empty_fields(value: Any) -> Plan | None:
     """Where `freeze` left a plain empty dict or list in `value` (struct fields,
-    through structs, tuples and lists; None: nowhere)."""
-    if isinstance(value, msgspec.Struct):
-        found: list[tuple[str, Any]] = []
-        for field in value.__struct_fields__:
-            item = getattr(value, field)
-            kind = type(item)
-            if (kind is dict or kind is list) and not item:
-                found.append((field, kind))
-            elif kind not in _SCALARS and (sub := empty_fields(item)) is not None:
-                found.append((field, kind if _all_default(item) else sub))
-        return tuple(found) or None
-    if type(value) is tuple or type(value) is FrozenList:
+    through structs, tuples, lists and dict values; None: nowhere)."""
+    kind = type(value)
+    if kind is tuple or kind is FrozenList:
         items = [
             (index, sub)
             for index, item in enumerate(value)
-            if type(item) not in _SCALARS and (sub := empty_fields(item)) is not None
+            if type(item) not in _SCALAR_TYPES and (sub := empty_fields(item)) is not None
         ]
         return tuple(items) or None
-    return None
+    if kind is FrozenDict:  # a struct in a dict value (issue 20 leftover: was shared)
+        entries = [
+            (key, sub)
+            for key, item in value.items()
+            if type(item) not in _SCALAR_TYPES and (sub := empty_fields(item)) is not None
+        ]
+        return (_IN_DICT, tuple(entries)) if entries else None
+    fields = _struct_fields(kind)
+    if fields is None:
+        return None
+    found: list[tuple[str, Any]] = []
+    for (field, keep_plain), item in zip(fields, _astuple(value), strict=True):
+        kind = type(item)
+        if kind in _SCALAR_TYPES:
+            continue
+        if (kind is dict or kind is list) and not item:
+            if keep_plain:  # `freeze` leaves no other empty one plain
+                found.append((field, kind))
+        elif (sub := empty_fields(item)) is not None:
+            found.append((field, kind if _all_default(item) else sub))
+    return tuple(found) or None
 
 
 @functools.lru_cache(maxsize=1024)
@@ -148,8 +232,9 @@ def _refiller(plan: Plan) -> Refill:
 
 
 def _all_default(value: msgspec.Struct) -> bool:
-    """Does every field of `value` hold its default (an event's usual `actions`)? A
-    new instance is then the cheapest copy with empty fields of its own."""
+    """Does every field of `value` hold its default (a struct that omits defaults,
+    left as built)? A new instance is then the cheapest copy with empty fields of its
+    own."""
     try:
         return bool(value == type(value)())
     except TypeError:  # a field without a default
@@ -157,6 +242,12 @@ def _all_default(value: msgspec.Struct) -> bool:
 
 
 def _expression(var: str, plan: Plan, namespace: dict[str, Any]) -> str:
+    if plan[0] == _IN_DICT:  # a FrozenDict: copied by a helper (its keys are data)
+        name = f"_dict{len(namespace)}"
+        namespace[name] = functools.partial(
+            _refill_entries, tuple((key, _refiller(sub)) for key, sub in plan[1])
+        )
+        return f"{name}({var})"
     if isinstance(plan[0][0], int):  # a tuple or FrozenList: copied by a helper
         name = f"_seq{len(namespace)}"
         namespace[name] = functools.partial(
@@ -181,3 +272,10 @@ def _refill_items(refills: tuple[tuple[int, Refill], ...], value: Any) -> Any:
     for index, refill in refills:
         items[index] = refill(items[index])
     return FrozenList(items) if type(value) is FrozenList else tuple(items)
+
+
+def _refill_entries(refills: tuple[tuple[Any, Refill], ...], value: Any) -> Any:
+    entries = dict(value)
+    for key, refill in refills:
+        entries[key] = refill(entries[key])
+    return FrozenDict(entries)

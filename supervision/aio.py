@@ -19,10 +19,11 @@ from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Sequenc
 from typing import Any
 
 from supervision.carried_context import capture
+from supervision.envelopes import CALL
 from supervision.errors import CallTimeout, ProcessExit
 from supervision.gen_server import _server
 from supervision.pid import Pid
-from supervision.server_process import CALL, From
+from supervision.reply_slot import From
 from supervision.tasks import Task, TaskFailed, TaskTimeout
 
 

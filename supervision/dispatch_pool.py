@@ -21,9 +21,11 @@ from collections import deque
 from collections.abc import Hashable
 from typing import Any
 
+from supervision.envelopes import CONTINUE
 from supervision.logs import get_logger
-from supervision.process import Process, bind_thread
-from supervision.server_process import CONTINUE, From, ServerProcess
+from supervision.process import Process, _current
+from supervision.reply_slot import From
+from supervision.server_process import ServerProcess
 
 _log = get_logger("supervision")
 
@@ -56,7 +58,8 @@ class Pool:
         self.max_threads = max_threads
         self.block_warning = block_warning
         self._ready: deque[PooledServerProcess] = deque()
-        self._wake = threading.Condition(threading.Lock())
+        self._wake_lock = threading.Lock()  # `with` it: cheaper than the condition's
+        self._wake = threading.Condition(self._wake_lock)
         self._workers: list[_Worker] = []
         self._idle = 0
         for _ in range(threads):
@@ -74,19 +77,19 @@ class Pool:
         ).start()
 
     def schedule(self, process: PooledServerProcess) -> None:
-        with self._wake:
+        with self._wake_lock:
             self._ready.append(process)
             if self._idle:
                 self._wake.notify()
 
     def thread_count(self) -> int:
-        with self._wake:
+        with self._wake_lock:
             return len(self._workers)
 
     def _run_worker(self, worker: _Worker, spare: bool) -> None:
-        ready, wake = self._ready, self._wake
+        ready, wake, wake_lock = self._ready, self._wake, self._wake_lock
         while True:
-            with wake:
+            with wake_lock:
                 while not ready:
                     self._idle += 1
                     timed_out = not wake.wait(SPARE_IDLE_SECONDS if spare else None)
@@ -98,7 +101,7 @@ class Pool:
             self._run(worker, process)
 
     def _run(self, worker: _Worker, process: PooledServerProcess) -> None:
-        bind_thread(process)
+        _current.process = process  # `bind_thread`, inline: once per turn of a server
         mailbox, lock, handle = process._mailbox, process._mailbox_lock, process.handle
         try:
             for _ in range(QUANTUM):
@@ -115,7 +118,7 @@ class Pool:
             self.schedule(process)  # more mail: to the back of the line
         finally:
             worker.current = None
-            bind_thread(None)
+            _current.process = None
 
     def _watch(self) -> None:
         interval = max(0.01, self.block_warning / 2)
@@ -123,7 +126,7 @@ class Pool:
             time.sleep(interval)
             now = time.monotonic()
             blocked = 0
-            with self._wake:
+            with self._wake_lock:
                 workers = list(self._workers)
             for worker in workers:
                 process = worker.current
@@ -139,7 +142,7 @@ class Pool:
                         seconds=round(now - worker.started, 3),
                         threshold=self.block_warning,
                     )
-            with self._wake:
+            with self._wake_lock:
                 if (
                     blocked
                     and self._ready

@@ -13,8 +13,9 @@ from typing import Any
 
 import pykka
 
+from supervision.envelopes import CAST
 from supervision.process import Process, bind_thread
-from supervision.server_process import CAST, ServerProcess
+from supervision.server_process import ServerProcess
 
 
 class _ServerActor(pykka.ThreadingActor):

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal
 from supervision import crash_report
 from supervision.dispatch_pool import PooledServerProcess
 from supervision.dispatch_thread import ThreadServerProcess
+from supervision.envelopes import CALL, INIT, STOP, SYSTEM, GetState, ReplaceState, Tag
 from supervision.errors import AlreadyStarted, CallTimeout, KernelError, ProcessExit, StartError
 from supervision.logs import get_logger
 from supervision.pid import Pid
@@ -31,23 +32,16 @@ from supervision.process import (
     resolve,
 )
 from supervision.protocol import unwrap
-from supervision.server_process import (
-    CALL,
+from supervision.reply_slot import From
+from supervision.server_process import ServerProcess
+from supervision.server_returns import (
     IGNORED,
-    INIT,
     NO_REPLY,
-    STOP,
-    SYSTEM,
     Exit,
-    From,
-    GetState,
     Ignore,
     NoReply,
-    ReplaceState,
     Reply,
-    ServerProcess,
     Stop,
-    Tag,
     Timeout,
 )
 from supervision.signals import Reason

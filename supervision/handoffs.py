@@ -18,8 +18,8 @@ thread-safe: starters and the children they start run in different threads.
 
 from __future__ import annotations
 
+import os
 import threading
-import uuid
 from typing import Generic, TypeVar
 
 from supervision.errors import KernelError
@@ -81,7 +81,7 @@ class OneShotHandoffs(Generic[T]):
     def put(self, value: T) -> str:
         """Store `value`; returns the fresh, opaque reference a child spec may carry.
         Raises `HandoffsFull` when `max_pending` entries are waiting already."""
-        ref = f"{self._prefix}-{uuid.uuid4().hex}"
+        ref = f"{self._prefix}-{os.urandom(16).hex()}"  # unguessable; no UUID object made
         with self._lock:
             if len(self._pending) >= self._max_pending:
                 raise HandoffsFull(self._max_pending)

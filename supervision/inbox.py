@@ -45,7 +45,7 @@ class _InboxProcess(PseudoProcess):
             self.exit("normal")
 
     def deliver(self, message: Any) -> None:
-        with self._arrived:
+        with self._arrived_lock:
             if not self.alive:
                 return
             self._mailbox.append(message)
@@ -60,7 +60,7 @@ class _InboxProcess(PseudoProcess):
             super().notify_down(ref, pid, reason)
 
     def on_exit(self) -> None:
-        with self._arrived:
+        with self._arrived_lock:
             self._mailbox.clear()
             self._arrived.notify_all()
             waiters = list(self._waiters)
@@ -75,7 +75,7 @@ class _InboxProcess(PseudoProcess):
 
     def take(self, match: Match | None) -> Any:
         """The next (matching) message, or `_NOTHING`; `ProcessExit` once closed."""
-        with self._arrived:
+        with self._arrived_lock:
             if not self.alive:
                 raise ProcessExit(self.exit_reason, "the inbox is closed")
             if match is None:
@@ -87,11 +87,11 @@ class _InboxProcess(PseudoProcess):
             return _NOTHING
 
     def add_waiter(self, waiter: Callable[[], object]) -> None:
-        with self._arrived:
+        with self._arrived_lock:
             self._waiters.add(waiter)
 
     def discard_waiter(self, waiter: Callable[[], object]) -> None:
-        with self._arrived:
+        with self._arrived_lock:
             self._waiters.discard(waiter)
 
     def _wake(self, waiters: list[Callable[[], object]] | None) -> None:

@@ -178,13 +178,13 @@ class _LibraryLogger(structlog.stdlib.BoundLogger):
 
 
 def get_logger(name: str) -> Any:
-    """A structlog logger named `name` whose output goes to ``logging.getLogger(name)``."""
-    return structlog.wrap_logger(
-        logging.getLogger(name),
-        processors=[_route],
-        wrapper_class=_LibraryLogger,
-        cache_logger_on_first_use=True,
-    )
+    """A structlog logger named `name` whose output goes to ``logging.getLogger(name)``.
+
+    The bound logger itself, made now: `structlog.wrap_logger` gives a lazy proxy that
+    binds again (two Python calls more) on every log call even when it caches, and
+    nothing it would read later is ours to change (the processor, `_route`, reads the
+    configuration at each event; the wrapper class is ours)."""
+    return _LibraryLogger(logging.getLogger(name), processors=[_route], context={})
 
 
 def configure_console(level: int = logging.INFO) -> None:

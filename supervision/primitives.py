@@ -12,7 +12,14 @@ from typing import Any
 
 from supervision.errors import ProcessExit
 from supervision.pid import Pid
-from supervision.process import Process, current_process, is_fenced_thread, require_alive, resolve
+from supervision.process import (
+    Process,
+    _current,
+    current_process,
+    is_fenced_thread,
+    require_alive,
+    resolve,
+)
 from supervision.signals import Down, ExitSignal, Reason, Ref
 
 
@@ -28,12 +35,15 @@ def send(dest: Pid | Hashable, message: Any) -> None:
     Sending to a dead pid does nothing, as in Erlang; sending to a name nobody holds
     raises `ProcessExit("noproc")`.
     """
-    process = resolve(dest)
+    process = dest._process if type(dest) is Pid else resolve(dest)
     if process is None:
         if type(dest) is Pid:
             return
         raise ProcessExit("noproc", f"no process is registered as {dest!r}")
-    if not is_fenced_thread():
+    me = getattr(_current, "process", None)
+    # A live server or plain thread sends at once (every message's path); the rest ask
+    # `is_fenced_thread` (the reactor's coroutines, a killed process's thread).
+    if me is None or (me.alive and not me.uses_context) or not is_fenced_thread():
         process.deliver(message)
 
 

@@ -275,6 +275,9 @@ def redact_text(text: str, limit: int | None = MAX_REDACT_CHARS) -> str:
 
 # -- structured values ----------------------------------------------------------------
 
+_LEAVES = frozenset({int, float, bool, type(None), bytes})
+"""Types `redact_value` returns as they are, found without an ABC check."""
+
 
 def redact_value(value: Any, *, limit: int | None = MAX_REDACT_CHARS, depth: int = 0) -> Any:
     """A copy of `value` with every secret-named key's value replaced by ``[redacted]``
@@ -283,11 +286,14 @@ def redact_value(value: Any, *, limit: int | None = MAX_REDACT_CHARS, depth: int
     Walks mappings (copied into dicts), lists and tuples (named tuples keep their
     type) to a depth of `MAX_DEPTH`; other values pass unchanged.
     """
-    if isinstance(value, str):
+    kind = type(value)
+    if kind is str or isinstance(value, str):
         return redact_text(value, limit)
     if depth > MAX_DEPTH:
         return REDACTED
-    if isinstance(value, Mapping):
+    if kind in _LEAVES:  # before the `Mapping` check, an ABC check that walks the
+        return value  # registry whenever a class registered since invalidated its cache
+    if kind is dict or isinstance(value, Mapping):
         return {
             key: (
                 REDACTED if is_secret_key(key) else redact_value(item, limit=limit, depth=depth + 1)

@@ -24,11 +24,12 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any, NamedTuple
 
+from supervision.envelopes import CALL
 from supervision.errors import KernelError, ProcessExit
 from supervision.gen_server import _server
 from supervision.pid import Pid
 from supervision.process import Process, current_process
-from supervision.server_process import CALL, From
+from supervision.reply_slot import From
 from supervision.signals import Reason, Ref
 
 

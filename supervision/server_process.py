@@ -4,239 +4,52 @@
 replies, explicit state, `Stop`, `Exit`, crashes, ``continue_`` instructions (run
 before the next message) and idle ``timeout``s. A dispatcher (a pykka thread per
 server, or the shared pool) owns the mailbox and calls `handle` one message at a time.
+What the mailbox holds is in `envelopes.py`, what callbacks return in
+`server_returns.py`, a call's reply slot in `reply_slot.py`.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Callable, Hashable
-from enum import IntEnum
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from supervision import crash_report
 from supervision.carried_context import Context, capture
-from supervision.errors import KernelError, NameTaken, ProcessExit
+from supervision.envelopes import (
+    CALL,
+    CAST,
+    CONTINUE,
+    INFO,
+    INIT,
+    STOP,
+    SYSTEM,
+    TIMEOUT,
+    GetState,
+    ReplaceState,
+    Tag,
+)
+from supervision.errors import KernelError, NameTaken
 from supervision.names import lookup, register_process
-from supervision.pid import Pid
 from supervision.process import Process
 from supervision.protocol import Ok, Refused
+from supervision.reply_slot import From
+from supervision.server_returns import (
+    IGNORED,
+    NO_REPLY,
+    TIMEOUT_MESSAGE,
+    Exit,
+    Ignore,
+    NoReply,
+    Reply,
+    Stop,
+)
 from supervision.signals import Crash, Down, ExitSignal, Reason, Ref, is_normal_exit
 from supervision.timer_service import TimerRef, service
 
 if TYPE_CHECKING:
     from supervision.gen_server import GenServer
-
-
-class Tag(IntEnum):
-    """What an envelope in a server's mailbox is; its first item.
-
-    Envelopes are plain tuples, ``(tag, *fields)``, because they are the kernel's hot
-    path: ``(CALL, request, from_)``, ``(CAST, msg)``, ``(INFO, msg)``,
-    ``(INIT, args, name, started)``, ``(STOP, reason)``, and the kernel's own
-    ``(CONTINUE, payload)``, ``(TIMEOUT, idle_timer)``, ``(SYSTEM, request, from_)``.
-    """
-
-    CALL = 0
-    CAST = 1
-    INFO = 2
-    INIT = 3
-    STOP = 4
-    CONTINUE = 5
-    TIMEOUT = 6
-    SYSTEM = 7
-
-    @property
-    def callback(self) -> str:
-        """The name crash reports give the callback this envelope runs (``"call"``, ...)."""
-        return "info" if self is Tag.TIMEOUT else self.name.lower()
-
-
-# Module-level aliases: the loop compares with `is`, and a global lookup is cheaper
-# than an attribute lookup on the enum class.
-CALL, CAST, INFO, INIT, STOP = Tag.CALL, Tag.CAST, Tag.INFO, Tag.INIT, Tag.STOP
-CONTINUE, TIMEOUT, SYSTEM = Tag.CONTINUE, Tag.TIMEOUT, Tag.SYSTEM
-
-
-class _NoReplyValue:
-    def __repr__(self) -> str:
-        return "NO_REPLY"
-
-
-NO_REPLY: Any = _NoReplyValue()
-"""`Stop(reason, state)` without `reply=` sends no reply to the caller."""
-
-
-# -- what callbacks return ------------------------------------------------------------------
-
-
-class Reply(NamedTuple):
-    """From `handle_call`: answer the caller with `value`, continue with `state`.
-
-    ``timeout=seconds``: if no message arrives within it, `handle_info(Timeout())` runs.
-    ``continue_=payload``: `handle_continue(payload, state)` runs before any other
-    message. At most one of the two (as in OTP); a payload is never None.
-    """
-
-    value: Any
-    state: Any
-    timeout: float | None = None
-    continue_: Any = None
-
-
-class NoReply(NamedTuple):
-    """From any callback: continue with `state`, no reply now (`handle_call` answers
-    later with `reply(from_, value)`). `timeout`, `continue_`: as for `Reply`. Elsewhere
-    than `handle_call`, a bare state is the same as ``NoReply(state)``."""
-
-    state: Any
-    timeout: float | None = None
-    continue_: Any = None
-
-
-class Stop(NamedTuple):
-    """From any callback (or `init`): run `terminate`, optionally reply, exit with `reason`."""
-
-    reason: Any
-    state: Any = None
-    reply: Any = NO_REPLY
-
-
-class _Marker:
-    """A value without fields, equal to the instances of its own class only."""
-
-    __slots__ = ()
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self)
-
-    def __hash__(self) -> int:
-        return hash(type(self).__name__)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
-
-
-class Ignore(_Marker):
-    """From `init`: do not start. `start`/`start_link` return None (a supervisor skips
-    the child), the process exits ``"normal"`` and its name is free again."""
-
-    __slots__ = ()
-
-
-class Timeout(_Marker):
-    """The message `handle_info` gets when a callback's ``timeout=`` ran out with no
-    other message (OTP's ``timeout``)."""
-
-    __slots__ = ()
-
-
-TIMEOUT_MESSAGE = Timeout()
-IGNORED = Ignore()  # what a start slot holds when init returned Ignore()
-
-
-class Exit(Exception):
-    """Raise in a callback to end the server with exactly `reason` (``erlang:exit/1``).
-
-    `terminate(reason, state)` runs, links and monitors see `reason`, a pending `call`
-    gets `ProcessExit(reason)`; ``Exit("normal")`` and the shutdown family are normal
-    exits (no crash report; a transient child is not restarted). Raised in `init`, the
-    start fails with `StartError(reason)`; in `terminate`, `reason` becomes the exit reason.
-    """
-
-    def __init__(self, reason: Reason) -> None:
-        super().__init__(crash_report.format_reason(reason))
-        self.reason = reason
-
-
-# -- debugging requests (OTP's sys:get_state / sys:replace_state) --------------------------
-
-
-class GetState(NamedTuple):
-    """A system request: answer `Ok(state)`."""
-
-
-class ReplaceState(NamedTuple):
-    """A system request: state = fn(state), answer `Ok(new state)`; if fn raises, keep
-    the state and answer `Refused(KernelError(("callback_failed", crash)))`."""
-
-    fn: Callable[[Any], Any]
-
-
-class From:
-    """A pending call's reply slot, handed to `handle_call` as `from_`.
-
-    Exactly one of reply, callee death (it is also the caller's monitor on the
-    callee) or the caller's timeout settles it; whichever comes later is ignored.
-    """
-
-    __slots__ = ("_claim", "_failed", "_lock", "_value")
-
-    def __init__(self) -> None:
-        self._claim = [True]  # list.pop is atomic: whoever pops first settles the slot
-        self._value: Any = None
-        self._failed = False
-        self._lock = threading.Lock()
-        self._lock.acquire()
-
-    def __repr__(self) -> str:
-        return f"<From {id(self):#x}>"
-
-    @property
-    def failed(self) -> bool:
-        """True when the callee's exit (not a reply) settled the slot; `value` is then
-        its exit reason. Meaningful once `wait` returned True."""
-        return self._failed
-
-    @property
-    def value(self) -> Any:
-        """The reply, or the callee's exit reason when `failed`."""
-        return self._value
-
-    def settle(self, value: Any, failed: bool) -> bool:
-        """Settle the slot with a reply (or, `failed`, an exit reason); False if it
-        already was settled or timed out."""
-        try:
-            self._claim.pop()
-        except IndexError:
-            return False
-        self._value = value
-        self._failed = failed
-        self._wake()
-        return True
-
-    def claim_for_timeout(self) -> bool:
-        """Close the slot unsettled (a timeout, a cancelled request); False if it
-        was settled first."""
-        try:
-            self._claim.pop()
-        except IndexError:
-            return False
-        return True
-
-    def _wake(self) -> None:
-        self._lock.release()
-
-    def notify_down(self, ref: Hashable, pid: Pid, reason: Reason) -> None:
-        self.settle(reason, True)
-
-    def wait(self, timeout: float | None) -> bool:
-        """Block until settled; False on timeout (and the slot is then closed)."""
-        if self._lock.acquire(True, -1 if timeout is None else max(0.0, timeout)):
-            return True
-        if self.claim_for_timeout():
-            return False
-        self._lock.acquire()  # settled right at the deadline: the value is on its way
-        return True
-
-    def result(self) -> Any:
-        """The reply; raises `ProcessExit` with the exit reason when `failed`."""
-        if self._failed:
-            raise ProcessExit(
-                self._value, f"the server exited: {crash_report.format_reason(self._value)}"
-            )
-        return self._value
 
 
 class _IdleTimer:

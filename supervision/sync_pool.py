@@ -85,7 +85,8 @@ class SyncPool:
         self.max_abandoned = abandoned
         self.idle_seconds = idle_seconds
         self._queue: deque[_Work] = deque()
-        self._wake = threading.Condition(threading.Lock())
+        self._wake_lock = threading.Lock()  # `with` it: cheaper than the condition's
+        self._wake = threading.Condition(self._wake_lock)
         self._threads = 0
         self._idle = 0
         self._executing: set[TaskProcess] = set()
@@ -104,7 +105,7 @@ class SyncPool:
             raise
 
     def _submit(self, process: TaskProcess, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-        with self._wake:
+        with self._wake_lock:
             if self._idle > len(self._queue):
                 self._queue.append((process, fn, args))
                 self._wake.notify()
@@ -129,7 +130,7 @@ class SyncPool:
     def stats(self) -> dict[str, int]:
         """``threads`` (started), ``idle``, ``queued``, ``busy`` (running a task) and
         ``abandoned`` (running a task that was stopped: a hung or late callable)."""
-        with self._wake:
+        with self._wake_lock:
             abandoned = sum(1 for process in self._executing if not process.alive)
             return {
                 "threads": self._threads,
@@ -141,9 +142,10 @@ class SyncPool:
 
     def _run(self) -> None:
         queue, wake, executing = self._queue, self._wake, self._executing
+        wake_lock = self._wake_lock
         current: TaskProcess | None = None
         while True:
-            with wake:
+            with wake_lock:
                 while not queue:
                     self._idle += 1
                     woken = wake.wait(self.idle_seconds)
@@ -171,7 +173,7 @@ class SyncPool:
                 bind_thread(None)
             # free the thread's place first: whoever the outcome wakes may start a task
             # at once, and must not find this finished one counted as busy or abandoned
-            with wake:
+            with wake_lock:
                 executing.discard(process)
                 current = None
             if share is not None:

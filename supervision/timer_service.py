@@ -44,7 +44,8 @@ class _TimerService:
     """The single thread that fires timers; started on first use."""
 
     def __init__(self) -> None:
-        self._wake = threading.Condition(threading.Lock())
+        self._wake_lock = threading.Lock()  # `with` it: cheaper than the condition's
+        self._wake = threading.Condition(self._wake_lock)
         self._heap: list[tuple[float, int, TimerRef]] = []
         self._active: dict[TimerRef, None] = {}
         self._order = itertools.count()
@@ -53,7 +54,7 @@ class _TimerService:
     def schedule(self, timer: TimerRef) -> None:
         if timer.target is not None and not timer.target.add_timer(timer):
             return  # the destination is already dead: the timer never fires
-        with self._wake:
+        with self._wake_lock:
             self._active[timer] = None
             heapq.heappush(self._heap, (timer.due, next(self._order), timer))
             if self._thread is None:
@@ -67,7 +68,7 @@ class _TimerService:
             self.cancel(timer)  # it died between add_timer and here: leave nothing behind
 
     def cancel(self, timer: TimerRef) -> bool:
-        with self._wake:
+        with self._wake_lock:
             found = self._active.pop(timer, False) is None
             if len(self._heap) > 2 * len(self._active) + 64:
                 # many cancelled timers far in the future: rebuild instead of waiting
@@ -78,13 +79,13 @@ class _TimerService:
         return found
 
     def active_count(self) -> int:
-        with self._wake:
+        with self._wake_lock:
             return len(self._active)
 
     def _run(self) -> None:
         while True:
             due: list[TimerRef] = []
-            with self._wake:
+            with self._wake_lock:
                 while not due:
                     now = time.monotonic()
                     while self._heap and self._heap[0][0] <= now:

@@ -27,7 +27,15 @@ from adk_actors.sessions.event_cache import (
     Pending,
 )
 from providers import content
-from providers.frozen import FrozenDict, FrozenList, empty_fields, freeze, reader_copy, share
+from providers.frozen import (
+    EMPTY_DICT,
+    FrozenDict,
+    FrozenList,
+    empty_fields,
+    freeze,
+    reader_copy,
+    share,
+)
 
 APP, USER = "app", "u"
 
@@ -62,13 +70,22 @@ def fill(service, n: int, session_id: str = "s", size: int = 10) -> None:
 # -- finding 1 ------------------------------------------------------------------------------
 
 
+def edit(mapping, key, value) -> None:
+    """A reader's edit of an empty field: refused (an event's empty actions are the shared,
+    read-only `EMPTY_DICT`, issue 20 s2) or made on an empty of the reader's own."""
+    try:
+        mapping[key] = value
+    except TypeError:
+        assert mapping is EMPTY_DICT
+
+
 def test_one_readers_edit_of_an_empty_field_is_its_own(sessions):
     sessions.create_session(APP, USER, "s")
     appended = no_args_call(1)
     sessions.add_event(APP, USER, "s", appended)
     mine = sessions.get_session(APP, USER, "s").events[0]
-    mine.actions.state_delta["user_tier"] = "gold"
-    mine.content.parts[0].args["api_key"] = "sk-LEAK"
+    edit(mine.actions.state_delta, "user_tier", "gold")
+    edit(mine.content.parts[0].args, "api_key", "sk-LEAK")
     theirs = sessions.get_session(APP, USER, "s").events[0]
     assert theirs.actions.state_delta == {} and theirs.content.parts[0].args == {}
     assert event_codec.encode(theirs) == event_codec.encode(appended)
@@ -79,8 +96,8 @@ def test_edits_of_a_read_never_reach_a_rewind_or_a_compaction(sessions, tmp_path
     for n in range(3):
         sessions.add_event(APP, USER, "s", no_args_call(n))
     got = sessions.get_session(APP, USER, "s").events
-    got[0].actions.state_delta["user_tier"] = "gold"
-    got[0].content.parts[0].args["api_key"] = "sk-LEAK"
+    edit(got[0].actions.state_delta, "user_tier", "gold")
+    edit(got[0].content.parts[0].args, "api_key", "sk-LEAK")
     branch = sessions.rewind(APP, USER, "s", 3, "branch")
     assert "user_tier" not in branch.state
     summary = Event.new("Agent", "sum", content.new(["summary"], role="model"))
@@ -114,8 +131,8 @@ def test_the_appenders_own_empty_fields_are_not_kept(sessions):
     sessions.create_session(APP, USER, "s")
     appended = no_args_call(1)
     sessions.add_event(APP, USER, "s", appended)
-    appended.actions.state_delta["late"] = 1
-    appended.content.parts[0].args["late"] = 1
+    edit(appended.actions.state_delta, "late", 1)
+    edit(appended.content.parts[0].args, "late", 1)
     stored = sessions.get_session(APP, USER, "s").events[0]
     assert stored.actions.state_delta == {} and stored.content.parts[0].args == {}
 
@@ -133,7 +150,7 @@ def test_reader_copies_encode_as_the_original_and_share_the_rest():
     for copy_ in (one, two):
         assert copy_ == original
         assert event_codec.encode(copy_) == event_codec.encode(original)
-    assert one.actions.state_delta is not two.actions.state_delta
+    assert one.actions.state_delta is two.actions.state_delta is EMPTY_DICT  # shared, read-only
     assert one.content.parts[1].args is not two.content.parts[1].args
     assert one.content.parts[0] is stored.content.parts[0]  # nothing empty: shared
     assert type(one.content.parts[0].args) is FrozenDict
@@ -143,7 +160,7 @@ def test_reader_copies_encode_as_the_original_and_share_the_rest():
 
 
 def test_reader_copies_through_lists_of_structs():
-    class Inner(msgspec.Struct, frozen=True):
+    class Inner(msgspec.Struct, frozen=True, omit_defaults=True):  # its empty list stays plain
         values: list[int] = msgspec.field(default_factory=list)
 
     class Outer(msgspec.Struct, frozen=True):
