@@ -1,4 +1,4 @@
-"""LMDB sessions: read-only reads and continuations stored apart, before and after.
+"""LMDB sessions before and after: read-only reads, continuations apart, one cache per path.
 
 Figures in milliseconds (p50, p99) on `LmdbSessionService` environments in fresh temp
 directories (a real disk here, so a write transaction that wrote pays its fsync):
@@ -16,6 +16,12 @@ directories (a real disk here, so a write transaction that wrote pays its fsync)
    state with the continuations inside the record, the old layout (which the service
    still reads), so every step decodes and re-encodes them. Each layout has its own
    environment, so one's page churn never slows the other.
+3. The first `get_session` of a 1,000-event session by a second service opened on a
+   path another service has read (as a restarted component opens its service again
+   while the old one is still open): after, as shipped (one event cache per path, so
+   the other service's read is a hit); before, the path's cache emptied first, which
+   is what the second service's own cache held when each service had one (it decoded
+   the whole history, and kept a second copy of it).
 
 The two sides of a row run in turn, in alternating order, several rounds; each side's
 percentiles are over all its samples.
@@ -193,6 +199,35 @@ def step_row(mebibytes: int, count: int, rounds: int) -> Row:
     return row
 
 
+# -- 3. a second service on a path ------------------------------------------------------------
+
+
+def second_service_row(count: int, rounds: int) -> Row:
+    with tempfile.TemporaryDirectory(prefix="adk-sessions-shared-") as directory:
+        first = LmdbSessionService(directory)
+        first.create_session(APP, USER, "long")
+        for n in range(1000):
+            first.add_event(APP, USER, "long", text_event(f"message {n} of a long history"))
+        first.get_session(APP, USER, "long")  # the first service's read: now cached
+
+        def first_read(own_empty_cache: bool) -> None:
+            second = LmdbSessionService(directory)
+            if own_empty_cache:
+                second._events.clear()  # as each service had its own: empty at first
+            assert len(second.get_session(APP, USER, "long").events) == 1000
+            second.close()
+
+        row = compare(
+            "second service's first read, 1,000 events",
+            lambda: first_read(True),
+            lambda: first_read(False),
+            count,
+            rounds,
+        )
+        first.close()
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples (a smoke run)")
@@ -202,6 +237,7 @@ def main() -> None:
         write_steps(options.write_steps)
         return
     reads, steps, big_steps, rounds = (100, 10, 4, 2) if options.quick else (2500, 150, 30, 4)
+    opens = 5 if options.quick else 40
     with tempfile.TemporaryDirectory(prefix="adk-sessions-read-") as directory:
         service = LmdbSessionService(directory)
         before, after = get_session_sides(service)
@@ -213,6 +249,7 @@ def main() -> None:
         service.close()
     for mebibytes in (0, 1, 8):
         rows.append(step_row(mebibytes, big_steps if mebibytes == 8 else steps, rounds))
+    rows.append(second_service_row(opens, rounds))
     print(
         f"python {platform.python_version()}, lmdb {lmdb.__version__} (LMDB "
         f"{'.'.join(map(str, lmdb.version()))}), {platform.machine()}, "

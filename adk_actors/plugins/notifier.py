@@ -18,8 +18,9 @@ with ``why``), counted (`dropped_notifications`) and its ticket closed.
 
 `wait_notifications` waits until every notification announced before it has ended
 (a test, a graceful exit): a ticket never outlives the notifier it was sent to (a new
-notifier closes those of the one before it). On stop the notifier gives the running
-ones up to `DRAIN_SECONDS` before they are killed.
+notifier closes those of the one before it, and a send that looked up a notifier
+killed since drops its notification at once: `_Tickets.assign`). On stop the
+notifier gives the running ones up to `DRAIN_SECONDS` before they are killed.
 """
 
 from __future__ import annotations
@@ -97,14 +98,23 @@ class _Tickets:
             self._open[self._next] = None
             return self._next
 
-    def assign(self, ticket: int, notifier: Pid) -> bool:
-        """Record that `ticket` goes to `notifier`; False when it is stopping."""
+    def assign(self, ticket: int, notifier: Pid) -> str | None:
+        """Record that `ticket` goes to `notifier` (None), or why it cannot: the
+        notifier is stopping, or it is gone. A sender may hold a notifier killed since
+        it looked it up, and the one its supervisor started instead may have swept the
+        tickets already; recorded for the dead one, the ticket would stay open until the
+        next restart (second review of the runner/plugins fixes, finding 7). A process
+        is marked dead before its exit reaches its supervisor, and this check and
+        `sweep` hold one lock: either the notifier was alive here, and the sweep of the
+        next one comes later and closes the ticket, or it is dead here."""
         with self._changed:
             if notifier in self._stopping:
-                return False
+                return "stopping"
+            if not notifier.is_alive():
+                return "notifier_exited"
             if ticket in self._open:
                 self._open[ticket] = notifier
-            return True
+            return None
 
     def close(self, ticket: int) -> None:
         with self._changed:
@@ -117,8 +127,10 @@ class _Tickets:
             self._stopping.add(notifier)
 
     def sweep(self, stale: Callable[[Pid], bool]) -> int:
-        """Close the sent tickets whose notifier is `stale`; how many."""
+        """Close the sent tickets whose notifier is `stale`; how many. Forgets the
+        stopping notifiers that are gone (`assign` refuses a dead one anyway)."""
         with self._changed:
+            self._stopping = {pid for pid in self._stopping if pid.is_alive()}
             gone = [t for t, owner in self._open.items() if owner is not None and stale(owner)]
             for ticket in gone:
                 del self._open[ticket]
@@ -157,13 +169,15 @@ def send(
     scope: Scope | None = None,
 ) -> None:
     """Hand a notification to the notifier without waiting (dropped, and its ticket
-    closed, when there is no notifier, it is stopping, or the caller was killed)."""
+    closed, when there is no notifier, it is stopping or gone, or the caller was
+    killed)."""
     notifier = whereis(NOTIFIER_NAME)
     if is_fenced_thread():
         _tickets.close(ticket)
         return
-    if notifier is None or not _tickets.assign(ticket, notifier):
-        _drop(ticket, hook, "no_notifier" if notifier is None else "stopping")
+    refused = "no_notifier" if notifier is None else _tickets.assign(ticket, notifier)
+    if refused is not None:
+        _drop(ticket, hook, refused)
         return
     cast(notifier, Notify(ticket, pipeline, hook, ctx, value, scope))
 

@@ -16,13 +16,21 @@ session's entry is dropped, and a fill from a step that began before that drop i
 refused (it may have read the session before the delete committed). Entries are
 evicted least recently used first beyond `max_events` events or `max_bytes` encoded
 bytes in all; a session above half of `max_bytes` is not kept at all.
+
+One cache serves a whole LMDB path in a process: every service open on it (`join`),
+so two services on one path, or a service opened again while another keeps the path
+open, share their hits and one bound. Sharing needs no more than one service already
+did across its threads: every step, whichever service runs it, stamps the one clock,
+and every delete drops the one entry. The bound is the largest any joined service
+asked for (nobody gets less than it asked; the sum is never kept); a `leave` lowers it
+to the largest of those still joined, evicting down, and the last one empties it.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -31,10 +39,11 @@ from adk_actors.sessions.core import SessionRecord
 from providers.frozen import Refill
 
 DEFAULT_MAX_EVENTS = 50_000
-"""How many decoded events an LMDB service keeps by default, all sessions together."""
+"""How many decoded events an LMDB service asks its path's cache to keep by default,
+all sessions together."""
 DEFAULT_MAX_BYTES = 64 << 20
-"""How many encoded bytes of events an LMDB service keeps by default, all sessions
-together (decoded objects take a small multiple of that)."""
+"""How many encoded bytes of events an LMDB service asks its path's cache to keep by
+default, all sessions together (decoded objects take a small multiple of that)."""
 MAX_BYTES_CEILING = 1 << 30
 """The most `max_bytes` may be."""
 _MAX_TOMBSTONES = 4096
@@ -105,7 +114,8 @@ class Pending:
 
 class EventCache:
     """Frozen decoded events per session key, at most `max_events` events and
-    `max_bytes` encoded bytes in all (either 0: off)."""
+    `max_bytes` encoded bytes in all (either 0: off); the bounds of the services that
+    `join` it, once one has."""
 
     def __init__(
         self, max_events: int = DEFAULT_MAX_EVENTS, max_bytes: int = DEFAULT_MAX_BYTES
@@ -113,6 +123,8 @@ class EventCache:
         self.max_events = max_events
         self.max_bytes = max_bytes
         self.enabled = max_events > 0 and max_bytes > 0
+        self._asked: Counter[tuple[int, int]] = Counter()
+        """The (max_events, max_bytes) each joined service asked for."""
         self._entries: OrderedDict[bytes, _Entry] = OrderedDict()
         self._size = 0
         self._bytes = 0
@@ -122,6 +134,33 @@ class EventCache:
         """Fills from steps that began before this tick are refused (tombstones of
         drops before it were forgotten)."""
         self._lock = threading.Lock()
+
+    def join(self, max_events: int, max_bytes: int) -> None:
+        """A service now uses this cache and asked for these bounds (either 0: it keeps
+        no events, but its deletes still drop entries)."""
+        with self._lock:
+            self._asked[max_events, max_bytes] += 1
+            self._bound()
+
+    def leave(self, max_events: int, max_bytes: int) -> None:
+        """A service that joined with these bounds is closed: the bound becomes the
+        largest still asked for; once nobody asks, the cache is empty."""
+        with self._lock:
+            self._asked[max_events, max_bytes] -= 1
+            if self._asked[max_events, max_bytes] <= 0:
+                del self._asked[max_events, max_bytes]
+            self._bound()
+
+    def _bound(self) -> None:
+        """Take the largest bounds asked for, evicting down to them (lock held)."""
+        wanted = [asked for asked in self._asked if asked[0] > 0 and asked[1] > 0]
+        self.max_events = max((events for events, _ in wanted), default=0)
+        self.max_bytes = max((size for _, size in wanted), default=0)
+        self.enabled = bool(wanted)
+        if not self.enabled:
+            self._entries.clear()
+            self._size = self._bytes = 0
+        self._evict()
 
     def stamp(self) -> int:
         """The clock now: taken by a step before its transaction begins."""
@@ -154,8 +193,7 @@ class EventCache:
                 self._entries[key] = entry
                 self._size += len(entry.events)
                 self._bytes += entry.size
-            while (self._size > self.max_events or self._bytes > self.max_bytes) and self._entries:
-                self._remove(next(iter(self._entries)))
+            self._evict()
 
     def clear(self) -> None:
         with self._lock:
@@ -171,9 +209,16 @@ class EventCache:
         """How many encoded bytes of events are cached, all sessions together."""
         return self._bytes
 
+    def _evict(self) -> None:
+        """Least recently used first, until within the bounds (lock held)."""
+        while (self._size > self.max_events or self._bytes > self.max_bytes) and self._entries:
+            self._remove(next(iter(self._entries)))
+
     def _admits(self, key: bytes, entry: _Entry, started: int) -> bool:
         """May a step that began at `started` cache `entry` (not too big, not read
         before a drop of its key, not older than what is cached)?"""
+        if not self.enabled:  # every caching service closed during the step
+            return False
         if len(entry.events) > self.max_events or entry.size > self.max_bytes // 2:
             return False
         if started < self._floor or started < self._dropped.get(key, 0):

@@ -83,12 +83,16 @@ def _key(*parts: str) -> bytes:
 
 
 class _LmdbStorage:
-    def __init__(self, txn: Any, dbs: dict[str, Any], cache: EventCache, pending: Pending) -> None:
+    def __init__(
+        self, txn: Any, dbs: dict[str, Any], cache: EventCache | None, pending: Pending
+    ) -> None:
         self._txn = txn
         self._dbs = dbs
         self._cache = cache
+        """The path's decoded events (None: this service keeps none, ``event_cache=0``)."""
         self.pending = pending
-        """Cache updates of this step: applied once its transaction committed."""
+        """Cache updates of this step (a delete's drop, whatever the service): applied
+        once its transaction committed."""
 
     def get_session(self, app: str, user: str, session_id: str) -> SessionRecord | None:
         raw = self._txn.get(_key(app, user, session_id), db=self._dbs["sessions"])
@@ -139,7 +143,7 @@ class _LmdbStorage:
         (`providers.frozen.reader_copy`): the cached ones (`EventCache`), then those
         appended since, decoded now (and cached once this step committed)."""
         prefix = _key(record.app_name, record.user_id, record.id)
-        if not self._cache.enabled:
+        if self._cache is None or not self._cache.enabled:
             return [freeze(event_codec.decode(v)) for _, v in self._scan("events", prefix)]
         cached = self._cache.prefix(prefix, record)
         if cached is not None and len(cached.events) == record.event_count:
@@ -229,12 +233,15 @@ def _continuation_key(record: SessionRecord, key: str) -> tuple[bytes, bool]:
 
 class _Env:
     """One LMDB environment of this process (LMDB allows no second open of a path),
-    shared by its services, with the gate its transactions pass: a resize waits until
-    none is open, and none begins while it runs."""
+    shared by its services, with the gate its transactions pass (a resize waits until
+    none is open, and none begins while it runs) and the path's decoded events (one
+    `EventCache` for all its services: shared hits, one bound)."""
 
     def __init__(self, env: Any, dbs: dict[str, Any], max_map_size: int) -> None:
         self.env = env
         self.dbs = dbs
+        self.events = EventCache(0, 0)
+        """Bounded by the services that join it (`LmdbSessionService`)."""
         self.users = 0
         self.max_map_size = max(max_map_size, env.info()["map_size"])
         self.map_size: int = env.info()["map_size"]
@@ -328,9 +335,11 @@ class LmdbSessionService(SessionService):
     `max_map_size`, then a write fails ``storage_full``. Unless `recover` is False,
     the first open of the path in this process closes the invocations left open by
     a process that is gone (`recover_abandoned`). `event_cache` is how many decoded
-    events the service keeps, all sessions together, and `event_cache_bytes` how many
-    encoded bytes of them (`EventCache`; either 0: none; at most `MAX_BYTES_CEILING`),
-    so a read decodes only the events appended since the last one.
+    events may be kept, all sessions together, and `event_cache_bytes` how many
+    encoded bytes of them (`EventCache`; either 0: this service keeps and uses none;
+    at most `MAX_BYTES_CEILING`), so a read decodes only the events appended since the
+    last one. The cache is the path's: every service open on the path in this process
+    shares it, bounded by the largest bounds any of them asked for.
     """
 
     def __init__(
@@ -357,11 +366,16 @@ class LmdbSessionService(SessionService):
                 "invalid_event_cache_bytes",
                 f"event_cache_bytes is an int of 0..{MAX_BYTES_CEILING}",
             )
-        self._events = EventCache(event_cache, event_cache_bytes)
         Path(path).mkdir(parents=True, exist_ok=True)
         self._path = os.path.realpath(path)
         self._shared, opened = _acquire(self._path, map_size, max_map_size)
         self._env, self._dbs = self._shared.env, self._shared.dbs
+        self._asked = (event_cache, event_cache_bytes)
+        self._events = self._shared.events
+        """The path's cache, shared with every service on it."""
+        self._events.join(*self._asked)
+        self._cached = self._events if event_cache and event_cache_bytes else None
+        """What this service's steps read and fill (None: it keeps no events)."""
         self._closed = False
         if opened and recover:
             try:
@@ -372,7 +386,7 @@ class LmdbSessionService(SessionService):
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._events.clear()
+            self._events.leave(*self._asked)  # the last one empties it
             _release(self._path)
 
     def recover_abandoned(self) -> int:
@@ -410,7 +424,7 @@ class LmdbSessionService(SessionService):
             try:
                 pending = Pending(self._events.stamp())  # before the snapshot: see EventCache
                 with self._env.begin(write=True) as txn:  # an exception aborts the whole step
-                    storage = _LmdbStorage(txn, self._dbs, self._events, pending)
+                    storage = _LmdbStorage(txn, self._dbs, self._cached, pending)
                     result = operation(storage, *args)
                 self._events.apply(storage.pending)  # committed: its reads may be cached
                 return result
@@ -432,7 +446,7 @@ class LmdbSessionService(SessionService):
             try:
                 pending = Pending(self._events.stamp())
                 with self._env.begin(write=False) as txn:
-                    storage = _LmdbStorage(txn, self._dbs, self._events, pending)
+                    storage = _LmdbStorage(txn, self._dbs, self._cached, pending)
                     result = operation(storage, *args)
                 self._events.apply(storage.pending)
                 return result

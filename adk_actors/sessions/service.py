@@ -140,6 +140,29 @@ class SessionService:
             core.get, app_name, user_id, session_id, include_internal, read_only=True
         )
 
+    def get_or_create_session(
+        self, app_name: str, user_id: str, session_id: str, *, include_internal: bool = False
+    ) -> Session:
+        """The session (as `get_session` gives it), created empty first if it does not
+        exist: what an invocation's first read wants, in one call (the ids checked and
+        the session's lock taken once). An existing session costs a pure read (LMDB: a
+        read-only transaction) and no ``not_found`` error; only a missing one costs a
+        write step (`create_session`, idempotent)."""
+        _check_ids(app_name, user_id, session_id)
+        held = self._locks.get((app_name, user_id, session_id))
+        with held.lock:
+            found: Session | None = self._read(
+                core.find, app_name, user_id, session_id, include_internal
+            )
+            if found is not None:
+                return found
+            created: Session = self._run(core.create, app_name, user_id, session_id, {})
+            if not include_internal:
+                return created
+            return self._read(  # type: ignore[no-any-return]
+                core.get, app_name, user_id, session_id, include_internal
+            )
+
     def list_sessions(
         self,
         app_name: str,

@@ -445,7 +445,7 @@ def test_a_continuation_in_an_older_record_still_reads_compares_and_moves_out(se
     assert internal_state(sessions) == {}
     sessions._run(older_layout, "app", "u", "s", paused)
     sessions.add_event("app", "u", "s", event("again"), runtime_delta={PAUSED: {"new": 1}})
-    record = sessions._run(core._require, "app", "u", "s")
+    record = sessions._run(core.require, "app", "u", "s")
     assert PAUSED not in record.state  # moved to its own table on its first change
     assert internal_state(sessions) == {PAUSED: {"new": 1}}
 
