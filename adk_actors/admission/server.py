@@ -12,8 +12,8 @@ Replies are typed (`Granted`, `Refused`); `api.py` turns them into a `Permit` or
 
 Metrics (`default_metrics()`): ``adk.admission.queue{lane}`` goes up when a request
 is queued and down exactly once when it leaves the queue (granted, cancelled,
-abandoned, expired, its owner or requester died, or the controller stopped), so it
-reads the requests waiting now; ``adk.admission.rejected{lane, reason}`` counts the
+abandoned, expired, its owner or requester died, or the controller stopped, even
+killed: `QueueGauge`), so it reads the requests waiting now; ``adk.admission.rejected{lane, reason}`` counts the
 controller's refusals by reason (a request its caller cancelled, abandoned or left by
 exiting is answered `Refused` too, but not counted). `lane` is the limit that made the request wait or
 refused it: the agent's name for its own limit, `GLOBAL_LANE` for the global limit,
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 import uuid
+import weakref
 from typing import Any, NamedTuple
 
 from adk_actors.admission.config import MAX_TIMEOUT, AdmissionConfig, Overflow
@@ -128,16 +129,51 @@ class _Expire(NamedTuple):
     seq: int
 
 
+class QueueGauge:
+    """What one controller has counted in ``adk.admission.queue``, by lane: up when a
+    request is queued, down when it leaves the queue, and whatever is still counted
+    given back once when the controller ends (`give_back`), so the gauge never keeps
+    the queue of a controller that is gone. It holds no reference to the controller's
+    state, so it can be given back by a finalizer of that state (a killed controller
+    runs no `terminate`)."""
+
+    __slots__ = ("counted", "metrics")
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+        self.counted: dict[str, int] = {}
+
+    def up(self, lane: str) -> None:
+        self.counted[lane] = self.counted.get(lane, 0) + 1
+        self.metrics.admission_queued(lane, 1)
+
+    def down(self, lane: str) -> None:
+        left = self.counted.get(lane, 0) - 1
+        if left > 0:
+            self.counted[lane] = left
+        else:
+            self.counted.pop(lane, None)
+        self.metrics.admission_queued(lane, -1)
+
+    def give_back(self) -> None:
+        """Take every request still counted out of the gauge (idempotent)."""
+        counted, self.counted = self.counted, {}
+        for lane, count in counted.items():
+            self.metrics.admission_queued(lane, -count)
+
+
 class ControllerState:
     """The ledger plus one monitor per owner, and the metrics it reports to; the
-    controller's explicit state."""
+    controller's explicit state. Invariant: `queue` counts exactly the ledger's
+    waiters, by lane."""
 
-    __slots__ = ("ledger", "metrics", "monitors")
+    __slots__ = ("__weakref__", "ledger", "metrics", "monitors", "queue")
 
     def __init__(self, config: AdmissionConfig) -> None:
         self.ledger = Ledger(config)
         self.monitors: dict[Pid, Ref] = {}
         self.metrics: Metrics = default_metrics()
+        self.queue = QueueGauge(self.metrics)
 
 
 class AdmissionController(GenServer):
@@ -145,15 +181,17 @@ class AdmissionController(GenServer):
 
     def init(self, config: AdmissionConfig) -> ControllerState:
         """`config` was validated by `start_link`. Traps exits, so a shutdown runs
-        `terminate` (see `handle_info` for the other exit signals)."""
+        `terminate` (see `handle_info` for the other exit signals). A killed controller
+        runs no `terminate`: its queue leaves the gauge once its state is dropped."""
         trap_exit(True)
-        return ControllerState(config)
+        state = ControllerState(config)
+        weakref.finalize(state, state.queue.give_back).atexit = False
+        return state
 
     def terminate(self, reason: Reason, state: ControllerState) -> None:
         """The requests still queued leave the queue metric (their callers see the
-        controller exit). A killed controller skips this: its queue stays counted."""
-        for waiter in state.ledger.waiters():
-            state.metrics.admission_queued(waiter.lane, -1)
+        controller exit)."""
+        state.queue.give_back()
 
     def handle_call(self, request: Any, from_: From, state: ControllerState) -> Any:
         """`Acquire`, `Release`, `Cancel`, `Withdraw`, `Status`; anything else (an unknown
@@ -259,7 +297,7 @@ class AdmissionController(GenServer):
         waiter = ledger.enqueue(
             req.request_id, req.agent, req.owner, requester, from_, deadline, lane
         )
-        state.metrics.admission_queued(lane, 1)
+        state.queue.up(lane)
         self._watch(state, req.owner)
         self._watch(state, requester)
         waiter.timer = send_after(
@@ -422,7 +460,7 @@ def _dequeue(state: ControllerState, request_id: str) -> Waiter | None:
     request leaves it, so the queue metric goes down exactly once per request."""
     waiter = state.ledger.dequeue(request_id)
     if waiter is not None:
-        state.metrics.admission_queued(waiter.lane, -1)
+        state.queue.down(waiter.lane)
     return waiter
 
 

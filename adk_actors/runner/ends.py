@@ -32,7 +32,7 @@ def terminal(state: InvocationState, phase: Phase, outcome: Outcome, event: Even
     registry first, permit and lane given back, then subscribers and waiters); an open
     invocation's plugins hear of the end after that (never while the server stops)."""
     notification = None
-    if state.phase is Phase.OPEN and not state.stopping:
+    if state.phase is Phase.OPEN and not state.stopping and state.runner.plugins:
         ctx = plugin_events.context(state)
         notification = plugin_events.run_end(state.runner.plugins, ctx, outcome, state.span)
     state.span.end(span_error(outcome))  # before anyone hears of the end

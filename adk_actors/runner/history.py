@@ -87,10 +87,6 @@ def read_history(request: InvocationRequest, opening: Event, agent: str) -> Any:
 
 def _session(sessions: SessionService, app: str, user: str, session_id: str) -> Session:
     """The session, read as a pure read (LMDB: a read-only transaction, which never
-    waits for a writer); created if it does not exist yet."""
-    try:
-        return sessions.get_session(app, user, session_id)
-    except AdkError as error:
-        if error.reason != "not_found":
-            raise
-    return sessions.create_session(app, user, session_id)
+    waits for a writer); created if it does not exist yet. One call, its lock taken
+    once, and no ``not_found`` error built for a new session."""
+    return sessions.get_or_create_session(app, user, session_id)

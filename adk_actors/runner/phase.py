@@ -28,21 +28,29 @@ class Phase(Enum):
 
     @property
     def terminal(self) -> bool:
-        return self in _TERMINAL
+        # by value: a str's hash is cached, an Enum member's is a Python-level call,
+        # and the server asks this after every message
+        return self._value_ in _TERMINAL
 
 
-_TERMINAL = frozenset({Phase.PAUSED, Phase.COMPLETED, Phase.FAILED, Phase.CANCELLED})
-_ALLOWED: dict[Phase, frozenset[Phase]] = {
-    Phase.ADMITTING: frozenset({Phase.QUEUED_IN_LANE, Phase.FAILED, Phase.CANCELLED}),
-    Phase.QUEUED_IN_LANE: frozenset({Phase.OPEN, Phase.FAILED, Phase.CANCELLED}),
-    Phase.OPEN: frozenset({Phase.PAUSED, Phase.COMPLETED, Phase.FAILED, Phase.CANCELLED}),
+_TERMINAL = frozenset(
+    phase.value for phase in (Phase.PAUSED, Phase.COMPLETED, Phase.FAILED, Phase.CANCELLED)
+)
+_ALLOWED: dict[str, frozenset[str]] = {
+    current.value: frozenset(phase.value for phase in allowed)
+    for current, allowed in (
+        (Phase.ADMITTING, (Phase.QUEUED_IN_LANE, Phase.FAILED, Phase.CANCELLED)),
+        (Phase.QUEUED_IN_LANE, (Phase.OPEN, Phase.FAILED, Phase.CANCELLED)),
+        (Phase.OPEN, (Phase.PAUSED, Phase.COMPLETED, Phase.FAILED, Phase.CANCELLED)),
+    )
 }
+"""The transitions each phase allows, by value (see `terminal`)."""
 
 
 def advance(current: Phase, new: Phase) -> Phase:
     """`new`, if the lifecycle allows moving there from `current`; raises otherwise
     (a bug: the server crashes rather than write a second terminal)."""
-    if new not in _ALLOWED.get(current, frozenset()):
+    if new._value_ not in _ALLOWED.get(current._value_, frozenset()):
         raise AdkError(
             ("invalid_phase_transition", current.value, new.value),
             "an invocation moved against its lifecycle",

@@ -14,6 +14,7 @@ and `Runner.cancel(stream, reason)` cancels the invocation behind such a stream.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -147,18 +148,10 @@ class Runner:
         """The invocation's stored events in order, then exactly one outcome
         (`Completed`, `Paused`, `Failed` or `Cancelled`) as the last item, read from the
         invocation server's stream. Leaving early cancels it (``consumer_closed``)."""
-        content = as_content(message)
-        chosen = _invocation_id(invocation_id)
+        work = Fresh(as_content(message))
+        chosen, token = _identity(invocation_id, token)
         yield from _follow(
-            lambda inbox: self.start_invocation(
-                user_id,
-                session_id,
-                content,
-                invocation_id=chosen,
-                token=token,
-                owner=inbox,
-                subscriber=inbox,
-            )
+            lambda inbox: self._launch(user_id, session_id, chosen, token, work, inbox, inbox)
         )
 
     def start_invocation(
@@ -177,7 +170,7 @@ class Runner:
         `owner`'s exit cancels it; `subscriber` gets its stream from the first item;
         `run` makes it a retained stable run."""
         work = Fresh(as_content(message))
-        chosen = _invocation_id(invocation_id)
+        chosen, token = _identity(invocation_id, token)
         return self._launch(user_id, session_id, chosen, token, work, owner, subscriber, run)
 
     def abandon(
@@ -432,6 +425,16 @@ class Runner:
             if error.reason == "not_found":
                 raise AdkError("no_paused_invocation", "no such session") from None
             raise
+
+
+def _identity(chosen: str | None, token: str | None) -> tuple[str, str | None]:
+    """A fresh invocation's id (`chosen`, checked, or a new ``inv-<32 hex>``) and its
+    opening token (`token`, or None for `_launch` to draw one); both new ones come from
+    one random draw, the token from its other half."""
+    if chosen is None and token is None:
+        drawn = os.urandom(32).hex()
+        return f"inv-{drawn[:32]}", drawn[32:]
+    return _invocation_id(chosen), token
 
 
 def _invocation_id(chosen: str | None) -> str:

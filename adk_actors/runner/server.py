@@ -134,9 +134,13 @@ class InvocationServer(GenServer):
             return Stop(("shutdown", "already_exists"))
         announce_stream(request, stream)
         timeout = request.runner.run_timeout
-        state = InvocationState(request, stream, time.monotonic() + timeout)
-        state.partials = steps.Partials(request.runner.max_partial_events)
-        state.span = _invocation_span(request)  # a child of the caller's current span
+        state = InvocationState(
+            request,
+            stream,
+            time.monotonic() + timeout,
+            partials=steps.Partials(request.runner.max_partial_events),
+            span=_invocation_span(request),  # a child of the caller's current span
+        )
         # a killed server runs no `terminate`: its span ends once its state is dropped
         weakref.finalize(state, state.span.end, KILLED).atexit = False
         trap_exit(True)  # a shutdown runs `terminate`, which records the end

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from adk_actors.app import RUN_SUPERVISOR, ensure_started
+from adk_actors.app import RUN_SUPERVISOR
 from adk_actors.outcomes import Cancelled, Failed, Outcome
 from adk_actors.runner.messages import (
     BeginResume,
@@ -40,6 +40,7 @@ from adk_actors.runs.values import (
     check_cursor,
     check_run_id,
     new_run_id,
+    new_run_keys,
 )
 from providers.errors import AdkError
 from supervision import (
@@ -77,14 +78,13 @@ def start(
     nothing of the refused run is left behind.
     """
     options = _options(retention=retention, max_buffered_events=max_buffered_events)
+    new_id, invocation_id, token = new_run_keys()
     identity = RunIdentity(
-        run_id=new_run_id() if run_id is None else check_run_id(run_id),
+        run_id=new_id if run_id is None else check_run_id(run_id),
         retention=options.retention,
         max_buffered_events=options.max_buffered_events,
         registry=RUN_REGISTRY,
     )
-    ensure_started()
-    invocation_id, token = f"inv-{uuid.uuid4().hex}", uuid.uuid4().hex
     server = _started(
         lambda: runner.start_invocation(
             user_id, session_id, message, invocation_id=invocation_id, token=token, run=identity

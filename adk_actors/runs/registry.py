@@ -121,8 +121,19 @@ class _State:
     def __init__(self, max_retained: int) -> None:
         self.max_retained = max_retained
         self.retained: OrderedDict[str, _Retained] = OrderedDict()  # oldest first
+        self.ended = 0  # how many of `retained` are not paused (the ones the cap counts)
         self.tracked: dict[str, _Tracked] = {}  # running: monitored, no outcome yet
         self.by_ref: dict[Ref, str] = {}
+
+    def keep(self, entry: _Retained) -> None:
+        self.retained[entry.run_id] = entry
+        if not isinstance(entry.outcome, Paused):
+            self.ended += 1
+
+    def forget(self, entry: _Retained) -> None:
+        del self.retained[entry.run_id]
+        if not isinstance(entry.outcome, Paused):
+            self.ended -= 1
 
 
 class RunRegistry(GenServer):
@@ -165,10 +176,13 @@ class RunRegistry(GenServer):
                     state.by_ref[ref] = run_id
             case Terminal(run_id, Pid() as server, retention, outcome):
                 tracked = state.tracked.pop(run_id, None)
-                if tracked is not None:
+                watching = None
+                if tracked is not None and tracked.actor == server:
+                    watching = tracked.ref  # its start's monitor watches its retention too
+                elif tracked is not None:
                     state.by_ref.pop(tracked.ref, None)
                     demonitor(tracked.ref, flush=True)
-                self._retain(state, run_id, server, retention, outcome)
+                self._retain(state, run_id, server, retention, outcome, watching)
         return state
 
     def handle_info(self, msg: Any, state: _State) -> _State:
@@ -200,33 +214,48 @@ class RunRegistry(GenServer):
             Task.start(_close_lost, *tracked.closing, outcome.reason)
         ref = Ref()
         timer = send_after(self_pid(), _Expire(run_id, ref), tracked.retention)
-        state.retained[run_id] = _Retained(run_id, None, ref, timer, outcome)
+        state.keep(_Retained(run_id, None, ref, timer, outcome))
         _log.warning("adk.runs.actor_lost", run_id=run_id)
         self._evict(state)
 
     def _retain(
-        self, state: _State, run_id: str, actor: Pid, retention: float, outcome: Any
+        self,
+        state: _State,
+        run_id: str,
+        actor: Pid,
+        retention: float,
+        outcome: Any,
+        watching: Ref | None = None,
     ) -> None:
-        if run_id in state.retained:
+        """Keep the ended run for `retention` seconds, monitored (`watching`: the monitor
+        it was tracked with, still on it)."""
+        if run_id in state.retained:  # cannot be while tracked: only for a late duplicate
             return
-        ref = monitor(actor)
+        ref = watching if watching is not None else monitor(actor)
         timer = send_after(self_pid(), _Expire(run_id, ref), retention)
-        state.retained[run_id] = _Retained(run_id, actor, ref, timer, outcome)
+        state.keep(_Retained(run_id, actor, ref, timer, outcome))
         state.by_ref[ref] = run_id
         self._evict(state)
 
     def _evict(self, state: _State) -> None:
-        """Past the cap, release the oldest ended runs; paused ones wait for a human."""
-        ended = [
-            entry for entry in state.retained.values() if not isinstance(entry.outcome, Paused)
-        ]
-        for entry in ended[: max(0, len(ended) - state.max_retained)]:
+        """Past the cap, release the oldest ended runs; paused ones wait for a human.
+        Only as far as the oldest ones to evict: not a pass over every retained run."""
+        excess = state.ended - state.max_retained
+        if excess <= 0:
+            return
+        oldest: list[_Retained] = []
+        for entry in state.retained.values():
+            if not isinstance(entry.outcome, Paused):
+                oldest.append(entry)
+                if len(oldest) == excess:
+                    break
+        for entry in oldest:
             self._release(state, entry, "evicted")
 
     @staticmethod
     def _release(state: _State, entry: _Retained, why: str) -> None:
         """Forget a retained run and shut its actor down (its stream is linked to it)."""
-        del state.retained[entry.run_id]
+        state.forget(entry)
         state.by_ref.pop(entry.ref, None)
         demonitor(entry.ref, flush=True)
         cancel_timer(entry.timer)

@@ -8,6 +8,7 @@ spec's atom); a `replay_gap` carries `gap`, an `already_resumed` the new `run_id
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from typing import Any
@@ -66,6 +67,15 @@ class RunTimeout(RunError, TimeoutError):
 def new_run_id() -> str:
     """A fresh run id, ``run-<uuid4>``."""
     return f"run-{uuid.uuid4()}"
+
+
+def new_run_keys() -> tuple[str, str, str]:
+    """A new run's (run id, invocation id, opening token) from one random draw: the run
+    id ``run-<uuid4>``, its invocation ``inv-<the same 32 hex digits>``, and the token
+    from the draw's other half, so it cannot be told from either id."""
+    drawn = os.urandom(32)
+    key = uuid.UUID(bytes=drawn[:16], version=4)
+    return f"run-{key}", f"inv-{key.hex}", drawn[16:].hex()
 
 
 def check_run_id(run_id: Any) -> str:
