@@ -21,7 +21,7 @@ from supervision.carried_context import Context
 from supervision.errors import KernelError, SupervisorError
 from supervision.pid import Pid
 from supervision.primitives import exit, link, unlink
-from supervision.process import current_process
+from supervision.process import current_process, resolve
 from supervision.protocol import Refused, describe
 from supervision.signals import Crash, Reason, is_normal_exit
 
@@ -262,7 +262,8 @@ def start_child_process(spec: ChildSpec, taken: Callable[[Pid], bool]) -> Pid | 
             Crash("bad_start_return", "start returned the supervisor or one of its children")
         )
     supervisor = current_process()
-    if supervisor is not None and supervisor.linked_to(pid._process):
+    child = resolve(pid)
+    if supervisor is not None and child is not None and supervisor.linked_to(child):
         return pid  # a start_link child: linked already
     try:
         link(pid)  # a plain start() child is supervised too
@@ -279,7 +280,9 @@ def begin_shutdown(pid: Pid, shutdown: Shutdown) -> None:
 
 def finish_shutdown(pid: Pid, shutdown: Shutdown, deadline: float | None) -> Reason:
     """Wait for a child told to shut down; kill it at `deadline`. Returns its exit reason."""
-    process = pid._process
+    process = resolve(pid)
+    if process is None:  # dead, and its exit propagated already
+        return pid._process.exit_reason
     if (
         shutdown != "infinity"
         and deadline is not None

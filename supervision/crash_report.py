@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from supervision.logs import get_logger
-from supervision.pid import Pid
+from supervision.pid import Exited, Pid
 from supervision.redaction import redact_text
 from supervision.signals import Crash, scrub_message
 
@@ -178,5 +178,6 @@ def child_restarted(supervisor: Pid, child_id: Any, pid: Pid, reason: Any) -> No
 
 def _supervisor_name(supervisor: Pid) -> str:
     """The supervisor's registered name as text, or its printed pid."""
-    name = supervisor._process.name
+    process = supervisor._process
+    name = None if isinstance(process, Exited) else process.name
     return str(supervisor) if name is None else str(format_name(name))

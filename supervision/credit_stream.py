@@ -206,14 +206,20 @@ class _StreamServer(GenServer):
                 error = _check_subscribe(request)
                 if error is not None:
                     return Reply(Refused(error), state)
-                return Reply(self._subscribe(state, pid._process, request), state)
+                who = resolve(pid)
+                if who is None:  # its exit has been propagated: nothing to deliver to
+                    return Reply(
+                        Refused(StreamError("not_subscribed", f"{pid} is not alive")), state
+                    )
+                return Reply(self._subscribe(state, who, request), state)
             case Ack(Pid() as pid, seq):
                 error = _out_of_bounds("seq", seq, 0, MAX_SEQUENCE)
                 if error is not None:
                     return Reply(Refused(error), state)
-                return Reply(self._ack(state, pid._process, seq), state)
+                return Reply(self._ack(state, resolve(pid), seq), state)
             case Unsubscribe(Pid() as pid):
-                subscriber = state.subscribers.pop(pid._process, None)
+                process = resolve(pid)
+                subscriber = None if process is None else state.subscribers.pop(process, None)
                 if subscriber is not None:
                     demonitor(subscriber.ref, flush=True)
                 return Reply(Ok(subscriber is not None), state)
@@ -232,9 +238,10 @@ class _StreamServer(GenServer):
             case Finish(outcome):
                 self._finish(state, outcome)
             case Withdraw(Pid() as pid, Ref() as token):
-                subscriber = state.subscribers.get(pid._process)
-                if subscriber is not None and subscriber.token == token:
-                    del state.subscribers[pid._process]
+                process = resolve(pid)
+                subscriber = None if process is None else state.subscribers.get(process)
+                if process is not None and subscriber is not None and subscriber.token == token:
+                    del state.subscribers[process]
                     demonitor(subscriber.ref, flush=True)
             case Close():
                 return Stop("normal", state)
@@ -295,8 +302,8 @@ class _StreamServer(GenServer):
         self._pump(state, subscriber)
         return Ok(state.gap(after))
 
-    def _ack(self, state: _State, who: Process, seq: int) -> Answer:
-        subscriber = state.subscribers.get(who)
+    def _ack(self, state: _State, who: Process | None, seq: int) -> Answer:
+        subscriber = None if who is None else state.subscribers.get(who)
         if subscriber is None:
             return Refused(StreamError("not_subscribed", "this process is not subscribed"))
         if subscriber.mode != "credit":

@@ -99,6 +99,7 @@ class Pool:
                         return
                 process = ready.popleft()
             self._run(worker, process)
+            del process  # an idle worker keeps no finished server in memory
 
     def _run(self, worker: _Worker, process: PooledServerProcess) -> None:
         _current.process = process  # `bind_thread`, inline: once per turn of a server

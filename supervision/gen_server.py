@@ -22,7 +22,7 @@ from supervision.dispatch_thread import ThreadServerProcess
 from supervision.envelopes import CALL, INIT, STOP, SYSTEM, GetState, ReplaceState, Tag
 from supervision.errors import AlreadyStarted, CallTimeout, KernelError, ProcessExit, StartError
 from supervision.logs import get_logger
-from supervision.pid import Pid
+from supervision.pid import Exited, Pid
 from supervision.process import (
     _current,
     bind_thread,
@@ -260,7 +260,7 @@ def _exchange(dest: Pid | Hashable, tag: Tag, request: Any, timeout: float | Non
 def cast(dest: Pid | Hashable, msg: Any) -> None:
     """Send `msg` to a server's `handle_cast`; never fails, even if nobody is there."""
     process = dest._process if type(dest) is Pid else resolve(dest)
-    if process is None:
+    if process is None or isinstance(process, Exited):
         return
     me = getattr(_current, "process", None)
     if me is not None and me.uses_context:

@@ -11,7 +11,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from supervision.errors import ProcessExit
-from supervision.pid import Pid
+from supervision.pid import Exited, Pid
 from supervision.process import (
     Process,
     _current,
@@ -35,11 +35,15 @@ def send(dest: Pid | Hashable, message: Any) -> None:
     Sending to a dead pid does nothing, as in Erlang; sending to a name nobody holds
     raises `ProcessExit("noproc")`.
     """
-    process = dest._process if type(dest) is Pid else resolve(dest)
-    if process is None:
-        if type(dest) is Pid:
+    process: Process | Exited | None
+    if type(dest) is Pid:
+        process = dest._process
+        if isinstance(process, Exited):
             return
-        raise ProcessExit("noproc", f"no process is registered as {dest!r}")
+    else:
+        process = resolve(dest)
+        if process is None:
+            raise ProcessExit("noproc", f"no process is registered as {dest!r}")
     me = getattr(_current, "process", None)
     # A live server or plain thread sends at once (every message's path); the rest ask
     # `is_fenced_thread` (the reactor's coroutines, a killed process's thread).

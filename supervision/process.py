@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from supervision.errors import KernelError, ProcessExit
 from supervision.names import lookup, release
-from supervision.pid import Pid
+from supervision.pid import Exited, Pid
 from supervision.signals import Down, ExitSignal, Reason, Ref
 from supervision.timer_service import cancel_for_exit
 
@@ -315,6 +315,9 @@ def _propagate(
     with dead._lock:
         dead._exit_finished = True
         event = dead._dead
+    # Break the pid <-> process cycle: from now on the pid resolves to nothing, and
+    # the process goes as soon as its last holder (a dispatcher, a `Task`) lets go.
+    dead.pid._process = Exited(reason)
     if event is not None:
         event.set()
 
@@ -475,9 +478,11 @@ def self_pid() -> Pid:
 
 
 def resolve(dest: Pid | Hashable) -> Process | None:
-    """The process behind a pid or a registered name, or None."""
+    """The process behind a pid or a registered name, or None (a name nobody holds,
+    or a pid whose exit has been propagated)."""
     if type(dest) is Pid:
-        return dest._process
+        process = dest._process
+        return None if isinstance(process, Exited) else process
     return lookup(dest)
 
 

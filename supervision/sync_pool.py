@@ -161,12 +161,14 @@ class SyncPool:
             if current is None:  # stopped while it waited: never started
                 if share is not None:
                     share._leave(process)
+                del process, fn, args, share
                 continue
             bind_thread(process)
             try:
                 value = fn(*args)
             except BaseException as exc:
                 failure: BaseException | None = exc
+                value = None
             else:
                 failure = None
             finally:
@@ -182,6 +184,9 @@ class SyncPool:
                 process.complete(value)
             else:
                 process.fail(failure)
+            # An idle worker holds nothing of the task it ran: a finished task (its
+            # process, callable, arguments and result) is freed as soon as it ends.
+            del process, fn, args, share, value, failure
 
     class Share:
         """At most `limit` tasks of one party in a pool at once; see the module doc.

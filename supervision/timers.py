@@ -12,7 +12,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from supervision.pid import Pid
-from supervision.process import is_fenced_thread
+from supervision.process import is_fenced_thread, resolve
 from supervision.timer_service import TimerRef, service
 
 
@@ -23,9 +23,10 @@ def send_after(dest: Pid | Hashable, message: Any, seconds: float) -> TimerRef:
     """
     if seconds < 0:
         raise ValueError("send_after: seconds must be >= 0")
-    target = dest._process if type(dest) is Pid else None
+    target = resolve(dest) if type(dest) is Pid else None
     timer = TimerRef(dest, target, message, time.monotonic() + seconds)
-    if not is_fenced_thread():  # a killed process's timers never fire
+    # A killed process's timers never fire, nor does one aimed at a pid that is gone.
+    if not is_fenced_thread() and (target is not None or type(dest) is not Pid):
         service.schedule(timer)
     return timer
 
