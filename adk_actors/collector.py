@@ -33,6 +33,23 @@ MAX_YOUNG_THRESHOLD: Final = 1_000_000
 
 _lock = threading.Lock()
 _tuned: tuple[int, int, int] | None = None  # the thresholds `tune` set, until restored
+_collecting = False
+
+
+def _track(phase: str, _info: dict[str, int]) -> None:
+    global _collecting
+    _collecting = phase == "start"
+
+
+gc.callbacks.append(_track)
+
+
+def collecting() -> bool:
+    """True while CPython's cyclic collector runs, its finalizers and weakref callbacks
+    included. Code reached from those interrupts whichever thread allocated, anywhere,
+    even inside a lock that thread holds: it must take no lock (put the work on a
+    `queue.SimpleQueue`, which is reentrant, and do it later)."""
+    return _collecting
 
 
 def check_young_threshold(young_threshold: object) -> int | None:

@@ -161,6 +161,15 @@ class ServerProcess(Process):
         if context is None:
             context = self._context = Context()
         context.run(self._handle, message)
+        self._fence_state()
+
+    def _fence_state(self) -> None:
+        """Drop the state of a process killed while a callback ran. The kill's exit drops
+        the state, but a callback that passed its liveness check just before the kill
+        stores its result after that: a dead process must hold no state (what the state
+        holds is freed, and its finalizers run, when the process exits)."""
+        if not self.alive:
+            self.state = None
 
     def _handle(self, message: tuple[Any, ...]) -> None:
         if not self.alive:
@@ -376,11 +385,13 @@ class ServerProcess(Process):
             return None
         if kind is NoReply:
             self.state = result.state
+            self._fence_state()
             started.settle(self.pid, False)
             if result.timeout is None and result.continue_ is None:
                 return None
             return cast(NoReply, result)
         self.state = result
+        self._fence_state()
         started.settle(self.pid, False)
         return None
 

@@ -70,12 +70,14 @@ def new_run_id() -> str:
 
 
 def new_run_keys() -> tuple[str, str, str]:
-    """A new run's (run id, invocation id, opening token) from one random draw: the run
-    id ``run-<uuid4>``, its invocation ``inv-<the same 32 hex digits>``, and the token
-    from the draw's other half, so it cannot be told from either id."""
-    drawn = os.urandom(32)
-    key = uuid.UUID(bytes=drawn[:16], version=4)
-    return f"run-{key}", f"inv-{key.hex}", drawn[16:].hex()
+    """A new run's (run id, invocation id, opening token) from one random draw of three
+    independent parts: the run id ``run-<uuid4>``, the invocation ``inv-<uuid4 hex>``,
+    and the token, so none can be told from another (an invocation id is seen in
+    events, spans and logs)."""
+    drawn = os.urandom(48)
+    run_key = uuid.UUID(bytes=drawn[:16], version=4)
+    invocation_key = uuid.UUID(bytes=drawn[16:32], version=4)
+    return f"run-{run_key}", f"inv-{invocation_key.hex}", drawn[32:].hex()
 
 
 def check_run_id(run_id: Any) -> str:

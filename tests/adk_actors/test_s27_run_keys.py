@@ -15,14 +15,18 @@ from adk_actors.runs.values import new_run_keys
 from tests.helpers import wait_until
 
 
-def test_a_new_runs_ids_are_the_specs_and_its_token_is_not_derived_from_them() -> None:
+def test_a_new_runs_ids_are_the_specs_and_none_is_derived_from_another() -> None:
+    """The run id is ``run-<uuid4>``; the invocation id and the token are drawn apart
+    from it (review of b429e36, finding 2: the invocation id, seen in events and spans,
+    was the run id's hex)."""
     keys = [new_run_keys() for _ in range(200)]
     for run_id, invocation_id, token in keys:
         assert run_id.startswith("run-")
         drawn = uuid.UUID(run_id[4:])
         assert drawn.version == 4 and str(drawn) == run_id[4:]  # run-<uuid4>, canonical
-        assert invocation_id == f"inv-{drawn.hex}"
-        assert len(token) == 32 and token != drawn.hex
+        assert invocation_id.startswith("inv-") and uuid.UUID(invocation_id[4:]).version == 4
+        assert invocation_id[4:] != drawn.hex and drawn.hex not in token
+        assert len(token) == 32 and token != invocation_id[4:]
     assert len({key for keys_ in keys for key in keys_}) == 3 * len(keys)  # all distinct
 
 
