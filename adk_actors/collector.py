@@ -20,9 +20,13 @@ from __future__ import annotations
 
 import gc
 import threading
-from typing import Final
+import weakref
+from collections.abc import Callable
+from queue import Empty, SimpleQueue
+from typing import Any, Final
 
 from providers.errors import AdkError
+from supervision import get_logger
 
 PYTHON_THRESHOLDS: Final = (700, 10, 10)
 """CPython's default thresholds (`gc.get_threshold()` of a fresh interpreter)."""
@@ -50,6 +54,40 @@ def collecting() -> bool:
     even inside a lock that thread holds: it must take no lock (put the work on a
     `queue.SimpleQueue`, which is reentrant, and do it later)."""
     return _collecting
+
+
+_deferred: Final[SimpleQueue[tuple[Callable[..., object], tuple[Any, ...]]]] = SimpleQueue()
+_log = get_logger("adk_actors.collector")
+
+
+def finalize(target: object, callback: Callable[..., object], *args: Any) -> None:
+    """`weakref.finalize(target, callback, *args)` whose callback never runs inside the
+    cyclic collector: freed by reference counting, `target` runs it at once; freed by a
+    collection, it is queued (reentrantly) and run by the next `run_deferred()`. For a
+    finalizer that takes locks (metrics, spans), which a collection could reach on a
+    thread already holding one."""
+    weakref.finalize(target, _finalized, callback, args).atexit = False
+
+
+def _finalized(callback: Callable[..., object], args: tuple[Any, ...]) -> None:
+    if _collecting:
+        _deferred.put((callback, args))
+    else:
+        callback(*args)
+
+
+def run_deferred() -> None:
+    """Run the finalizers a collection queued (see `finalize`); cheap when there are
+    none. A failing one is logged (``adk.collector.finalizer_failed``) and skipped."""
+    while not _deferred.empty():
+        try:
+            callback, args = _deferred.get_nowait()
+        except Empty:
+            return
+        try:
+            callback(*args)
+        except Exception as error:  # a finalizer's failure must not fail its caller
+            _log.warning("adk.collector.finalizer_failed", error=type(error).__name__)
 
 
 def check_young_threshold(young_threshold: object) -> int | None:

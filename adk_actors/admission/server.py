@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import time
 import uuid
-import weakref
-from queue import Empty, SimpleQueue
-from typing import Any, Final, NamedTuple
+from typing import Any, NamedTuple
 
 from adk_actors import collector
 from adk_actors.admission.config import MAX_TIMEOUT, AdmissionConfig, Overflow
@@ -146,12 +144,12 @@ class QueueGauge:
         self.counted: dict[str, int] = {}
 
     def up(self, lane: str) -> None:
-        _give_back_orphans()
+        collector.run_deferred()
         self.counted[lane] = self.counted.get(lane, 0) + 1
         self.metrics.admission_queued(lane, 1)
 
     def down(self, lane: str) -> None:
-        _give_back_orphans()
+        collector.run_deferred()
         left = self.counted.get(lane, 0) - 1
         if left > 0:
             self.counted[lane] = left
@@ -164,32 +162,6 @@ class QueueGauge:
         counted, self.counted = self.counted, {}
         for lane, count in counted.items():
             self.metrics.admission_queued(lane, -count)
-
-
-_ORPHANED: Final[SimpleQueue[QueueGauge]] = SimpleQueue()
-"""Gauges of killed controllers freed by the cyclic collector, given back by the next
-controller activity (see `_orphaned`)."""
-
-
-def _orphaned(gauge: QueueGauge) -> None:
-    """The finalizer of a controller's state: a killed controller runs no `terminate`,
-    so what it still counts is given back when its state is freed. Freed by reference
-    counting (the kill drops it), that is now; freed by the cyclic collector, which may
-    interrupt a thread inside a metrics lock, it is deferred to the next controller's
-    init, terminate or queue change."""
-    if collector.collecting():
-        _ORPHANED.put(gauge)
-    else:
-        gauge.give_back()
-
-
-def _give_back_orphans() -> None:
-    while not _ORPHANED.empty():
-        try:
-            gauge = _ORPHANED.get_nowait()
-        except Empty:
-            return
-        gauge.give_back()
 
 
 class ControllerState:
@@ -215,15 +187,18 @@ class AdmissionController(GenServer):
         runs no `terminate`: its queue leaves the gauge once its state is dropped."""
         trap_exit(True)
         state = ControllerState(config)
-        weakref.finalize(state, _orphaned, state.queue).atexit = False
-        _give_back_orphans()
+        # a killed controller runs no `terminate`: its queue is given back once its state
+        # is freed (by the kill, or if a collection frees it, at the next controller's
+        # activity: see `collector.finalize`)
+        collector.finalize(state, state.queue.give_back)
+        collector.run_deferred()
         return state
 
     def terminate(self, reason: Reason, state: ControllerState) -> None:
         """The requests still queued leave the queue metric (their callers see the
         controller exit)."""
         state.queue.give_back()
-        _give_back_orphans()
+        collector.run_deferred()
 
     def handle_call(self, request: Any, from_: From, state: ControllerState) -> Any:
         """`Acquire`, `Release`, `Cancel`, `Withdraw`, `Status`; anything else (an unknown

@@ -45,10 +45,10 @@ where the history and turn tasks start, and ends with the terminal.
 from __future__ import annotations
 
 import time
-import weakref
 from typing import Any
 
 from adk_actors import admission as admission_api
+from adk_actors import collector
 from adk_actors.agents.messages import EnterLane
 from adk_actors.agents.names import registered_name
 from adk_actors.agents.scope import Scope
@@ -142,7 +142,9 @@ class InvocationServer(GenServer):
             span=_invocation_span(request),  # a child of the caller's current span
         )
         # a killed server runs no `terminate`: its span ends once its state is dropped
-        weakref.finalize(state, state.span.end, KILLED).atexit = False
+        # (never inside the cyclic collector: see `collector.finalize`)
+        collector.finalize(state, state.span.end, KILLED)
+        collector.run_deferred()
         trap_exit(True)  # a shutdown runs `terminate`, which records the end
         state.deadline_timer = send_after(self_pid(), DeadlineReached(), timeout)
         if request.owner is not None:

@@ -11,6 +11,7 @@ import weakref
 from collections.abc import Iterator
 
 import pytest
+import structlog
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 import supervision as sv
@@ -46,6 +47,40 @@ def test_a_killed_controllers_queue_leaves_the_gauge_with_no_collection(
     wait_until(lambda: _queued(reader) == {"NoCollection": 0})  # no gc.collect() anywhere
 
 
+def test_a_finalizer_reached_by_reference_counting_runs_at_once() -> None:
+    ran: list[str] = []
+
+    class Target:
+        pass
+
+    found = Target()
+    collector.finalize(found, ran.append, "now")
+    del found
+    assert ran == ["now"]
+
+
+def test_a_failing_deferred_finalizer_is_logged_and_the_rest_run() -> None:
+    ran: list[str] = []
+
+    class Cycle:
+        def __init__(self) -> None:
+            self.me = self
+
+    def fails() -> None:
+        raise RuntimeError("boom")
+
+    first, second = Cycle(), Cycle()
+    collector.finalize(first, fails)
+    collector.finalize(second, ran.append, "second")
+    del first, second
+    gc.collect()
+    assert ran == []  # deferred: nothing ran inside the collection
+    with structlog.testing.capture_logs() as logs:
+        collector.run_deferred()
+    assert ran == ["second"]
+    assert [entry["event"] for entry in logs] == ["adk.collector.finalizer_failed"]
+
+
 def test_collecting_is_true_only_inside_a_collection() -> None:
     seen: list[bool] = []
 
@@ -69,7 +104,7 @@ def test_a_give_back_from_inside_a_collection_waits_for_the_next_controller(
     queue back at the next controller's start, not inside the collection."""
     state = controller.ControllerState(admission.validate_config({"overflow": "queue"}))
     state.queue.up("Orphan")
-    weakref.finalize(state, controller._orphaned, state.queue).atexit = False
+    collector.finalize(state, state.queue.give_back)
     state.monitors[sv.self_pid()] = state  # type: ignore[assignment]  # a cycle
     del state
     gc.collect()
