@@ -120,6 +120,9 @@ def rewind(
     for seq, event in enumerate(kept, start=1):
         storage.append_event(record, seq, event)
     record.event_count = len(kept)
-    record.revision = revision_base() + len(kept)
+    # the branch starts where a new session does (≤ now in µs), not `len(kept)` above
+    # it: a branch deleted and created again soon after would otherwise start below
+    # the old one and repeat its revisions (review of b26e68e, 8)
+    record.revision = revision_base()
     storage.put_session(record)
     return view(storage, record)

@@ -107,6 +107,25 @@ def create(
     existing = storage.get_session(app, user, session_id)
     if existing is not None:
         return view(storage, existing)  # idempotent: never overwrites
+    return view(storage, _new_record(storage, app, user, session_id, state))
+
+
+def get_or_create(
+    storage: Storage, app: str, user: str, session_id: str, internal: bool = False
+) -> Session:
+    """The session (as `get` shows it, `internal` too), created empty first if missing:
+    the create and the view in this one step, so nothing (a delete through another
+    service or process) can come between them (review of b26e68e, 4)."""
+    record = storage.get_session(app, user, session_id)
+    if record is None:
+        record = _new_record(storage, app, user, session_id, {})
+    return view(storage, record, internal=internal)
+
+
+def _new_record(
+    storage: Storage, app: str, user: str, session_id: str, state: Mapping[str, Any] | None
+) -> SessionRecord:
+    """Store a new session `session_id` (none exists) with `state` applied."""
     now = time.time()
     record = SessionRecord(
         id=session_id,
@@ -120,7 +139,7 @@ def create(
     _apply(storage, record, split_delta(state or {}))
     record.initial_state = {key: value for key, value in record.state.items() if replayable(key)}
     storage.put_session(record)
-    return view(storage, record)
+    return record
 
 
 def get(storage: Storage, app: str, user: str, session_id: str, internal: bool = False) -> Session:

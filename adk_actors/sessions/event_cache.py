@@ -21,9 +21,10 @@ One cache serves a whole LMDB path in a process: every service open on it (`join
 so two services on one path, or a service opened again while another keeps the path
 open, share their hits and one bound. Sharing needs no more than one service already
 did across its threads: every step, whichever service runs it, stamps the one clock,
-and every delete drops the one entry. The bound is the largest any joined service
-asked for (nobody gets less than it asked; the sum is never kept); a `leave` lowers it
-to the largest of those still joined, evicting down, and the last one empties it.
+and every delete drops the one entry. The bound is the pair one joined service asked
+for with the most bytes (ties: the most events): never the sum, never one service's
+count with another's bytes; a `leave` takes that of those still joined, evicting down,
+and the last one empties it.
 """
 
 from __future__ import annotations
@@ -142,20 +143,31 @@ class EventCache:
             self._asked[max_events, max_bytes] += 1
             self._bound()
 
-    def leave(self, max_events: int, max_bytes: int) -> None:
-        """A service that joined with these bounds is closed: the bound becomes the
-        largest still asked for; once nobody asks, the cache is empty."""
-        with self._lock:
+    def leave(self, max_events: int, max_bytes: int, *, blocking: bool = True) -> bool:
+        """A service that joined with these bounds is closed: the bound becomes that of
+        the services still joined; once nobody asks, the cache is empty. Not
+        `blocking`: False (and nothing done) if the lock is taken."""
+        if not self._lock.acquire(blocking=blocking):
+            return False
+        try:
             self._asked[max_events, max_bytes] -= 1
             if self._asked[max_events, max_bytes] <= 0:
                 del self._asked[max_events, max_bytes]
             self._bound()
+        finally:
+            self._lock.release()
+        return True
 
     def _bound(self) -> None:
-        """Take the largest bounds asked for, evicting down to them (lock held)."""
+        """Take the bounds one joined service asked for, the pair with the most bytes
+        (ties: the most events), evicting down to it (lock held). One pair, never
+        axes mixed from two services: the cache never holds more than some service
+        asked for (review of b26e68e, 2); a service that asked for more events in
+        fewer bytes may get fewer events than it asked, never more memory used."""
         wanted = [asked for asked in self._asked if asked[0] > 0 and asked[1] > 0]
-        self.max_events = max((events for events, _ in wanted), default=0)
-        self.max_bytes = max((size for _, size in wanted), default=0)
+        self.max_events, self.max_bytes = max(
+            wanted, key=lambda asked: (asked[1], asked[0]), default=(0, 0)
+        )
         self.enabled = bool(wanted)
         if not self.enabled:
             self._entries.clear()

@@ -7,7 +7,8 @@ never waits for a writer. Records are msgspec MessagePack, events their versione
 JSON (the bytes `events.checked` produced when the event was appended: encoded once).
 Continuations (``_adk:paused:`` keys) have their own named database, one entry per
 key under the session's key, so a step rewrites only the small record. Several
-services, threads and OS processes may share one path.
+services, threads and OS processes may share one path; in a process, the services on
+one LMDB file share one environment (`_acquire`: by the file's identity, not its path).
 
 Keys are the ids joined by NUL, which no id holds (`core.check_id`: three ids of at
 most 128 bytes keep every key under LMDB's 511-byte limit); a continuation whose
@@ -30,6 +31,7 @@ import hashlib
 import os
 import struct
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -232,14 +234,24 @@ def _continuation_key(record: SessionRecord, key: str) -> tuple[bytes, bool]:
 
 
 class _Env:
-    """One LMDB environment of this process (LMDB allows no second open of a path),
+    """One LMDB environment of this process (LMDB allows no second open of a file),
     shared by its services, with the gate its transactions pass (a resize waits until
     none is open, and none begins while it runs) and the path's decoded events (one
     `EventCache` for all its services: shared hits, one bound)."""
 
-    def __init__(self, env: Any, dbs: dict[str, Any], max_map_size: int) -> None:
+    def __init__(
+        self,
+        env: Any,
+        dbs: dict[str, Any],
+        max_map_size: int,
+        identity: _Identity,
+        lock_identity: _Identity,
+    ) -> None:
         self.env = env
         self.dbs = dbs
+        self.identity = identity
+        """Its data file's (device, inode): its key in `_open`."""
+        self.lock_identity = lock_identity
         self.events = EventCache(0, 0)
         """Bounded by the services that join it (`LmdbSessionService`)."""
         self.users = 0
@@ -296,35 +308,92 @@ class _Env:
                 self._gate.notify_all()
 
 
-_open: dict[str, _Env] = {}  # real path -> its environment
+_Identity = tuple[int, int]
+"""A file's (device, inode): what names one LMDB file, whatever path reaches it."""
+_open: dict[_Identity, _Env] = {}  # its data file's identity -> the open environment
 _open_lock = threading.Lock()
 
 
+def _identity(path: str, name: str) -> _Identity | None:
+    """The (device, inode) of `path`/`name` now (None: no such file)."""
+    try:
+        found = os.stat(os.path.join(path, name))
+    except FileNotFoundError:
+        return None
+    return found.st_dev, found.st_ino
+
+
 def _acquire(path: str, map_size: int, max_map_size: int) -> tuple[_Env, bool]:
-    """The path's environment (True: opened just now, by this call)."""
+    """The environment of the LMDB file `path` names now (True: opened just now, by
+    this call). Keyed by the files' identity, not the path: two paths naming one file
+    (a bind mount) share one environment, and a path whose files were replaced while
+    this process keeps the old ones open (removed, then created again by someone else)
+    gets a new environment on the new files, never the old ones. A new data file
+    beside a lock file open here is refused (``session_store_replaced``): opening it
+    would open that lock file twice in this process, which LMDB forbids. An open
+    file's inode cannot be reused, so the check cannot mistake a new file for an open
+    one."""
     with _open_lock:
-        entry = _open.get(path)
-        opened = entry is None
-        if entry is None:
-            env = lmdb.open(
-                path, map_size=map_size, max_dbs=8, max_readers=_MAX_READERS, subdir=True
+        data, lock = _identity(path, "data.mdb"), _identity(path, "lock.mdb")
+        entry = None if data is None else _open.get(data)
+        if entry is not None:
+            entry.users += 1
+            return entry, False
+        if lock is not None and any(open_.lock_identity == lock for open_ in _open.values()):
+            raise AdkError(
+                "session_store_replaced",
+                "the session store's files were replaced while this process keeps them "
+                "open: close its services, then open it again",
             )
+        env = lmdb.open(path, map_size=map_size, max_dbs=8, max_readers=_MAX_READERS, subdir=True)
+        try:
             env.reader_check()  # free the reader slots of processes that died reading
             dbs = {name: env.open_db(f"adk.sessions.{name}".encode()) for name in _DATABASES}
-            entry = _open[path] = _Env(env, dbs, max_map_size)
+            data, lock = _identity(path, "data.mdb"), _identity(path, "lock.mdb")
+            if data is None or lock is None or data in _open:  # replaced while opening
+                raise AdkError(
+                    "session_store_replaced", "the session store's files changed while opening"
+                )
+            entry = _open[data] = _Env(env, dbs, max_map_size, data, lock)
+        except BaseException:
+            env.close()
+            raise
         entry.users += 1
-        return entry, opened
+        return entry, True
 
 
-def _release(path: str) -> None:
+def _release_locked(entry: _Env) -> None:
+    """One user of `entry` fewer; the last one closes it (`_open_lock` held)."""
+    entry.users -= 1
+    if entry.users == 0:
+        if _open.get(entry.identity) is entry:
+            del _open[entry.identity]
+        entry.env.close()
+
+
+def _close_service(shared: _Env, asked: tuple[int, int]) -> None:
+    """A service on `shared` is done: it leaves the path's cache (the bound falls back
+    to the rest's; the last one empties it) and releases the environment."""
     with _open_lock:
-        entry = _open.get(path)
-        if entry is None:
-            return
-        entry.users -= 1
-        if entry.users == 0:
-            del _open[path]
-            entry.env.close()
+        shared.events.leave(*asked)
+        _release_locked(shared)
+
+
+def _service_dropped(shared: _Env, asked: tuple[int, int]) -> None:
+    """`_close_service` for a service collected without `close()` (its
+    `weakref.finalize`). The collector may run this in any thread at any allocation,
+    even one holding `_open_lock` or the cache's lock, so it never waits for them:
+    if either is taken, a short-lived thread does the closing once they are free."""
+    if _open_lock.acquire(blocking=False):
+        try:
+            if shared.events.leave(*asked, blocking=False):
+                _release_locked(shared)
+                return
+        finally:
+            _open_lock.release()
+    threading.Thread(
+        target=_close_service, args=(shared, asked), name="adk-sessions-dropped", daemon=True
+    ).start()
 
 
 class LmdbSessionService(SessionService):
@@ -339,7 +408,9 @@ class LmdbSessionService(SessionService):
     encoded bytes of them (`EventCache`; either 0: this service keeps and uses none;
     at most `MAX_BYTES_CEILING`), so a read decodes only the events appended since the
     last one. The cache is the path's: every service open on the path in this process
-    shares it, bounded by the largest bounds any of them asked for.
+    shares it, bounded by the bounds one of them asked for (the most bytes; ties: the
+    most events). `close()` leaves it (and the path's environment); a service dropped
+    without `close()` leaves when it is collected.
     """
 
     def __init__(
@@ -373,21 +444,34 @@ class LmdbSessionService(SessionService):
         self._asked = (event_cache, event_cache_bytes)
         self._events = self._shared.events
         """The path's cache, shared with every service on it."""
-        self._events.join(*self._asked)
+        try:
+            self._events.join(*self._asked)
+        except BaseException:
+            with _open_lock:
+                _release_locked(self._shared)  # joined nothing: only the env to release
+            raise
+        self._closing = weakref.finalize(self, _service_dropped, self._shared, self._asked)
+        """Leaves the cache and releases the env exactly once: run by `close()`, or by
+        the collector if the service is dropped unclosed (its bound and the path's
+        events are not kept for the life of the process; review of b26e68e, 1)."""
+        self._closing.atexit = False  # at exit, another thread may still be in the env
         self._cached = self._events if event_cache and event_cache_bytes else None
         """What this service's steps read and fill (None: it keeps no events)."""
-        self._closed = False
         if opened and recover:
             try:
                 self.recover_abandoned()
             except AdkError as error:  # e.g. storage_full: the store still opens
                 _log.warning("adk.sessions.recovery_failed", reason=str(error.reason)[:200])
+            except BaseException:
+                self.close()  # the store is not opened: nothing of it stays held
+                raise
 
     def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._events.leave(*self._asked)  # the last one empties it
-            _release(self._path)
+        """Leave the path's cache (the last service empties it) and release the env.
+        Idempotent, also when threads race: `detach` hands the closing to one caller
+        (the finalizer's registry entry is removed atomically; review of b26e68e, 3)."""
+        if self._closing.detach() is not None:
+            _close_service(self._shared, self._asked)
 
     def recover_abandoned(self) -> int:
         """Close every invocation held open by a process that is gone (`owner`): one

@@ -147,7 +147,9 @@ class SessionService:
         exist: what an invocation's first read wants, in one call (the ids checked and
         the session's lock taken once). An existing session costs a pure read (LMDB: a
         read-only transaction) and no ``not_found`` error; only a missing one costs a
-        write step (`create_session`, idempotent)."""
+        write step, which creates it and reads it back in that one step
+        (`core.get_or_create`), so a delete by another service or process cannot make
+        this call fail."""
         _check_ids(app_name, user_id, session_id)
         held = self._locks.get((app_name, user_id, session_id))
         with held.lock:
@@ -156,11 +158,8 @@ class SessionService:
             )
             if found is not None:
                 return found
-            created: Session = self._run(core.create, app_name, user_id, session_id, {})
-            if not include_internal:
-                return created
-            return self._read(  # type: ignore[no-any-return]
-                core.get, app_name, user_id, session_id, include_internal
+            return self._run(  # type: ignore[no-any-return]
+                core.get_or_create, app_name, user_id, session_id, include_internal
             )
 
     def list_sessions(

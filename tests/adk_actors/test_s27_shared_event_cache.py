@@ -151,11 +151,14 @@ def test_the_bound_is_the_largest_asked_and_falls_back_when_its_service_closes(t
     small = adk.sessions.LmdbSessionService(
         tmp_path / "db", event_cache=5, event_cache_bytes=100 * one
     )
-    big = adk.sessions.LmdbSessionService(tmp_path / "db", event_cache=8, event_cache_bytes=5 * one)
+    big = adk.sessions.LmdbSessionService(
+        tmp_path / "db", event_cache=8, event_cache_bytes=200 * one
+    )
     plain = adk.sessions.LmdbSessionService(tmp_path / "db", event_cache=0)
     cache = small._events
     try:
-        assert (cache.max_events, cache.max_bytes) == (8, 100 * one)
+        # one service's pair, never axes mixed (review of b26e68e, 2)
+        assert (cache.max_events, cache.max_bytes) == (8, 200 * one)
         fill(small, 3, "a", size)
         fill(small, 4, "b", size)
         small.get_session(APP, USER, "a")
