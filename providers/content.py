@@ -19,9 +19,14 @@ a text, a list for arguments), JSON that does not parse or is not a content,
 ``invalid_content``. Every constructor, `validate` and `decode` raise only `AdkError`.
 
 This module is the public face: the constructors and `validate`/`encode`/`decode`
-here, the types (`providers.content_types`), the checks (`providers.content_checks`),
-JSON as it stands (`providers.content_json`) and `canonical` (`providers.content_canonical`)
-all importable from it.
+here, and the public names of the modules it is split into (the types,
+`providers.content_types`; the limits of the checks, `providers.content_checks`; JSON
+as it stands, `providers.content_json`; `canonical` and `without_secrets`,
+`providers.content_canonical`), as `__all__` lists them. The checks' helpers
+(`check_part`, `checked`, `refusal`, `structural`, `MAX_KEYS_NAMED`) stay in
+`providers.content_checks`, and the canonical cache's bound, `CANONICAL_CACHE_SIZE`,
+only in `providers.content_canonical`, where it is read (a copy here could be patched
+to no effect).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from typing import Any
 
 import msgspec
 
-from providers.content_canonical import CANONICAL_CACHE_SIZE, canonical, without_secrets
+from providers.content_canonical import canonical, without_secrets
 from providers.content_checks import check_part as _check_part
 from providers.content_checks import checked as _checked
 from providers.content_checks import refusal as _refusal
@@ -206,7 +211,6 @@ def decode(data: bytes | str) -> Content:
 
 
 __all__ = [
-    "CANONICAL_CACHE_SIZE",
     "CEILINGS",
     "CONTENT_REASONS",
     "CONTENT_SCHEMA_VERSION",

@@ -25,7 +25,9 @@ and check the deadline after every chunk read. Retryable failures (429, 503, ...
 tried again inside that deadline (`providers.gemini.retry`); the ``status`` text of an
 HTTP error is capped and redacted before it reaches the `AdkError` reason. An async
 attempt runs in a task of its own that a caller's cancellations reach once
-(`providers.gemini.cancellation`), so an abandoned call's connection is closed at once.
+(`providers.gemini.cancellation`), so an abandoned call's connection is closed (the
+caller waits for that, at most `cancellation.CLEANUP_SECONDS`), and no stream frame
+reaches its reader after the caller was cancelled.
 """
 
 from __future__ import annotations
@@ -51,8 +53,10 @@ from providers import content as content_model
 from providers.content import Content, Part
 from providers.errors import AdkError
 from providers.gemini import requests, retry, wire
-from providers.gemini.cancellation import cancelled_once
+from providers.gemini import shards as shard_pool
+from providers.gemini.cancellation import caller_cancelled, cancelled_once
 from providers.gemini.config import GeminiSettings, check
+from providers.gemini.shards import SHARD_CONNECTIONS, Shards
 from providers.outputs import ModelOutput, ToolDeclaration, visible_text_deltas
 from supervision import redact_loggers
 
@@ -74,26 +78,6 @@ _CLIENT_CACHE_SIZE = 32
 
 ClientKey = tuple[str, str | None, int | None, int]
 """(api_key, base_url, timeout_ms, max_connections): what makes clients differ."""
-LoopClient = tuple[genai.Client, httpx.AsyncClient]
-"""A google-genai client for one event loop and the httpx client it sends with."""
-SHARD_CONNECTIONS = 8
-"""Connections per httpx client on one loop. httpcore's pool looks at every connection
-when it assigns a request and again when it releases one, and asks each idle one
-whether its socket is readable (anyio builds every extra attribute of the socket,
-`getpeername` included, to answer), so a client with many connections spends its CPU
-there; `max_connections` is spread over ceil(max_connections / 8) clients, used in
-turn (clients are cheap: see `_genai_client`)."""
-
-
-class _Shards:
-    """The clients of one loop and settings: created on first use, picked in turn."""
-
-    __slots__ = ("clients", "count", "next")
-
-    def __init__(self, count: int) -> None:
-        self.clients: list[LoopClient] = []
-        self.count = count
-        self.next = 0
 
 
 class _ResponseTooLarge(Exception):
@@ -247,7 +231,7 @@ class GeminiProvider:
     def __init__(self) -> None:
         self._clients: OrderedDict[ClientKey, tuple[genai.Client, httpx.Client]] = OrderedDict()
         self._loop_clients: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, OrderedDict[ClientKey, _Shards]
+            asyncio.AbstractEventLoop, OrderedDict[ClientKey, Shards]
         ] = weakref.WeakKeyDictionary()
         self._unused_sync_http: httpx.Client | None = None
         self._lock = threading.Lock()
@@ -352,7 +336,8 @@ class GeminiProvider:
         tools: Sequence[ToolDeclaration],
     ) -> ModelOutput:
         settings, request = self._prepare(config, history, tools)
-        client = self._async_client(settings)
+        shards, shard = self._async_lease(settings)
+        client = shards.clients[shard][0]
 
         async def attempt() -> ModelOutput:
             response = await client.aio.models.generate_content(
@@ -361,7 +346,10 @@ class GeminiProvider:
             parts, grounding = wire.candidate_parts(response)
             return wire.model_output(parts, wire.grounding_json(grounding))
 
-        return await _acall(settings, attempt, None)
+        try:
+            return await _acall(settings, attempt, None)
+        finally:
+            shards.release(shard)
 
     async def astream(
         self,
@@ -390,7 +378,8 @@ class GeminiProvider:
     ) -> ModelOutput:
         settings, request = self._prepare(config, history, tools)
         frames = _Frames(deliver)
-        client = self._async_client(settings)
+        shards, shard = self._async_lease(settings)
+        client = shards.clients[shard][0]
 
         async def attempt() -> ModelOutput:
             chunks = await client.aio.models.generate_content_stream(
@@ -405,7 +394,10 @@ class GeminiProvider:
                     await close()
             return frames.output()
 
-        return await _acall(settings, attempt, frames)
+        try:
+            return await _acall(settings, attempt, frames)
+        finally:
+            shards.release(shard)
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -441,9 +433,17 @@ class GeminiProvider:
         return client
 
     def _async_client(self, settings: GeminiSettings) -> genai.Client:
-        """An async client for these settings on the running loop (its own per loop: an
-        httpx.AsyncClient's connections belong to the loop that opened them), one of
-        the loop's `_Shards` in turn."""
+        """The async client a call with these settings would get now on the running
+        loop (nothing is counted as in flight)."""
+        shards, shard = self._async_lease(settings)
+        shards.release(shard)
+        return shards.clients[shard][0]
+
+    def _async_lease(self, settings: GeminiSettings) -> tuple[Shards, int]:
+        """A client for one call with these settings on the running loop (its own per
+        loop: an httpx.AsyncClient's connections belong to the loop that opened them):
+        the loop's `Shards` pick (the first idle client), counted as busy until the
+        caller hands it back with `Shards.release`."""
         loop = asyncio.get_running_loop()
         key = _key(settings)
         with self._lock:
@@ -452,21 +452,20 @@ class GeminiProvider:
             clients = self._loop_clients.setdefault(loop, OrderedDict())
             shards = clients.get(key)
             if shards is None:
-                count = -(-settings.max_connections // SHARD_CONNECTIONS)
-                shards = clients[key] = _Shards(count)
+                count = -(-settings.max_connections // shard_pool.SHARD_CONNECTIONS)
+                shards = clients[key] = Shards(count)
                 if len(clients) > _CLIENT_CACHE_SIZE:
                     clients.popitem(last=False)  # not closed: a call may still be using it
             clients.move_to_end(key)
-            index = shards.next
-            shards.next = (index + 1) % shards.count
-            if index < len(shards.clients):
-                return shards.clients[index][0]
+            shard = shards.pick()
+            if shard is not None:
+                return shards, shard
             if self._unused_sync_http is None:
                 self._unused_sync_http = httpx.Client(
                     transport=_CappedTransport(verify=_ssl_context()), follow_redirects=False
                 )
             unused_sync_http = self._unused_sync_http
-        per_shard = min(settings.max_connections, SHARD_CONNECTIONS)
+        per_shard = min(settings.max_connections, shard_pool.SHARD_CONNECTIONS)
         limits = httpx.Limits(max_connections=per_shard, max_keepalive_connections=per_shard)
         http = httpx.AsyncClient(
             transport=_CappedAsyncTransport(verify=_ssl_context(), limits=limits),
@@ -474,9 +473,8 @@ class GeminiProvider:
             follow_redirects=False,
         )
         client = self._genai_client(settings, unused_sync_http, http)
-        with self._lock:
-            shards.clients.append((client, http))
-        return client
+        with self._lock:  # only this loop's thread changes this loop's shards
+            return shards, shards.add((client, http))
 
     async def aclose(self) -> None:
         """Close the running loop's HTTP clients and their pooled connections (later
@@ -523,7 +521,8 @@ class _Frames:
         self.started = True
         parts, grounding = wire.candidate_parts(chunk)
         self._grounding = wire.merge_grounding(self._grounding, wire.grounding_json(grounding))
-        self._deliver(parts)
+        if not caller_cancelled():  # the attempt is about to be cancelled: not delivered
+            self._deliver(parts)
         self._parts.extend(parts)
 
     def output(self) -> ModelOutput:
@@ -649,4 +648,5 @@ def _mapped(error: Exception, settings: GeminiSettings) -> Exception:
     return error
 
 
-__all__ = ["GeminiProvider"]
+__all__ = ["SHARD_CONNECTIONS", "GeminiProvider"]  # SHARD_CONNECTIONS: a copy, read-only (the
+# value used lives in providers.gemini.shards)

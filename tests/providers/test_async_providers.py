@@ -725,19 +725,25 @@ def test_an_inline_scripted_fn_runs_on_the_loop():
     assert threads == [run(scenario())]
 
 
-def test_many_connections_are_spread_over_clients_used_in_turn(config):
+def test_many_connections_are_spread_over_clients_of_eight(config):
     """httpcore scans every connection of a pool per request: 2 x 8 + 2 connections are
-    3 clients (of 8, 8 and 8), picked in turn, each created on first use."""
+    up to 3 clients (of 8, 8 and 8), a new one made only when no existing one is idle,
+    and once all exist the least busy one is used (session 27 review F2: the first idle
+    client, so a sequential caller keeps reusing one connection)."""
     shard = gemini_module.SHARD_CONNECTIONS
     settings = check({**config, "max_connections": 2 * shard + 2})
     provider = protocol.resolve_provider(config)
 
-    async def picks() -> tuple[list[Any], list[int]]:
-        chosen = [provider._async_client(settings) for _ in range(4)]
+    async def picks() -> tuple[list[Any], list[int], Any]:
+        leases = [provider._async_lease(settings) for _ in range(4)]  # none released
         (shards,) = provider._loop_clients[asyncio.get_running_loop()].values()
+        chosen = [shards.clients[index][0] for _, index in leases]
         limits = [int(http._transport._pool._max_connections) for _, http in shards.clients]
-        return chosen, limits
+        for _, index in leases:
+            shards.release(index)
+        return chosen, limits, provider._async_client(settings)
 
-    chosen, limits = run(picks())
-    assert chosen[0] is chosen[3] and len({id(c) for c in chosen[:3]}) == 3
+    chosen, limits, idle = run(picks())
+    assert len({id(c) for c in chosen[:3]}) == 3 and chosen[3] is chosen[0]
     assert limits == [shard, shard, shard]
+    assert idle is chosen[0]  # all idle again: the first

@@ -86,7 +86,10 @@ def test_a_call_cancelled_twice_closes_its_connection(fake: FakeGemini, turns_be
 
 def test_two_deadlines_at_one_instant_close_the_connection(fake: FakeGemini) -> None:
     """The judge's shape: a caller's `asyncio.timeout` and the provider's deadline at
-    the same instant; the caller sees its own timeout, the connection closes."""
+    the same instant; the caller sees its own timeout, the connection closes. (A smoke
+    test of that shape: it passes without `cancelled_once` too, as the two timers
+    rarely fall a loop turn apart here; the regressions are the `[1]` case above and
+    test_s27_gemini_review_fixes.py::test_f5_a_call_cancelled_at_every_turn_...)"""
     for _ in range(5):
         fake.enqueue(FakeResponse(body=candidate([{"text": "late"}]), delay=30))
     provider = GeminiProvider()
@@ -139,6 +142,8 @@ def test_cancelled_once_forwards_one_cancel_and_waits_for_the_cleanup() -> None:
 
 
 def test_cancelled_once_returns_the_answer_and_raises_the_failure() -> None:
+    """A smoke test: the answer and the failure pass through unchanged."""
+
     async def answer() -> int:
         await asyncio.sleep(0)
         return 7
