@@ -6,26 +6,35 @@ changed by one under the other. `freeze` returns the same value with every dict 
 list replaced by a read-only subclass (`FrozenDict`, `FrozenList`): equal to the
 original, encoded the same by msgspec and json, but any in-place change raises
 ``TypeError``. A copy (`copy.copy`, `copy.deepcopy`, pickle) is a plain, mutable
-dict or list. One exception: an empty dict or list held directly by a struct field
-whose struct omits defaults and whose default is a new empty dict or list
-(``default_factory``; a call without arguments) stays as it is, since msgspec leaves
-out such a default only when it is an exact empty dict or list, and a frozen one
-would change the encoding. Every other empty one becomes the shared `EMPTY_DICT` or
-`EMPTY_LIST`; a struct that wants its empty fields shared and omitted takes those
-as its defaults (`adk_actors.events.EventActions`: msgspec omits a default that is
-the very default object). A store that shares a value keeps it with `share` (the
-frozen value and where plain empty fields are left, usually nowhere) and hands each
-reader `reader_copy`: the value itself, or the same shared parts with fresh empty
-dicts and lists of its own, so no reader sees another's edit of one and none
-reaches the stored copy (`canonical` checks that they are still empty before it
-trusts its answer). Session stores hand out frozen events, so they can keep one
-decoded copy per event, and `providers.content.canonical` can remember its answer for
-a frozen content.
+dict or list, and each empty one inside a payload is its own object, so a deep copy
+or pickle of stored history gives every empty container its own plain one (review of
+4173fce, finding 1: one shared empty object became one plain list in every copy). One
+exception: an empty dict or list held directly by a struct field whose struct omits
+defaults and whose default is a new empty dict or list (``default_factory``; a call
+without arguments) stays as it is, since msgspec leaves out such a default only when
+it is an exact empty dict or list, and a frozen one would change the encoding.
+
+A struct type may register a shared form (`register_shared_form`): what `freeze`
+makes of it, e.g. ``adk_actors.events.EventActions`` becomes a twin whose empty deltas
+are the one read-only `EMPTY_DICT` and whose defaults are that object (msgspec omits a
+field holding its very default object), so an event without changes holds nothing
+plain and a store hands it out as it is. `EMPTY_DICT` / `EMPTY_LIST` are for such
+shared forms only: as an ordinary struct default, a deep copy of many instances would
+turn them into one plain container. A store that shares a value keeps it with `share`
+(the frozen value and where plain empty fields are left, usually nowhere) and hands
+each reader `reader_copy`: the value itself, or the same shared parts with fresh empty
+dicts and lists of its own, so no reader sees another's edit of one and none reaches
+the stored copy (`canonical` checks that they are still empty before it trusts its
+answer). Session stores hand out frozen events, so they can keep one decoded copy per
+event, and `providers.content.canonical` can remember its answer for a frozen content.
 
 The read-only guard stops accidental edits, not deliberate ones: ``FrozenDict.__init__``
 and the unbound base methods (``dict.__setitem__(d, ...)``, ``list.append(l, ...)``)
 still change a frozen value, and `canonical` trusts a frozen content not to be changed
-so (review of fb2eacc, finding 5: a deliberate bypass, accepted).
+so (review of fb2eacc, finding 5: a deliberate bypass, accepted). Such a bypass of
+`EMPTY_DICT` or `EMPTY_LIST` would reach every stored event that shares it, so `share`
+checks that both are still empty and raises `SharedEmptyChanged` otherwise (review of
+4173fce, finding 5).
 """
 
 from __future__ import annotations
@@ -68,10 +77,40 @@ _SHARED_AS_IS = frozenset({*_SCALAR_TYPES, FrozenDict, FrozenList})
 """Types `freeze` returns unchanged (nothing in them can change)."""
 
 EMPTY_DICT: Any = FrozenDict()
-"""The shared read-only empty dict: what `freeze` makes of an empty dict wherever the
-encoding allows, and a struct field's default for empty fields every reader shares."""
+"""The shared read-only empty dict: a registered shared form's default for the empty
+fields every reader shares (`register_shared_form`; never made by `freeze` itself)."""
 EMPTY_LIST: Any = FrozenList()
 """The shared read-only empty list (as `EMPTY_DICT`)."""
+
+
+class SharedEmptyChanged(RuntimeError):
+    """`EMPTY_DICT` or `EMPTY_LIST` is no longer empty: something bypassed the read-only
+    guard (``dict.update(EMPTY_DICT, ...)``) and every value sharing it now carries the
+    change, so nothing more is stored until the process is fixed."""
+
+
+_shared_forms: dict[type, Callable[[Any], Any]] = {}
+"""`register_shared_form`'s table: struct type -> its shared form (of a frozen value)."""
+
+
+def check_shared_empties() -> None:
+    """Raise `SharedEmptyChanged` unless `EMPTY_DICT` and `EMPTY_LIST` are still empty:
+    `share` and a shared form call it before they hand either out (review of 4173fce,
+    finding 5: a bypass on one would reach every stored value sharing it)."""
+    if EMPTY_DICT or EMPTY_LIST:
+        raise SharedEmptyChanged(
+            f"providers.frozen.EMPTY_DICT / EMPTY_LIST were changed in place "
+            f"({len(EMPTY_DICT)} keys / {len(EMPTY_LIST)} items) through a bypass of the "
+            f"read-only guard: every stored value sharing them now carries the change"
+        )
+
+
+def register_shared_form(kind: type, form: Callable[[Any], Any]) -> None:
+    """Make `freeze` return ``form(frozen)`` for a value of exactly type `kind`, after
+    freezing its fields: a form that swaps its empty fields for `EMPTY_DICT` /
+    `EMPTY_LIST` (under defaults that are those objects) leaves nothing a reader could
+    edit, so `share` needs no per-read copy for it. The form must encode as the value."""
+    _shared_forms[kind] = form
 
 
 def freeze(value: Any) -> Any:
@@ -80,12 +119,10 @@ def freeze(value: Any) -> Any:
     kind = type(value)
     if kind in _SHARED_AS_IS:
         return value
-    if kind is dict:
-        return (
-            FrozenDict({key: freeze(item) for key, item in value.items()}) if value else EMPTY_DICT
-        )
+    if kind is dict:  # an empty one too gets its own object (deep copies: finding 1)
+        return FrozenDict({key: freeze(item) for key, item in value.items()})
     if kind is list:
-        return FrozenList([freeze(item) for item in value]) if value else EMPTY_LIST
+        return FrozenList([freeze(item) for item in value])
     if kind is tuple:
         return _freeze_tuple(value, kind)
     fields = _struct_fields(kind)
@@ -102,7 +139,10 @@ def freeze(value: Any) -> Any:
                 if changes is None:
                     changes = {}
                 changes[field] = new
-        return value if changes is None else msgspec.structs.replace(value, **changes)
+        if changes is not None:
+            value = msgspec.structs.replace(value, **changes)
+        form = _shared_forms.get(type(value))
+        return value if form is None else form(value)
     if isinstance(value, dict):
         return FrozenDict({key: freeze(item) for key, item in value.items()})
     if isinstance(value, list):
@@ -173,6 +213,7 @@ def share(value: Any) -> tuple[Any, Refill | None]:
     """`value` frozen, with empty fields of its own (none of the caller's object is
     kept), and how to give a reader its own (None: it has none): what a store keeps
     of a value every reader gets through `reader_copy`."""
+    check_shared_empties()
     frozen = freeze(value)
     plan = empty_fields(frozen)
     if plan is None:
@@ -221,8 +262,37 @@ def empty_fields(value: Any) -> Plan | None:
     return tuple(found) or None
 
 
-@functools.lru_cache(maxsize=1024)
 def _refiller(plan: Plan) -> Refill:
+    """How to copy a value of `plan` with new empty dicts and lists: compiled once per
+    shape (`_compiled`) when the plan names only fields and indexes; a plan that holds
+    a dict's keys (data) is put together from its parts instead, so user keys never
+    fill the compile cache nor cost a compile each (review of 4173fce, finding 4)."""
+    if not _holds_keys(plan):
+        return _compiled(plan)
+    if plan[0] == _IN_DICT:
+        return functools.partial(
+            _refill_entries, tuple((key, _refiller(sub)) for key, sub in plan[1])
+        )
+    if isinstance(plan[0][0], int):
+        return functools.partial(
+            _refill_items, tuple((index, _refiller(sub)) for index, sub in plan)
+        )
+    steps = tuple(
+        (field, sub, None) if isinstance(sub, type) else (field, None, _refiller(sub))
+        for field, sub in plan
+    )
+    return functools.partial(_refill_fields, steps)
+
+
+def _holds_keys(plan: Plan) -> bool:
+    """Does `plan` (or one inside it) hold a dict's entries?"""
+    if plan[0] == _IN_DICT:
+        return True
+    return any(isinstance(sub, tuple) and _holds_keys(sub) for _, sub in plan)
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(plan: Plan) -> Refill:
     """`plan` compiled to one expression of nested `msgspec.structs.replace` calls
     (a read copies every shared event: this is its whole cost, so it is generated
     once per shape; field names are struct attribute names, never data)."""
@@ -242,12 +312,6 @@ def _all_default(value: msgspec.Struct) -> bool:
 
 
 def _expression(var: str, plan: Plan, namespace: dict[str, Any]) -> str:
-    if plan[0] == _IN_DICT:  # a FrozenDict: copied by a helper (its keys are data)
-        name = f"_dict{len(namespace)}"
-        namespace[name] = functools.partial(
-            _refill_entries, tuple((key, _refiller(sub)) for key, sub in plan[1])
-        )
-        return f"{name}({var})"
     if isinstance(plan[0][0], int):  # a tuple or FrozenList: copied by a helper
         name = f"_seq{len(namespace)}"
         namespace[name] = functools.partial(
@@ -279,3 +343,13 @@ def _refill_entries(refills: tuple[tuple[Any, Refill], ...], value: Any) -> Any:
     for key, refill in refills:
         entries[key] = refill(entries[key])
     return FrozenDict(entries)
+
+
+def _refill_fields(steps: tuple[tuple[str, Any, Refill | None], ...], value: Any) -> Any:
+    """`_compiled`'s expression for a struct, step by step: (field, a type to make anew
+    or None, a refill of the old value or None) per field."""
+    changes = {
+        field: make() if refill is None else refill(getattr(value, field))
+        for field, make, refill in steps
+    }
+    return msgspec.structs.replace(value, **changes)

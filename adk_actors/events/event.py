@@ -24,7 +24,12 @@ import msgspec
 from providers import content as content_model
 from providers.content import Content, FunctionCallPart, FunctionResponsePart
 from providers.errors import AdkError, is_secret_key, prune, redact
-from providers.frozen import EMPTY_DICT, FrozenDict
+from providers.frozen import (
+    EMPTY_DICT,
+    FrozenDict,
+    check_shared_empties,
+    register_shared_form,
+)
 
 EVENT_SCHEMA_VERSION = 1
 MAX_EVENT_BYTES = 64 << 20
@@ -66,44 +71,118 @@ class PolicyDecision(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
 class EventActions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """What an event changes besides the conversation.
 
-    An empty `state_delta`, `artifact_delta` or `requested_tool_confirmations` is the
-    one shared read-only `providers.frozen.EMPTY_DICT` (an empty dict given is swapped
-    for it), so an event without changes holds nothing a reader could edit and a store
-    shares it as it is. The encoding is the one an empty dict had: msgspec leaves out
-    a field that holds its default object, as it left out an empty dict when the
-    default was a new one per event.
+    An event you build (`Event.new`, ``EventActions()``, a decode, a deep copy or
+    pickle of any event) has plain empty dicts of its own, which you may fill
+    (``event.actions.state_delta[key] = value``). A store keeps the shared form
+    instead (`providers.frozen.freeze` makes it: `_SharedEventActions`), whose empty
+    deltas are the one read-only `providers.frozen.EMPTY_DICT`, so a stored event
+    without changes is handed to every reader as it is. Both encode the same.
     """
 
-    state_delta: dict[str, Any] = EMPTY_DICT
-    artifact_delta: dict[str, int] = EMPTY_DICT
+    state_delta: dict[str, Any] = msgspec.field(default_factory=dict)
+    artifact_delta: dict[str, int] = msgspec.field(default_factory=dict)
     transfer_to_agent: str | None = None
     transfer_index: int | None = None
     escalate: bool = False
     skip_summarization: bool = False
     pause: Pause | None = None
     long_running_operation: dict[str, Any] | None = None
-    requested_tool_confirmations: dict[str, Any] = EMPTY_DICT
+    requested_tool_confirmations: dict[str, Any] = msgspec.field(default_factory=dict)
     policy_decisions: tuple[PolicyDecision, ...] = ()
     resume: dict[str, Any] | None = None
     """On the event that claims a paused continuation: which one, and how it resumed."""
 
     def __post_init__(self) -> None:
-        # Runs on construction, decode and `msgspec.structs.replace`: an empty dict
-        # given for a shared-empty field becomes EMPTY_DICT (else it would be encoded).
-        # Unrolled: every event built or decoded comes through here.
-        value = self.state_delta
-        if not value and value is not EMPTY_DICT and type(value) in _DICTS:
+        # An empty delta taken from a stored event (the read-only EMPTY_DICT, or any
+        # empty FrozenDict) becomes a plain one: msgspec leaves out only an exact
+        # empty dict under a `default_factory`, and the user's event stays editable.
+        if type(self.state_delta) is FrozenDict and not self.state_delta:
+            _force_setattr(self, "state_delta", {})
+        if type(self.artifact_delta) is FrozenDict and not self.artifact_delta:
+            _force_setattr(self, "artifact_delta", {})
+        if (
+            type(self.requested_tool_confirmations) is FrozenDict
+            and not self.requested_tool_confirmations
+        ):
+            _force_setattr(self, "requested_tool_confirmations", {})
+
+
+_force_setattr = msgspec.structs.force_setattr
+_ACTION_FIELDS: tuple[str, ...] = EventActions.__struct_fields__
+
+
+class _SharedEventActions(EventActions, frozen=True, kw_only=True, omit_defaults=True):
+    """The stored form of `EventActions` (review of 4173fce, finding 2): its empty
+    deltas are the shared read-only `EMPTY_DICT`, which is also their default, so
+    msgspec leaves them out exactly as it leaves out a plain empty dict under the
+    plain class's ``default_factory``. It equals, prints, copies and encodes as the
+    plain class; a deep copy or pickle gives a plain `EventActions` with empty dicts
+    of its own (each its own object: finding 1). ``isinstance(x, EventActions)`` holds;
+    ``type(x) is EventActions`` does not, on a stored event."""
+
+    state_delta: dict[str, Any] = EMPTY_DICT
+    artifact_delta: dict[str, int] = EMPTY_DICT
+    requested_tool_confirmations: dict[str, Any] = EMPTY_DICT
+
+    def __post_init__(self) -> None:
+        # `structs.replace` of a stored event's actions with an empty delta keeps the
+        # encoding: an empty dict here is left out only when it is EMPTY_DICT.
+        if not self.state_delta and self.state_delta is not EMPTY_DICT:
             _force_setattr(self, "state_delta", EMPTY_DICT)
-        value = self.artifact_delta
-        if not value and value is not EMPTY_DICT and type(value) in _DICTS:
+        if not self.artifact_delta and self.artifact_delta is not EMPTY_DICT:
             _force_setattr(self, "artifact_delta", EMPTY_DICT)
         value = self.requested_tool_confirmations
-        if not value and value is not EMPTY_DICT and type(value) in _DICTS:
+        if not value and value is not EMPTY_DICT:
             _force_setattr(self, "requested_tool_confirmations", EMPTY_DICT)
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is EventActions or type(other) is _SharedEventActions:
+            return bool(msgspec.structs.astuple(self) == msgspec.structs.astuple(other))
+        return NotImplemented
 
-_DICTS = (dict, FrozenDict)
-_force_setattr = msgspec.structs.force_setattr
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = EventActions.__hash__
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Copies and pickles are the user's: plain class, fresh empty dicts (the
+        # shared EMPTY_DICT left out, else one deep copy would alias them all).
+        values = msgspec.structs.astuple(self)
+        given = {
+            name: value
+            for name, value in zip(_ACTION_FIELDS, values, strict=True)
+            if value is not EMPTY_DICT
+        }
+        return (_plain_actions, (given,))
+
+
+_SharedEventActions.__name__ = _SharedEventActions.__qualname__ = "EventActions"  # same repr
+
+
+def _plain_actions(fields: dict[str, Any]) -> EventActions:
+    """A plain `EventActions` (how a shared one is copied and unpickled)."""
+    return EventActions(**fields)
+
+
+def _shared_actions(actions: EventActions) -> EventActions:
+    """What `providers.frozen.freeze` makes of a (frozen) `EventActions`."""
+    check_shared_empties()
+    if not actions.state_delta and not actions.requested_tool_confirmations:
+        try:  # nothing changed (most events): all defaults, the cheapest to build. Not
+            # one shared instance: a deep copy of history would make it one plain object.
+            if _encode_actions(actions) == b"{}":
+                return _SharedEventActions()
+        except (TypeError, msgspec.EncodeError):
+            pass  # not encodable: `checked` refuses it, the twin keeps it as it is
+    return _SharedEventActions(
+        **dict(zip(_ACTION_FIELDS, msgspec.structs.astuple(actions), strict=True))
+    )
+
+
+_encode_actions = msgspec.json.Encoder().encode
+register_shared_form(EventActions, _shared_actions)
 
 
 class EventError(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -71,12 +71,16 @@ def fill(service, n: int, session_id: str = "s", size: int = 10) -> None:
 
 
 def edit(mapping, key, value) -> None:
-    """A reader's edit of an empty field: refused (an event's empty actions are the shared,
-    read-only `EMPTY_DICT`, issue 20 s2) or made on an empty of the reader's own."""
-    try:
+    """A reader's edit of an empty field of a read event: an action delta is the stored
+    event's shared, read-only `EMPTY_DICT` (issue 20 s2) and refuses it; any other empty
+    field (a call without arguments) is a plain one of the reader's own and takes it."""
+    if mapping is EMPTY_DICT:
+        with pytest.raises(TypeError):
+            mapping[key] = value
+        assert mapping == {}
+    else:
+        assert type(mapping) is dict
         mapping[key] = value
-    except TypeError:
-        assert mapping is EMPTY_DICT
 
 
 def test_one_readers_edit_of_an_empty_field_is_its_own(sessions):
@@ -84,6 +88,7 @@ def test_one_readers_edit_of_an_empty_field_is_its_own(sessions):
     appended = no_args_call(1)
     sessions.add_event(APP, USER, "s", appended)
     mine = sessions.get_session(APP, USER, "s").events[0]
+    assert mine.actions.state_delta is EMPTY_DICT  # stored and shared: no per-read copy
     edit(mine.actions.state_delta, "user_tier", "gold")
     edit(mine.content.parts[0].args, "api_key", "sk-LEAK")
     theirs = sessions.get_session(APP, USER, "s").events[0]
@@ -131,8 +136,9 @@ def test_the_appenders_own_empty_fields_are_not_kept(sessions):
     sessions.create_session(APP, USER, "s")
     appended = no_args_call(1)
     sessions.add_event(APP, USER, "s", appended)
-    edit(appended.actions.state_delta, "late", 1)
-    edit(appended.content.parts[0].args, "late", 1)
+    # The appender's own event keeps plain empties it may edit (review of 4173fce, 2).
+    appended.actions.state_delta["late"] = 1
+    appended.content.parts[0].args["late"] = 1
     stored = sessions.get_session(APP, USER, "s").events[0]
     assert stored.actions.state_delta == {} and stored.content.parts[0].args == {}
 

@@ -1,8 +1,10 @@
-"""Issue 20 §2 (a shared frozen empty default for Event fields) and a review leftover.
+"""Issue 20 §2 (a shared frozen empty default for stored Event fields) and a review leftover.
 
-An event's empty `state_delta`, `artifact_delta` and `requested_tool_confirmations` are
-the one shared, read-only `providers.frozen.EMPTY_DICT`, so a store hands the stored
-event itself to every reader (no per-read copy). The encoding must stay byte for byte
+A STORED event's empty `state_delta`, `artifact_delta` and
+`requested_tool_confirmations` are the one shared, read-only `providers.frozen.EMPTY_DICT`
+(the shared form `freeze` makes of `EventActions`), so a store hands the stored event
+itself to every reader (no per-read copy); an event the user builds, decodes or deep
+copies keeps plain empty dicts of its own (review of 4173fce, finding 2). The encoding must stay byte for byte
 what it was when those fields defaulted to a new empty dict per event: events written
 before (LMDB files) decode, and an event encodes as it did. `_OldEventActions` /
 `_OldEvent` below are the schema as it was, to compare against.
@@ -24,7 +26,15 @@ from adk_actors.events import Event, EventActions
 from adk_actors.events.event import Pause, PolicyDecision, new_event_id
 from providers import content
 from providers.content import Content
-from providers.frozen import EMPTY_DICT, EMPTY_LIST, freeze, reader_copy, share
+from providers.frozen import (
+    EMPTY_DICT,
+    EMPTY_LIST,
+    FrozenDict,
+    FrozenList,
+    freeze,
+    reader_copy,
+    share,
+)
 
 # -- the schema before issue 20 §2 (empty fields: a new dict per event) ------------------------
 
@@ -102,39 +112,55 @@ def test_encodings_are_byte_identical_to_the_old_schema(actions):
     assert msgspec.json.encode(replaced) == msgspec.json.encode(old_replaced)
 
 
-def test_explicit_empty_fields_in_old_bytes_decode_to_the_shared_empty():
+def test_explicit_empty_fields_in_old_bytes_decode_to_plain_empties_of_the_event():
+    # Review of 4173fce, finding 2: a decoded event is the user's, with editable empties.
     data = (
         b'{"schema_version":1,"id":"e","invocation_id":"i","author":"a","timestamp":1.0,'
         b'"actions":{"state_delta":{},"artifact_delta":{},"requested_tool_confirmations":{}}}'
     )
     event = event_codec.decode(data)
-    assert event.actions.state_delta is EMPTY_DICT
-    assert event.actions.artifact_delta is EMPTY_DICT
-    assert event.actions.requested_tool_confirmations is EMPTY_DICT
+    for empty in (
+        event.actions.state_delta,
+        event.actions.artifact_delta,
+        event.actions.requested_tool_confirmations,
+    ):
+        assert type(empty) is dict and empty == {}
     assert event_codec.encode(event) == msgspec.json.encode(
         msgspec.json.decode(data, type=_OldEvent)
     )
+    event.actions.state_delta["user_tier"] = "gold"
+    assert event_codec.decode(data).actions.state_delta == {}
 
 
-def test_an_event_without_changes_is_shared_as_it_is_and_read_only():
+def test_an_event_without_changes_is_stored_as_it_is_and_read_only():
     event = Event.new("Agent", "inv", content.new(["hi"], role="model"))
-    assert event.actions.state_delta is EMPTY_DICT
+    assert type(event.actions.state_delta) is dict  # the user's own event: editable
     stored, refill = share(event)
     assert refill is None and reader_copy(stored, refill) is stored  # no per-read copy
+    assert stored.actions.state_delta is EMPTY_DICT
+    assert stored.actions.requested_tool_confirmations is EMPTY_DICT
     with pytest.raises(TypeError):
         stored.actions.state_delta["user_tier"] = "gold"
     assert event_codec.encode(stored) == event_codec.encode(event)
+    assert stored == event and event == stored
+    assert (stored.actions != event.actions) is False and (event.actions != stored.actions) is False
+    assert repr(stored.actions) == repr(event.actions)
 
 
-def test_empty_containers_freeze_to_the_shared_empties_where_the_encoding_allows():
+def test_empty_containers_freeze_to_read_only_empties_of_their_own():
+    # Review of 4173fce, finding 1: no empty container is shared inside a payload.
     class Plain(msgspec.Struct):  # no omit_defaults: an empty list is written either way
         items: list[int] = msgspec.field(default_factory=list)
         table: dict[str, int] = msgspec.field(default_factory=dict)
 
     frozen = freeze(Plain())
-    assert frozen.items is EMPTY_LIST and frozen.table is EMPTY_DICT
+    assert type(frozen.items) is FrozenList and type(frozen.table) is FrozenDict
+    assert frozen.items is not EMPTY_LIST and frozen.table is not EMPTY_DICT
     assert msgspec.json.encode(frozen) == msgspec.json.encode(Plain())
-    assert freeze({"a": [], "b": {}}) == {"a": EMPTY_LIST, "b": EMPTY_DICT}
+    payload = freeze({"a": [], "b": {}, "c": [], "d": {}})
+    assert payload == {"a": [], "b": {}, "c": [], "d": {}}
+    assert len({id(value) for value in payload.values()}) == 4
+    assert all(value is not EMPTY_LIST and value is not EMPTY_DICT for value in payload.values())
 
 
 def test_event_ids_are_uuid4_hex():
@@ -157,11 +183,9 @@ class Note(msgspec.Struct, omit_defaults=True):
 
 
 def _edit_is_private(first: Any, second: Any) -> None:
-    """One reader's edit of an empty list: refused, or never seen by the other reader."""
-    try:
-        first.tags.append("secret")
-    except TypeError:
-        return
+    """One reader's edit of its plain empty list is never seen by the other reader."""
+    assert type(first.tags) is list and first.tags is not second.tags
+    first.tags.append("secret")
     assert second.tags == []
 
 
