@@ -19,7 +19,7 @@ from typing import Literal, NamedTuple
 from supervision import crash_report
 from supervision.carried_context import Context
 from supervision.errors import KernelError, SupervisorError
-from supervision.pid import Pid
+from supervision.pid import Exited, Pid
 from supervision.primitives import exit, link, unlink
 from supervision.process import current_process, resolve
 from supervision.protocol import Refused, describe
@@ -281,8 +281,12 @@ def begin_shutdown(pid: Pid, shutdown: Shutdown) -> None:
 def finish_shutdown(pid: Pid, shutdown: Shutdown, deadline: float | None) -> Reason:
     """Wait for a child told to shut down; kill it at `deadline`. Returns its exit reason."""
     process = resolve(pid)
-    if process is None:  # dead, and its exit propagated already
-        return pid._process.exit_reason
+    if process is None:  # dead: wait for the end of its exit's propagation, if under way
+        exited = pid._process
+        assert isinstance(exited, Exited)
+        process = exited.propagating
+        if process is None:
+            return exited.exit_reason
     if (
         shutdown != "infinity"
         and deadline is not None

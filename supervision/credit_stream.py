@@ -13,7 +13,10 @@ outcome)`:
 
 A cursor older than the window is refused with a ``replay_gap`` error carrying
 ``after_sequence``, ``oldest_available_sequence``, ``latest_sequence`` and
-``terminal``; a subscriber that dies is removed (the stream monitors it).
+``terminal``; a subscriber that dies is removed (the stream monitors it). A dead
+subscriber pid is never subscribed, whether or not the stream has seen its `Down`:
+`subscribe` accepts it (the window, nothing installed, as an Erlang monitor of a dead
+pid fires at once), `unsubscribe` answers False and `ack` `not_subscribed`.
 Stable runs, A2A task streams and Live subscriptions are built on this.
 
 What a subscriber sends (`subscribe`, `ack`, `unsubscribe`) also has an awaitable
@@ -206,21 +209,16 @@ class _StreamServer(GenServer):
                 error = _check_subscribe(request)
                 if error is not None:
                     return Reply(Refused(error), state)
-                who = resolve(pid)
-                if who is None:  # its exit has been propagated: nothing to deliver to
-                    return Reply(
-                        Refused(StreamError("not_subscribed", f"{pid} is not alive")), state
-                    )
-                return Reply(self._subscribe(state, who, request), state)
+                return Reply(self._subscribe(state, resolve(pid), request), state)
             case Ack(Pid() as pid, seq):
                 error = _out_of_bounds("seq", seq, 0, MAX_SEQUENCE)
                 if error is not None:
                     return Reply(Refused(error), state)
-                return Reply(self._ack(state, resolve(pid), seq), state)
+                return Reply(self._ack(state, _live_subscriber(state, pid), seq), state)
             case Unsubscribe(Pid() as pid):
-                process = resolve(pid)
-                subscriber = None if process is None else state.subscribers.pop(process, None)
+                subscriber = _live_subscriber(state, pid)
                 if subscriber is not None:
+                    del state.subscribers[subscriber.process]
                     demonitor(subscriber.ref, flush=True)
                 return Reply(Ok(subscriber is not None), state)
             case Status():
@@ -278,8 +276,14 @@ class _StreamServer(GenServer):
 
     # -- subscribing ---------------------------------------------------------------------
 
-    def _subscribe(self, state: _State, who: Process, request: Subscribe) -> Answer:
+    def _subscribe(self, state: _State, who: Process | None, request: Subscribe) -> Answer:
         after = request.after
+        if who is None or not who.alive:
+            # As a monitor of a dead pid fires at once: a dead subscriber is accepted
+            # (the same checks and window as a live one) and is gone at once, so it
+            # is never counted and nothing is sent to it.
+            _live_subscriber(state, request.subscriber)  # drops a stale entry
+            return self._window(state, after)
         if who in state.subscribers:
             return Refused(
                 StreamError("invalid_stream_option", "this process is already subscribed")
@@ -288,6 +292,17 @@ class _StreamServer(GenServer):
             return Refused(
                 StreamError("too_many_subscribers", f"at most {state.max_subscribers} subscribers")
             )
+        window = self._window(state, after)
+        if type(window) is not Ok:
+            return window
+        subscriber = _Subscriber(who, request, monitor(who.pid))
+        state.subscribers[who] = subscriber
+        self._pump(state, subscriber)
+        return window
+
+    @staticmethod
+    def _window(state: _State, after: int) -> Answer:
+        """The window a subscriber from cursor `after` gets, or why the cursor is refused."""
         end = state.terminal[0] if state.terminal is not None else state.latest
         if after > end:
             return Refused(
@@ -297,13 +312,9 @@ class _StreamServer(GenServer):
             return Refused(
                 StreamError("replay_gap", "items after the cursor were evicted", state.gap(after))
             )
-        subscriber = _Subscriber(who, request, monitor(who.pid))
-        state.subscribers[who] = subscriber
-        self._pump(state, subscriber)
         return Ok(state.gap(after))
 
-    def _ack(self, state: _State, who: Process | None, seq: int) -> Answer:
-        subscriber = None if who is None else state.subscribers.get(who)
+    def _ack(self, state: _State, subscriber: _Subscriber | None, seq: int) -> Answer:
         if subscriber is None:
             return Refused(StreamError("not_subscribed", "this process is not subscribed"))
         if subscriber.mode != "credit":
@@ -454,7 +465,8 @@ class CreditStream:
         Returns the window (`after_sequence`, `oldest_available_sequence`,
         `latest_sequence`, `terminal`); raises `StreamError` for a refusal (nothing is
         subscribed), `ProcessExit` if the stream is not alive, `CallTimeout` if it did
-        not answer in time (the subscription is then withdrawn: see `Withdraw`)."""
+        not answer in time (the subscription is then withdrawn: see `Withdraw`). A dead
+        `subscriber` gets the window too and is gone at once (see the module doc)."""
         request = _subscribe_request(subscriber, mode, after, credit)
         try:
             answer = call(stream, request, timeout)
@@ -514,7 +526,8 @@ class CreditStream:
     def unsubscribe(
         stream: Pid | Hashable, *, subscriber: Pid | None = None, timeout: float | None = 5.0
     ) -> bool:
-        """Remove `subscriber` (default: the caller); whether it was subscribed."""
+        """Remove `subscriber` (default: the caller); whether it was subscribed (False
+        for a subscriber that is dead, so it is safe in cleanup code)."""
         return unwrap(call(stream, Unsubscribe(_subscriber(subscriber)), timeout))  # type: ignore[no-any-return]
 
     @staticmethod
@@ -558,8 +571,25 @@ def _withdraw(stream: Pid | Hashable, request: Subscribe) -> None:
 
 
 def _subscriber(who: Pid | Hashable | None) -> Pid:
-    """The subscriber's pid: the caller's by default, or a pid or registered name."""
+    """The subscriber's pid: the caller's by default, a pid as it is (dead or alive: the
+    stream answers for it), or the pid of a registered name (`not_subscribed` if
+    nobody holds it)."""
+    if type(who) is Pid:
+        return who
     process = current_process() if who is None else resolve(who)
     if process is None:
         raise StreamError("not_subscribed", f"{who!r} is not alive")
     return process.pid
+
+
+def _live_subscriber(state: _State, pid: Pid) -> _Subscriber | None:
+    """The subscription of `pid`, or None. A dead subscriber is not subscribed, whether
+    or not its pid still resolves and its `Down` has arrived: its entry, if any, is
+    dropped now (the `Down` then finds nothing)."""
+    process = resolve(pid)
+    subscriber = None if process is None else state.subscribers.get(process)
+    if subscriber is None or process is None or process.alive:
+        return subscriber
+    del state.subscribers[process]
+    demonitor(subscriber.ref, flush=True)
+    return None

@@ -216,9 +216,14 @@ def check_timeout(timeout: Any) -> float | None:
 
 
 def _server(dest: Pid | Hashable) -> ServerProcess | None:
+    """The server behind `dest`; None if nothing lives there. A dead pid is ``noproc``
+    whatever it ran (as in OTP), so only a live Task, Inbox or thread is
+    ``not_a_server``."""
     process = resolve(dest)
     if process is None or isinstance(process, ServerProcess):
         return process
+    if not process.alive:  # dead, its exit not yet propagated: as once it is
+        return None
     raise KernelError("not_a_server", f"{dest!r} is not a GenServer")
 
 

@@ -12,22 +12,29 @@ _pid_numbers = itertools.count(1)
 
 
 class Exited:
-    """What a `Pid` points to once its process has exited and the exit has been fully
-    propagated (links, monitors and `on_exit` done): only the exit reason.
+    """What a `Pid` points to once its process has exited: only the exit reason.
 
     A process and its pid point at each other; swapping the process for this small
     record at exit breaks that cycle, so reference counting frees a finished process
     (and its server object, state, mailbox and context) at once instead of leaving it
     to the cyclic garbage collector. A pid held by anyone still answers `is_alive()`
     (False) and still tells its exit reason; `resolve` gives None for it.
+
+    The swap comes first in the exit's propagation, before links, monitors, `on_exit`
+    and `wait_dead` hear of it: whoever learns that a process died (an exit signal, a
+    `Down`, `stop()` or `Task.wait` returning) finds its pid resolving to nothing, so
+    the answers that depend on it (`call` gives ``noproc`` ...) never vary with timing.
     """
 
-    __slots__ = ("exit_reason",)
+    __slots__ = ("exit_reason", "propagating")
 
     alive = False
 
-    def __init__(self, exit_reason: Any) -> None:
+    def __init__(self, exit_reason: Any, propagating: Process | None = None) -> None:
         self.exit_reason = exit_reason
+        self.propagating = propagating
+        """The process while its exit is still being propagated (links, monitors and
+        `on_exit` under way), so that `finish_shutdown` can wait for it; None once done."""
 
     def __repr__(self) -> str:
         return f"<Exited {self.exit_reason!r}>"
@@ -37,9 +44,9 @@ class Pid:
     """A process identifier, printed like Erlang's ``<0.42>``.
 
     Equality and hashing use the number only. `is_alive()` tells whether the process
-    still runs. While it runs, the pid refers to its process; once its exit has been
-    propagated, only to an `Exited` record, so a pid kept anywhere never keeps a dead
-    process (nor anything it held) in memory.
+    still runs. While it runs, the pid refers to its process; from its exit on, only to
+    an `Exited` record, so a pid kept anywhere never keeps a dead process (nor anything
+    it held) in memory. A pid is an identity: copying it gives the pid itself.
     """
 
     __slots__ = ("_number", "_process")
@@ -66,3 +73,11 @@ class Pid:
 
     def __lt__(self, other: Pid) -> bool:
         return self._number < other._number
+
+    def __copy__(self) -> Pid:
+        """A pid is an identity: a copy is the pid itself (a second `Pid` object would
+        keep pointing to the process after its exit swapped the original)."""
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Pid:
+        return self

@@ -301,6 +301,11 @@ def _propagate(
     links: Process | set[Process] | None,
     watchers: dict[Hashable, Watcher] | None,
 ) -> None:
+    # First the pid lets go of the process (an `Exited` record breaks the pid <-> process
+    # cycle), so nobody told of this exit below finds the pid still resolving; the record
+    # keeps the process only until the end of this propagation (`finish_shutdown`).
+    exited = Exited(reason, dead)
+    dead.pid._process = exited
     # Links first, then monitors: by the time a caller's call fails or a Down arrives,
     # every linked supervisor already holds the exit signal in its mailbox.
     if links is not None:
@@ -313,11 +318,10 @@ def _propagate(
             watcher.notify_down(key, dead.pid, reason)
     dead.on_exit()
     with dead._lock:
+        # The process goes as soon as its last holder (a dispatcher, a `Task`) lets go.
+        exited.propagating = None
         dead._exit_finished = True
         event = dead._dead
-    # Break the pid <-> process cycle: from now on the pid resolves to nothing, and
-    # the process goes as soon as its last holder (a dispatcher, a `Task`) lets go.
-    dead.pid._process = Exited(reason)
     if event is not None:
         event.set()
 
