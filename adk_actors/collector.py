@@ -14,6 +14,11 @@ still has Python's default thresholds, so an application that set its own keeps 
 counting frees acyclic garbage at once either way: the threshold only decides how
 often cycles are looked for. `adk.start(gc_young_threshold=None)` leaves the
 collector alone.
+
+`finalize` is `weakref.finalize` for callbacks that take locks (a metric, a span's
+end): a collection may run a finalizer on whichever thread allocated, even one
+holding that lock, so there the callback is queued and run by the next
+`run_deferred()` instead.
 """
 
 from __future__ import annotations
