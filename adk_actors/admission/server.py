@@ -144,12 +144,10 @@ class QueueGauge:
         self.counted: dict[str, int] = {}
 
     def up(self, lane: str) -> None:
-        collector.run_deferred()
         self.counted[lane] = self.counted.get(lane, 0) + 1
         self.metrics.admission_queued(lane, 1)
 
     def down(self, lane: str) -> None:
-        collector.run_deferred()
         left = self.counted.get(lane, 0) - 1
         if left > 0:
             self.counted[lane] = left
@@ -188,8 +186,8 @@ class AdmissionController(GenServer):
         trap_exit(True)
         state = ControllerState(config)
         # a killed controller runs no `terminate`: its queue is given back once its state
-        # is freed (by the kill, or if a collection frees it, at the next controller's
-        # activity: see `collector.finalize`)
+        # is freed (by the kill; or, if a collection frees it, by the next controller's
+        # init or terminate, not on the acquire path: see `collector.finalize`)
         collector.finalize(state, state.queue.give_back)
         collector.run_deferred()
         return state
