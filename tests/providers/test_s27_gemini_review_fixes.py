@@ -9,8 +9,6 @@ import asyncio
 import gc
 import logging
 import ssl
-import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,39 +19,15 @@ from providers.gemini import GeminiProvider, cancellation, shards
 from providers.gemini.cancellation import cancelled_once
 from providers.gemini.config import check
 from providers.gemini.shards import SHARD_CONNECTIONS, Shards
+from tests.providers import test_s27_gemini_cancellation as cancellation_tests
 
-KEY = "AIzaSyTEST-cancel-key-0123456789"
-HISTORY = [content.from_text("hi")]
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeGemini]:
-    with FakeGemini() as server:
-        yield server
-
-
-def config(fake: FakeGemini, **extra: Any) -> dict[str, Any]:
-    return {
-        "provider": "gemini",
-        "model": "gemini-3.1-flash-lite",
-        "api_key": KEY,
-        "base_url": fake.base_url,
-        **extra,
-    }
-
-
-def wait_until(check_: Any, timeout: float = 10.0) -> None:
-    stop = time.monotonic() + timeout
-    while not check_():
-        assert time.monotonic() < stop, "condition not reached"
-        time.sleep(0.01)
-
-
-async def until(check_: Any) -> None:
-    stop = time.monotonic() + 10
-    while not check_():
-        assert time.monotonic() < stop, "condition not reached"
-        await asyncio.sleep(0.005)
+# the fake server, config and waits of the cancellation tests this file follows
+KEY, HISTORY, config = cancellation_tests.KEY, cancellation_tests.HISTORY, cancellation_tests.config
+fake, wait_until, until = (
+    cancellation_tests.fake,
+    cancellation_tests.wait_until,
+    cancellation_tests._until,
+)
 
 
 def slow_cleanup(seen: list[str], started: list[asyncio.Task[Any]]) -> Any:
