@@ -25,24 +25,9 @@ import supervision as sv
 from adk_actors import app
 from adk_actors.plugins import notifier
 from supervision.registry import whereis
+from tests.adk_actors.plugins.test_notifier_lifecycle import Held
 
 pl = adk.plugins
-
-
-class Held(pl.Plugin):
-    """``after_run`` that blocks until released, counting who entered."""
-
-    def __init__(self) -> None:
-        self.entered = threading.Semaphore(0)
-        self.release = threading.Event()
-        self.done: list[str] = []
-        self._lock = threading.Lock()
-
-    def after_run(self, ctx, value, config):
-        self.entered.release()
-        self.release.wait(30)
-        with self._lock:
-            self.done.append(value)
 
 
 @pytest.fixture
