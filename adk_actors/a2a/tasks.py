@@ -134,7 +134,8 @@ class TaskStore:
         ``configuration.returnImmediately``, else once it is terminal or interrupted
         (at most ``task_timeout``, after which its run is cancelled and it is FAILED)."""
         scope = principal_scope(principal)
-        opened: Opened = await self._call(_submit_request(scope, request, None, 0))
+        collect = not request.configuration.return_immediately  # a `Settle` follows
+        opened: Opened = await self._call(_submit_request(scope, request, None, 0, collect))
         history_length = (
             request.configuration.history_length
             if request.configuration.HasField("history_length")
@@ -237,7 +238,11 @@ class TaskStore:
 
 
 def _submit_request(
-    scope: str, request: pb.SendMessageRequest, subscriber: Any, max_queue: int
+    scope: str,
+    request: pb.SendMessageRequest,
+    subscriber: Any,
+    max_queue: int,
+    collect: bool = False,
 ) -> Create | Continue:
     """The store's request for `request`, with the pure work done here, on the caller's
     side: the message's byte size and (for a new task) what the agent receives (-32602
@@ -245,8 +250,9 @@ def _submit_request(
     message = request.message
     size = wire.json_bytes(message)
     if message.task_id:
-        return Continue(scope, message, subscriber, max_queue, size)
-    return Create(scope, message, subscriber, max_queue, size, wire.user_content(message))
+        return Continue(scope, message, subscriber, max_queue, size, collect)
+    content = wire.user_content(message)
+    return Create(scope, message, subscriber, max_queue, size, content, collect)
 
 
 class TaskSubscription:

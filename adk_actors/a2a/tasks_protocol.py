@@ -45,6 +45,8 @@ class Create(NamedTuple):
     max_queue: int
     message_bytes: int
     content: Content
+    collect: bool = False
+    """A blocking send: its `Settle` follows, so the task is kept until it arrives."""
 
 
 class Continue(NamedTuple):
@@ -55,6 +57,8 @@ class Continue(NamedTuple):
     subscriber: Pid | None
     max_queue: int
     message_bytes: int
+    collect: bool = False
+    """As `Create.collect`."""
 
 
 class Settle(NamedTuple):
@@ -179,6 +183,9 @@ class Entry:
     waiters: list[tuple[From, int | None]] = field(default_factory=list)
     settled_at: float | None = None
     """When it became terminal or interrupted (monotonic); None while active."""
+    collect: int | None = None
+    """The generation whose blocking send has not sent its `Settle` yet: until it does,
+    retention does not forget the task (its sender would find it gone), eviction may."""
     pause_status: pb.TaskStatus | None = None
     """The INPUT_REQUIRED status a resume under way restores if the run refuses the answer."""
     refused: tuple[int, Any] | None = None

@@ -49,7 +49,7 @@ from adk_actors.a2a.task_runs import (
     follow_run,
     release_run,
 )
-from adk_actors.a2a.tasks_list import list_page, store_stats
+from adk_actors.a2a.tasks_list import expired, list_page, next_expiry, store_stats
 from adk_actors.a2a.tasks_protocol import (
     ACTIVE,
     Ack,
@@ -159,6 +159,9 @@ class TaskStoreServer(GenServer):
                 entry = self._visible(state, scope, task_id)
                 if entry is None:
                     return Reply(_error(errors.task_not_found()), state)
+                if entry.collect == generation:
+                    entry.collect = None  # collected: retention may forget it now
+                    self._arm_prune(state)
                 if entry.phase in ACTIVE and entry.generation == generation:
                     entry.waiters.append((from_, history_length))
                     return NoReply(state)
@@ -262,6 +265,8 @@ class TaskStoreServer(GenServer):
             entry = self._create(request, state)
         else:
             entry = self._continue(request, state)
+        if request.collect:
+            entry.collect = entry.generation
         frames = [(entry.seq, model.snapshot_event(model.public_task(entry.task, None, True)))]
         sub_id = None
         if request.subscriber is not None:
@@ -558,21 +563,18 @@ class TaskStoreServer(GenServer):
         return entry if entry is not None and entry.scope == scope else None
 
     def _prune(self, state: State) -> None:
-        """Forget the tasks whose retention is over (terminal or waiting for input)."""
-        cutoff = time.monotonic() - state.options.retention
-        while state.settled:
-            oldest = state.tasks[next(iter(state.settled))]
-            if oldest.settled_at is None or oldest.settled_at > cutoff:
-                return
-            self._forget(state, oldest.task.id)
+        """Forget the tasks whose retention is over (terminal or waiting for input, and
+        collected by their blocking send: `tasks_list.expired`)."""
+        for task_id in expired(state, time.monotonic()):
+            self._forget(state, task_id)
 
     def _arm_prune(self, state: State) -> None:
-        """Set the `Prune` timer for when the oldest settled task expires (Review2 7: an
-        expired task's paused run is released then, not at the next request)."""
-        if state.prune_armed or not state.settled:
+        """Set the `Prune` timer for when the next task retention may forget expires
+        (Review2 7: an expired task's paused run is released then, not at the next
+        request)."""
+        expires = None if state.prune_armed else next_expiry(state)
+        if expires is None:
             return
-        oldest = state.tasks[next(iter(state.settled))]
-        expires = (oldest.settled_at or time.monotonic()) + state.options.retention
         send_after(self_pid(), Prune(), max(expires - time.monotonic(), 0.0) + _PRUNE_SLACK)
         state.prune_armed = True
 

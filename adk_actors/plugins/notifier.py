@@ -18,9 +18,11 @@ with ``why``), counted (`dropped_notifications`) and its ticket closed.
 
 `wait_notifications` waits until every notification announced before it has ended
 (a test, a graceful exit): a ticket never outlives the notifier it was sent to (a new
-notifier closes those of the one before it, and a send that looked up a notifier
-killed since drops its notification at once: `_Tickets.assign`). On stop the
-notifier gives the running ones up to `DRAIN_SECONDS` before they are killed.
+notifier closes those of the one before it, a send that looked up a notifier killed
+since drops its notification at once: `_Tickets.assign`, and a waiter closes those of
+a notifier that died with no successor, killed while the tree stops or after its
+supervisor gave up: `_Tickets.wait`). On stop the notifier gives the running ones up
+to `DRAIN_SECONDS` before they are killed.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ DRAIN_SECONDS = 5.0
 """On stop, how long the running notifications get to end before they are killed."""
 DROPPED = "adk.plugin.notification_dropped"
 """The log event of a notification that never ran (or was killed on stop)."""
+ORPHAN_CHECK_SECONDS = 0.05
+"""How often `wait_notifications` looks for tickets of a notifier that died unseen."""
 _log = get_logger("adk.plugins")
 
 Scope = Callable[[], AbstractContextManager[Any]]
@@ -146,9 +150,39 @@ class _Tickets:
             return dict(self.dropped)
 
     def wait(self, timeout: float) -> bool:
+        """Until the tickets open now have closed; False after `timeout` seconds.
+
+        A notifier killed (no ``terminate``) is swept by the one its supervisor starts
+        instead; one killed with no successor (its supervisor gave up on restarts, or
+        is itself stopping) closes nothing and tells nobody, so its tickets used to stay
+        open until the next tree start and every wait ran out (Low leftovers of session
+        28, item 1). The kernel tells a death to
+        a process's mailbox, not to a plain thread's condition, so the waiter looks
+        every `ORPHAN_CHECK_SECONDS` and drops the tickets of a dead notifier itself,
+        counted as its successor would count them (``notifier_exited``)."""
+        deadline = time.monotonic() + timeout
+        orphans = 0
         with self._changed:
             before = set(self._open)
-            return self._changed.wait_for(lambda: before.isdisjoint(self._open), timeout)
+            while True:
+                orphans += self._drop_orphans()
+                left = deadline - time.monotonic()
+                if before.isdisjoint(self._open) or left <= 0:
+                    break
+                self._changed.wait(min(left, ORPHAN_CHECK_SECONDS))
+            settled = before.isdisjoint(self._open)
+        if orphans:
+            _log.warning(DROPPED, why="notifier_exited", count=orphans)
+        return settled
+
+    def _drop_orphans(self) -> int:
+        """Close and count the sent tickets whose notifier is dead (lock held)."""
+        gone = [t for t, owner in self._open.items() if owner is not None and not owner.is_alive()]
+        for ticket in gone:
+            del self._open[ticket]
+        if gone:
+            self.dropped["notifier_exited"] += len(gone)
+        return len(gone)
 
 
 _tickets = _Tickets()

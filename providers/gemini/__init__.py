@@ -12,10 +12,11 @@ HTTP. Errors map to stable reasons: ``("http_error", status, status_text)``,
 
 Both paths stay on httpx (our own clients are handed to the SDK, so it never
 switches to aiohttp), with bounded connection pools (``max_connections``) and the
-`MAX_RESPONSE_BYTES` cap. An `httpx.AsyncClient` belongs to the event loop it runs
-on, so async clients are cached per running loop and never shared across loops; a
-closed loop's clients are dropped (await `GeminiProvider.aclose` on a loop before
-closing it to close its connections at once). The history is sent as prebuilt wire JSON (see
+`MAX_RESPONSE_BYTES` cap (the transports under them: `providers.gemini.transport`).
+An `httpx.AsyncClient` belongs to the event loop it runs on, so async clients are
+cached per running loop and never shared across loops; a closed loop's clients are
+dropped (await `GeminiProvider.aclose` on a loop before closing it to close its
+connections at once). The history is sent as prebuilt wire JSON (see
 `providers.gemini.requests`), so its cost per message does not go through the SDK.
 
 Every call has one absolute deadline (``request_timeout``, 120 s by default): async
@@ -33,15 +34,11 @@ reaches its reader after the caller was cancelled.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
-import socket
-import ssl
 import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -52,7 +49,7 @@ from google.genai import types
 from providers import content as content_model
 from providers.content import Content, Part
 from providers.errors import AdkError
-from providers.gemini import requests, retry, wire
+from providers.gemini import requests, retry, transport, wire
 from providers.gemini import shards as shard_pool
 from providers.gemini.cancellation import caller_cancelled, cancelled_once
 from providers.gemini.config import GeminiSettings, check
@@ -80,145 +77,10 @@ ClientKey = tuple[str, str | None, int | None, int]
 """(api_key, base_url, timeout_ms, max_connections): what makes clients differ."""
 
 
-class _ResponseTooLarge(Exception):
-    pass
-
-
-_sync_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
-    "gemini_sync_deadline", default=None
-)
-"""The `time.monotonic()` deadline of the sync call running in this context."""
-
-
-class _CappedStream(httpx.SyncByteStream):
-    """Stops reading a response body past `limit` bytes, or past `deadline`: a
-    watchdog shuts the socket down at the deadline, so a read blocked on a silent
-    server ends then too (a per-read timeout would start afresh at every byte)."""
-
-    def __init__(
-        self, inner: Any, limit: int, deadline: float | None = None, sock: Any = None
-    ) -> None:
-        self._inner = inner
-        self._limit = limit
-        self._deadline = deadline
-        self._watchdog: threading.Timer | None = None
-        if deadline is not None and isinstance(sock, socket.socket):
-            self._watchdog = threading.Timer(
-                max(0.0, deadline - time.monotonic()), _shut_down, (sock,)
-            )
-            self._watchdog.daemon = True
-            self._watchdog.start()
-
-    def __iter__(self) -> Iterator[bytes]:
-        seen = 0
-        deadline = self._deadline
-        try:
-            for chunk in self._inner:
-                seen += len(chunk)
-                if seen > self._limit:
-                    raise _ResponseTooLarge()
-                if deadline is not None and time.monotonic() > deadline:
-                    raise retry.DeadlineReached("the request deadline passed mid-response")
-                yield chunk
-        except httpx.TransportError:
-            if deadline is not None and time.monotonic() >= deadline:  # the watchdog's
-                raise retry.DeadlineReached("the request deadline passed mid-response") from None
-            raise
-        finally:
-            self._stop_watchdog()
-
-    def close(self) -> None:
-        self._stop_watchdog()
-        close = getattr(self._inner, "close", None)
-        if close is not None:
-            close()
-
-    def _stop_watchdog(self) -> None:
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            self._watchdog = None
-
-
-def _shut_down(sock: socket.socket) -> None:
-    """Wake a read blocked on `sock` (another thread's): its call's deadline passed."""
-    with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_RDWR)
-
-
-class _CappedTransport(httpx.HTTPTransport):
-    """Caps the body; under a sync call's deadline, connecting, writing and each read
-    get only the time left, and the body stops at the deadline."""
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        deadline = _sync_deadline.get()
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise retry.DeadlineReached("the request deadline passed")
-            request.extensions["timeout"] = {
-                "connect": left,
-                "read": left,
-                "write": left,
-                "pool": left,
-            }
-        response = super().handle_request(request)
-        network = response.extensions.get("network_stream")
-        sock = None if network is None else network.get_extra_info("socket")
-        response.stream = _CappedStream(response.stream, MAX_RESPONSE_BYTES, deadline, sock)
-        return response
-
-
-class _CappedAsyncStream(httpx.AsyncByteStream):
-    """`_CappedStream` for async responses."""
-
-    def __init__(self, inner: Any, limit: int) -> None:
-        self._inner = inner
-        self._limit = limit
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        seen = 0
-        async for chunk in self._inner:
-            seen += len(chunk)
-            if seen > self._limit:
-                raise _ResponseTooLarge()
-            yield chunk
-
-    async def aclose(self) -> None:
-        close = getattr(self._inner, "aclose", None)
-        if close is not None:
-            await close()
-
-
-class _CappedAsyncTransport(httpx.AsyncHTTPTransport):
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await super().handle_async_request(request)
-        response.stream = _CappedAsyncStream(response.stream, MAX_RESPONSE_BYTES)
-        return response
-
-
-_ssl_lock = threading.Lock()
-_shared_ssl_context: ssl.SSLContext | None = None
-
-
-def _ssl_context() -> ssl.SSLContext:
-    """One verifying TLS context for every client: building one costs tens of ms
-    (it loads the CA bundle), too much to pay per event loop."""
-    global _shared_ssl_context
-    with _ssl_lock:
-        if _shared_ssl_context is None:
-            _shared_ssl_context = httpx.create_ssl_context()
-        return _shared_ssl_context
-
-
-def _limits(settings: GeminiSettings) -> httpx.Limits:
-    return httpx.Limits(
-        max_connections=settings.max_connections,
-        max_keepalive_connections=settings.max_connections,
-    )
-
-
-def _timeout(settings: GeminiSettings) -> httpx.Timeout:
-    return httpx.Timeout(None if settings.timeout_ms is None else settings.timeout_ms / 1000)
+def _response_cap() -> int:
+    """The transports' body cap, read at each response: this module's
+    `MAX_RESPONSE_BYTES` (lowered by a test or an operator, it holds for built clients)."""
+    return MAX_RESPONSE_BYTES
 
 
 def _key(settings: GeminiSettings) -> ClientKey:
@@ -235,7 +97,7 @@ class GeminiProvider:
         ] = weakref.WeakKeyDictionary()
         self._unused_sync_http: httpx.Client | None = None
         self._lock = threading.Lock()
-        _ssl_context()
+        transport.ssl_context()
 
     def __repr__(self) -> str:
         return "GeminiProvider()"
@@ -421,8 +283,10 @@ class GeminiProvider:
                 self._clients.move_to_end(key)
                 return self._clients[key][0]
         http = httpx.Client(
-            transport=_CappedTransport(verify=_ssl_context(), limits=_limits(settings)),
-            timeout=_timeout(settings),
+            transport=transport.CappedTransport(
+                cap=_response_cap, verify=transport.ssl_context(), limits=transport.limits(settings)
+            ),
+            timeout=transport.timeout(settings),
             follow_redirects=False,
         )
         client = self._genai_client(settings, http, None)
@@ -462,14 +326,19 @@ class GeminiProvider:
                 return shards, shard
             if self._unused_sync_http is None:
                 self._unused_sync_http = httpx.Client(
-                    transport=_CappedTransport(verify=_ssl_context()), follow_redirects=False
+                    transport=transport.CappedTransport(
+                        cap=_response_cap, verify=transport.ssl_context()
+                    ),
+                    follow_redirects=False,
                 )
             unused_sync_http = self._unused_sync_http
         per_shard = min(settings.max_connections, shard_pool.SHARD_CONNECTIONS)
         limits = httpx.Limits(max_connections=per_shard, max_keepalive_connections=per_shard)
         http = httpx.AsyncClient(
-            transport=_CappedAsyncTransport(verify=_ssl_context(), limits=limits),
-            timeout=_timeout(settings),
+            transport=transport.CappedAsyncTransport(
+                cap=_response_cap, verify=transport.ssl_context(), limits=limits
+            ),
+            timeout=transport.timeout(settings),
             follow_redirects=False,
         )
         client = self._genai_client(settings, unused_sync_http, http)
@@ -495,7 +364,7 @@ class GeminiProvider:
         Our shared TLS context goes in `client_args`/`async_client_args` although our
         own clients never use them: without it google-genai builds fresh TLS contexts
         (the CA bundle loaded each time) per client, 18-37 ms instead of 0.2 ms."""
-        tls = _ssl_context()
+        tls = transport.ssl_context()
         options = types.HttpOptions(
             base_url=settings.base_url,
             timeout=settings.timeout_ms,
@@ -585,11 +454,11 @@ async def _acall(
 def _call(
     settings: GeminiSettings, attempt: Callable[[], ModelOutput], frames: _Frames | None
 ) -> ModelOutput:
-    """`_acall` for sync calls: the deadline reaches the transport (`_sync_deadline`)."""
+    """`_acall` for sync calls: the deadline reaches the transport (`transport.sync_deadline`)."""
     deadline = (
         None if settings.timeout_ms is None else time.monotonic() + settings.timeout_ms / 1000
     )
-    token = _sync_deadline.set(deadline)
+    token = transport.sync_deadline.set(deadline)
     failure: Exception
     try:
         attempts = 0
@@ -607,7 +476,7 @@ def _call(
                 break
             time.sleep(delay)
     finally:
-        _sync_deadline.reset(token)
+        transport.sync_deadline.reset(token)
     if deadline is not None and time.monotonic() >= deadline:  # e.g. the watchdog's cut
         raise AdkError("timeout", "the Gemini request deadline passed")
     raise _mapped(failure, settings)
@@ -635,7 +504,7 @@ def _mapped(error: Exception, settings: GeminiSettings) -> Exception:
             ("http_error", int(error.code or 0), retry.http_status_text(error, settings.api_key)),
             f"Gemini refused the request (HTTP {int(error.code or 0)})",
         )
-    if isinstance(error, _ResponseTooLarge):
+    if isinstance(error, transport.ResponseTooLarge):
         return AdkError("response_too_large", f"responses are capped at {MAX_RESPONSE_BYTES} bytes")
     if isinstance(error, httpx.TimeoutException):
         return AdkError("timeout", "the Gemini request timed out")

@@ -259,11 +259,11 @@ def test_f5_a_new_shard_client_builds_no_tls_context(
     """Restored from before 5bc3c7e: google-genai builds two TLS contexts per client
     unless told which one to use (18-37 ms each time): every client, async shards and
     the sync one, shares the provider's one context."""
-    import providers.gemini as gemini_module
+    from providers.gemini import transport
 
     settings = check(config(fake, max_connections=3 * SHARD_CONNECTIONS))
     provider = GeminiProvider()
-    gemini_module._ssl_context()  # the shared one exists before the clients
+    transport.ssl_context()  # the shared one exists before the clients
 
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a TLS context was built for a client")
