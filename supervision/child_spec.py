@@ -344,6 +344,9 @@ class RestartIntensity:
 def report_exit(
     supervisor: Pid, child_id: Hashable, pid: Pid, reason: Reason, decision: str
 ) -> None:
+    abnormal = not is_normal_exit(reason)
+    if not abnormal and not crash_report.routine_exits_logged():
+        return  # a DEBUG event nothing records: not even its fields are built
     crash_report.supervisor_event(
         "supervision.supervisor.child_exited",
         supervisor,
@@ -351,5 +354,5 @@ def report_exit(
         pid=str(pid),
         reason=reason,
         decision=decision,
-        abnormal=not is_normal_exit(reason),
+        abnormal=abnormal,
     )

@@ -18,6 +18,7 @@ of the exit reason (never its text), for metrics and dashboards.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections.abc import Callable
@@ -70,6 +71,12 @@ def process_crashed(pid: Any, label: str, name: Any, reason: Any, during: str) -
         reason=format_reason(reason),
         during=during,
     )
+
+
+def routine_exits_logged() -> bool:
+    """Is the DEBUG event of a child's normal exit recorded anywhere? (It is built and
+    redacted only then: a finished run's child exits once per run.)"""
+    return bool(_log.wants(logging.DEBUG))
 
 
 def supervisor_event(event: str, supervisor: Any, **fields: Any) -> None:

@@ -39,13 +39,17 @@ WORKER_PREFIX = "supervision-pool-"
 
 
 class _Worker:
-    __slots__ = ("current", "index", "started", "warned")
+    __slots__ = ("current", "index", "started", "wake", "warned")
 
     def __init__(self, index: int) -> None:
         self.index = index
         self.current: PooledServerProcess | None = None
         self.started = 0.0
         self.warned = False
+        # Held while the worker is idle: `schedule` releases it to wake this one worker
+        # (a one-shot wake-up, cheaper than a `threading.Condition`'s notify).
+        self.wake = threading.Lock()
+        self.wake.acquire()
 
 
 class Pool:
@@ -58,10 +62,12 @@ class Pool:
         self.max_threads = max_threads
         self.block_warning = block_warning
         self._ready: deque[PooledServerProcess] = deque()
-        self._wake_lock = threading.Lock()  # `with` it: cheaper than the condition's
-        self._wake = threading.Condition(self._wake_lock)
+        self._wake_lock = threading.Lock()
         self._workers: list[_Worker] = []
-        self._idle = 0
+        # Idle workers, each blocked on its own `wake` lock; the last one to go idle is
+        # woken first (its caches are warm; the others' idle time runs on, so a spare
+        # at the bottom of the stack can time out and retire).
+        self._sleeping: list[_Worker] = []
         for _ in range(threads):
             self._add_worker(spare=False)
         threading.Thread(target=self._watch, name="supervision-pool-watchdog", daemon=True).start()
@@ -79,24 +85,33 @@ class Pool:
     def schedule(self, process: PooledServerProcess) -> None:
         with self._wake_lock:
             self._ready.append(process)
-            if self._idle:
-                self._wake.notify()
+            if self._sleeping:
+                self._sleeping.pop().wake.release()
 
     def thread_count(self) -> int:
         with self._wake_lock:
             return len(self._workers)
 
     def _run_worker(self, worker: _Worker, spare: bool) -> None:
-        ready, wake, wake_lock = self._ready, self._wake, self._wake_lock
+        ready, sleeping, wake_lock, wake = self._ready, self._sleeping, self._wake_lock, worker.wake
+        idle_timeout = SPARE_IDLE_SECONDS if spare else -1
         while True:
             with wake_lock:
                 while not ready:
-                    self._idle += 1
-                    timed_out = not wake.wait(SPARE_IDLE_SECONDS if spare else None)
-                    self._idle -= 1
-                    if timed_out and not ready and spare:
-                        self._workers.remove(worker)
-                        return
+                    sleeping.append(worker)
+                    wake_lock.release()
+                    try:
+                        woken = wake.acquire(True, idle_timeout)
+                    finally:
+                        wake_lock.acquire()
+                    if not woken:
+                        if worker in sleeping:
+                            sleeping.remove(worker)
+                        else:  # `schedule` took it out and released `wake` meanwhile
+                            wake.acquire()  # (at once): held again for the next sleep
+                        if not ready and spare:
+                            self._workers.remove(worker)
+                            return
                 process = ready.popleft()
             self._run(worker, process)
             del process  # an idle worker keeps no finished server in memory
@@ -147,7 +162,7 @@ class Pool:
                 if (
                     blocked
                     and self._ready
-                    and not self._idle
+                    and not self._sleeping
                     and len(self._workers) < self.max_threads
                 ):
                     self._add_worker(spare=True)

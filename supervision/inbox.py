@@ -36,11 +36,11 @@ class _InboxProcess(PseudoProcess):
     __slots__ = ("_owner", "_waiters", "_waker")
 
     def __init__(self, owner: Process, label: str) -> None:
-        super().__init__(threading.current_thread())
-        self.label = label
+        super().__init__(threading.current_thread(), label)
         self._owner = owner
         self._waker: Callable[[], object] | None = None
-        self._waiters: set[Callable[[], object]] = set()  # areceive calls waiting for mail
+        # `areceive` calls waiting for mail; None (the usual case) until one waits
+        self._waiters: set[Callable[[], object]] | None = None
         if not owner.add_watcher(self, self):  # keyed by the inbox: see notify_down
             self.exit("normal")
 
@@ -49,9 +49,11 @@ class _InboxProcess(PseudoProcess):
             if not self.alive:
                 return
             self._mailbox.append(message)
-            self._arrived.notify()
+            if self._sleepers is not None:
+                self._wake_sleepers()
             waiters = list(self._waiters) if self._waiters else None
-        self._wake(waiters)
+        if waiters is not None or self._waker is not None:
+            self._wake(waiters)
 
     def notify_down(self, ref: Hashable, pid: Pid, reason: Reason) -> None:
         if ref is self:  # the owner exited: so does its inbox
@@ -62,9 +64,10 @@ class _InboxProcess(PseudoProcess):
     def on_exit(self) -> None:
         with self._arrived_lock:
             self._mailbox.clear()
-            self._arrived.notify_all()
-            waiters = list(self._waiters)
-        self._wake(waiters)  # a waiting `areceive` wakes up to raise ProcessExit
+            self._wake_sleepers()
+            waiters = list(self._waiters) if self._waiters else None
+        if waiters is not None or self._waker is not None:
+            self._wake(waiters)  # a waiting `areceive` wakes up to raise ProcessExit
 
     def close(self) -> None:
         self._owner.remove_watcher(self)
@@ -88,11 +91,16 @@ class _InboxProcess(PseudoProcess):
 
     def add_waiter(self, waiter: Callable[[], object]) -> None:
         with self._arrived_lock:
+            if self._waiters is None:
+                self._waiters = set()
             self._waiters.add(waiter)
 
     def discard_waiter(self, waiter: Callable[[], object]) -> None:
         with self._arrived_lock:
-            self._waiters.discard(waiter)
+            if self._waiters is not None:
+                self._waiters.discard(waiter)
+                if not self._waiters:
+                    self._waiters = None
 
     def _wake(self, waiters: list[Callable[[], object]] | None) -> None:
         if waiters:

@@ -166,6 +166,11 @@ class _LibraryLogger(structlog.stdlib.BoundLogger):
     """`structlog.stdlib.BoundLogger` whose routine levels cost one level check when
     nothing would record them (per-run events are DEBUG)."""
 
+    def wants(self, level: int) -> bool:
+        """Would an event at `level` be recorded? Lets a caller skip building the
+        fields of a routine event (formatting, redaction) that nothing records."""
+        return _wanted(self._logger, level)
+
     def debug(self, event: str | None = None, *args: Any, **kw: Any) -> Any:
         if not _wanted(self._logger, logging.DEBUG):
             return None

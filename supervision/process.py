@@ -83,7 +83,7 @@ class Process:
         self._timers: set[Any] | None = None
         self._dead: threading.Event | None = None
         self._exit_finished = False  # links, monitors and on_exit have all been handled
-        _table[self.pid.number] = self
+        _table[self.pid._number] = self
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.pid}{' ' + self.label if self.label else ''}>"
@@ -213,7 +213,7 @@ class Process:
             watchers, self._watchers = self._watchers, None
             monitoring, self._monitoring = self._monitoring, None
             timers, self._timers = self._timers, None
-        _table.pop(self.pid.number, None)
+        _table.pop(self.pid._number, None)
         if self.name is not None:
             release(self)
         if timers:
@@ -222,13 +222,18 @@ class Process:
         if monitoring:
             for ref, target in monitoring.items():
                 target.remove_watcher(ref)
-        item = (self, reason, links, watchers)
         queue: deque[Any] | None = getattr(_propagation, "queue", None)
-        if queue is not None:
-            queue.append(item)  # an outer exit on this thread is propagating: join its loop
+        if queue is not None:  # an outer exit on this thread is propagating: join its loop
+            queue.append((self, reason, links, watchers))
+        elif links is None and not watchers:
+            # Nobody to signal (an inbox, a task, an unlinked server): no exit can follow
+            # from this one through a link or a monitor, so there is no order to keep and
+            # no queue to set up. One that `on_exit` causes runs its own propagation.
+            _propagate(self, reason, None, None)
         else:
-            _propagation.queue = queue = deque([item])
+            _propagation.queue = queue = deque()
             try:
+                _propagate(self, reason, links, watchers)
                 while queue:
                     _propagate(*queue.popleft())
             finally:
@@ -340,29 +345,40 @@ class PseudoProcess(Process):
     thread calls one of those first.
     """
 
-    __slots__ = ("_arrived", "_arrived_lock", "_mailbox", "exit_reported")
+    __slots__ = ("_arrived_lock", "_mailbox", "_sleepers", "exit_reported")
 
     is_pseudo = True
 
-    def __init__(self, thread: threading.Thread) -> None:
+    def __init__(self, thread: threading.Thread, label: str | None = None) -> None:
         super().__init__()
-        self.label = f"thread {thread.name}"
+        self.label = f"thread {thread.name}" if label is None else label
         self._mailbox: deque[Any] = deque()
-        # `with` takes the condition's lock itself: `Condition.__enter__` is a Python
-        # call more on every delivery and every receive.
         self._arrived_lock = threading.Lock()
-        self._arrived = threading.Condition(self._arrived_lock)
+        # The threads blocked in `receive`, each on a lock of its own that it holds:
+        # a delivery releases them (a one-shot wake-up). Nearly always none or one,
+        # so no `threading.Condition` (made per mailbox, and a Python-level
+        # `notify` with an ownership check on every delivery) is needed.
+        self._sleepers: list[Any] | None = None
         self.exit_reported = False
 
     def deliver(self, message: Any) -> None:
         with self._arrived_lock:
             if self.alive:
                 self._mailbox.append(message)
-                self._arrived.notify()
+                if self._sleepers is not None:
+                    self._wake_sleepers()
+
+    def _wake_sleepers(self) -> None:
+        """Wake every thread blocked in `receive` (hold `_arrived_lock`). All of them,
+        not one: each may be waiting for a different `match`, and re-checks."""
+        sleepers, self._sleepers = self._sleepers, None
+        if sleepers is not None:
+            for sleeper in sleepers:
+                sleeper.release()
 
     def on_exit(self) -> None:
         with self._arrived_lock:
-            self._arrived.notify_all()
+            self._wake_sleepers()
 
     def remove_down_message(self, ref: Ref) -> None:
         with self._arrived_lock:
@@ -391,7 +407,28 @@ class PseudoProcess(Process):
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     raise TimeoutError("receive: no matching message in time")
-                self._arrived.wait(remaining)
+                self._sleep(remaining)
+
+    def _sleep(self, remaining: float | None) -> None:
+        """Block (holding `_arrived_lock` on entry and on return) until a delivery or
+        the exit wakes this thread, or `remaining` seconds pass."""
+        sleeper = threading.Lock()
+        sleeper.acquire()
+        sleepers = self._sleepers
+        if sleepers is None:
+            self._sleepers = [sleeper]
+        else:
+            sleepers.append(sleeper)
+        lock = self._arrived_lock
+        lock.release()
+        try:
+            woken = sleeper.acquire(True, -1 if remaining is None else remaining)
+        finally:
+            lock.acquire()
+        if not woken:  # timed out: leave the list, unless a wake-up took us out meanwhile
+            sleepers = self._sleepers
+            if sleepers is not None and sleeper in sleepers:
+                sleepers.remove(sleeper)
 
     def pending(self) -> int:
         with self._arrived_lock:

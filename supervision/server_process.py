@@ -161,7 +161,8 @@ class ServerProcess(Process):
         if context is None:
             context = self._context = Context()
         context.run(self._handle, message)
-        self._fence_state()
+        if not self.alive:  # `_fence_state`, inline: this is every message's path
+            self.state = None
 
     def _fence_state(self) -> None:
         """Drop the state of a process killed while a callback ran. The kill's exit drops

@@ -85,10 +85,12 @@ class SyncPool:
         self.max_abandoned = abandoned
         self.idle_seconds = idle_seconds
         self._queue: deque[_Work] = deque()
-        self._wake_lock = threading.Lock()  # `with` it: cheaper than the condition's
-        self._wake = threading.Condition(self._wake_lock)
+        self._wake_lock = threading.Lock()
+        # Idle threads, each blocked on a lock of its own that it holds: `_submit`
+        # releases one (a one-shot wake-up, cheaper than a `threading.Condition`).
+        self._sleeping: list[Any] = []
         self._threads = 0
-        self._idle = 0
+        self._idle = 0  # threads waiting for work, woken ones that have not resumed too
         self._executing: set[TaskProcess] = set()
 
     def submit(self, process: TaskProcess, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
@@ -108,7 +110,8 @@ class SyncPool:
         with self._wake_lock:
             if self._idle > len(self._queue):
                 self._queue.append((process, fn, args))
-                self._wake.notify()
+                if self._sleeping:
+                    self._sleeping.pop().release()
                 return
             if self._threads < self.max_threads or self._may_replace():
                 self._queue.append((process, fn, args))
@@ -141,18 +144,30 @@ class SyncPool:
             }
 
     def _run(self) -> None:
-        queue, wake, executing = self._queue, self._wake, self._executing
+        queue, sleeping, executing = self._queue, self._sleeping, self._executing
         wake_lock = self._wake_lock
+        wake = threading.Lock()  # held, but while a `_submit` has just woken this thread
+        wake.acquire()
         current: TaskProcess | None = None
         while True:
             with wake_lock:
                 while not queue:
                     self._idle += 1
-                    woken = wake.wait(self.idle_seconds)
+                    sleeping.append(wake)
+                    wake_lock.release()
+                    try:
+                        woken = wake.acquire(True, self.idle_seconds)
+                    finally:
+                        wake_lock.acquire()
                     self._idle -= 1
-                    if not woken and not queue:
-                        self._threads -= 1
-                        return
+                    if not woken:
+                        if wake in sleeping:
+                            sleeping.remove(wake)
+                        else:  # `_submit` took it out and released it meanwhile
+                            wake.acquire()  # (at once): held again for the next sleep
+                        if not queue:
+                            self._threads -= 1
+                            return
                 process, fn, args = queue.popleft()
                 if process.alive:
                     executing.add(process)

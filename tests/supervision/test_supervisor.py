@@ -210,22 +210,30 @@ def test_escalation_restarts_the_failing_subtree_from_its_parent():
             [spec(log, "leaf")], intensity=1, period=60, name="inner-sup"
         )
 
-    top = sv.Supervisor.start_link(
+    # Not linked to the test thread, and stopped before the test returns: the teardown's
+    # exit signal to a linked tree is asynchronous, so the [pooled] variant's tree could
+    # still hold "inner-sup" when the [thread] variant registered it (flaky, ~1 in 30
+    # under load; issue 20's last stop note).
+    top = sv.Supervisor.start(
         [sv.ChildSpec("inner", inner, type="supervisor")], intensity=5, period=60
     )
-    first_inner = sv.whereis("inner-sup")
-    ref = sv.monitor(first_inner)
-    with capture_logs() as logs:
-        for _ in range(2):  # the second restart within the period exceeds intensity 1
-            leaf = wait_until(lambda: child_pid("inner-sup", "leaf"))
-            sv.exit(leaf, "kill")
-        down = sv.receive(5, match=lambda m: isinstance(m, sv.Down) and m.ref == ref)
-    assert down.reason == "shutdown"
-    assert any(e["event"] == "supervision.supervisor.max_intensity_reached" for e in logs)
-    second_inner = wait_until(lambda: sv.whereis("inner-sup"))
-    assert second_inner != first_inner
-    assert child_pid(top, "inner") == second_inner
-    assert child_pid("inner-sup", "leaf").is_alive()
+    try:
+        first_inner = sv.whereis("inner-sup")
+        ref = sv.monitor(first_inner)
+        with capture_logs() as logs:
+            for _ in range(2):  # the second restart within the period exceeds intensity 1
+                leaf = wait_until(lambda: child_pid("inner-sup", "leaf"))
+                sv.exit(leaf, "kill")
+            down = sv.receive(5, match=lambda m: isinstance(m, sv.Down) and m.ref == ref)
+        assert down.reason == "shutdown"
+        assert any(e["event"] == "supervision.supervisor.max_intensity_reached" for e in logs)
+        second_inner = wait_until(lambda: sv.whereis("inner-sup"))
+        assert second_inner != first_inner
+        assert child_pid(top, "inner") == second_inner
+        assert child_pid("inner-sup", "leaf").is_alive()
+    finally:
+        sv.stop(top, "shutdown")
+    assert sv.whereis("inner-sup") is None  # the whole tree is gone, its names free
 
 
 def test_supervisor_exit_kills_children_and_leaves_nothing(leak_check):
