@@ -117,4 +117,6 @@ class Terminal(NamedTuple):
 
 
 class Begin(NamedTuple):
-    """To itself, right after `init`: start admission (so `init` returns at once)."""
+    """To itself, right after `init`: start admission (so `init` returns at once).
+    Not sent when there is no runtime policy or admission to pass: `init` then asks
+    for the lane itself, which is only a request."""

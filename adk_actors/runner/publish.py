@@ -63,7 +63,7 @@ def start_stream(request: InvocationRequest) -> Pid | None:
 def announce_stream(request: InvocationRequest, stream: Pid | None) -> None:
     """Tell the caller, if any, where its items come from, and subscribe it to a run's
     stream from the start."""
-    if request.subscriber is not None:
+    if request.subscriber is not None and not request.outcome_only:
         # a plain invocation's one caller is sent its items directly (the server is
         # its stream: same messages, no second process); a run's subscribe to it
         send(request.subscriber, StreamOpened(stream or self_pid()))
@@ -76,11 +76,12 @@ def announce_stream(request: InvocationRequest, stream: Pid | None) -> None:
 
 def publish(state: InvocationState, event: Event) -> None:
     """Append to the stream without waiting (this server is its only publisher, so
-    it numbers the items itself)."""
+    it numbers the items itself). A caller that wants only the outcome is not sent
+    the item: it is numbered all the same, so the terminal's sequence never changes."""
     state.published += 1
     if state.stream is not None:
         CreditStream.publish_async(state.stream, event)
-    elif state.request.subscriber is not None:
+    elif state.request.subscriber is not None and not state.request.outcome_only:
         send(state.request.subscriber, StreamItem(self_pid(), state.published, event))
 
 

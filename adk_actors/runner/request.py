@@ -81,6 +81,11 @@ class InvocationRequest:
     """Subscribed to the event stream before anything is published."""
     run: RunIdentity | None = None
     max_buffered_events: int = 256
+    outcome_only: bool = False
+    """A plain invocation's `subscriber` wants only its end (`Runner.run`): it is sent
+    the `StreamTerminal` alone, no `StreamOpened` and no `StreamItem` per event (it
+    monitors the server it started instead). Every event is still stored, seen by the
+    plugins and counted in the stream's sequence exactly as for a streaming caller."""
 
 
 class Handoffs(OneShotHandoffs[InvocationRequest]):

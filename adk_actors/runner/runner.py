@@ -16,21 +16,22 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from adk_actors.agents.api import AgentLike, _name
 from adk_actors.agents.scope import as_content
 from adk_actors.agents.turn_outcome import Continuation
 from adk_actors.events import Event, EventError
-from adk_actors.outcomes import OUTCOME_TYPES, Cancelled, Completed, Failed, Outcome, Paused
+from adk_actors.outcomes import OUTCOME_TYPES, Cancelled, Completed, Outcome, Paused
 from adk_actors.plugins import Pipeline
 from adk_actors.policy import RuntimePolicy
 from adk_actors.runner import continuations
 from adk_actors.runner.context import ContextPolicy
+from adk_actors.runner.follow import afollow, await_outcome, follow
 from adk_actors.runner.history import model_history, split_events
 from adk_actors.runner.launch import launch
-from adk_actors.runner.messages import Cancel, StreamOpened, check_cancel_reason
+from adk_actors.runner.messages import Cancel, check_cancel_reason
 from adk_actors.runner.options import (
     DEFAULT_MAX_PARTIAL_EVENTS,
     DEFAULT_MAX_STREAM_OUTPUT_BYTES,
@@ -42,14 +43,8 @@ from adk_actors.sessions.service import SessionService
 from providers.content import Content
 from providers.errors import AdkError
 from supervision import (
-    Down,
-    Inbox,
     Pid,
     ProcessExit,
-    StreamDetached,
-    StreamItem,
-    StreamTerminal,
-    aio,
     call,
 )
 
@@ -108,8 +103,16 @@ class Runner:
 
     def run(self, user_id: str, session_id: str, message: str | Content) -> str | Content | Paused:
         """Run one invocation to its end: the final output, a `Paused` outcome to
-        `resume` later, or a raised `AdkError`."""
-        return _result(_last_outcome(self.invocation(user_id, session_id, message)))
+        `resume` later, or a raised `AdkError`. Only the end is sent to the caller (no
+        message per event): every event is stored, and seen by the plugins, as when
+        streamed."""
+        return _result(
+            await_outcome(
+                lambda inbox: self.start_invocation(
+                    user_id, session_id, message, owner=inbox, subscriber=inbox, outcome_only=True
+                )
+            )
+        )
 
     def run_async(self, user_id: str, session_id: str, message: str | Content) -> EventStream:
         """The invocation's events as they are stored, with ``for`` or ``async for``
@@ -150,7 +153,7 @@ class Runner:
         invocation server's stream. Leaving early cancels it (``consumer_closed``)."""
         work = Fresh(as_content(message))
         chosen, token = _identity(invocation_id, token)
-        yield from _follow(
+        yield from follow(
             lambda inbox: self._launch(user_id, session_id, chosen, token, work, inbox, inbox)
         )
 
@@ -165,13 +168,29 @@ class Runner:
         owner: Pid | None = None,
         subscriber: Pid | None = None,
         run: RunIdentity | None = None,
+        outcome_only: bool = False,
     ) -> Pid:
         """Start the invocation's server and return its pid (what `adk.runs` drives).
         `owner`'s exit cancels it; `subscriber` gets its stream from the first item;
-        `run` makes it a retained stable run."""
+        `run` makes it a retained stable run. With `outcome_only` (a plain invocation's
+        subscriber that wants only its end, as `run`) the subscriber is sent the
+        `StreamTerminal` alone: no `StreamOpened`, no item per event (monitor the
+        returned server instead); the events are stored and seen by plugins as ever."""
+        if outcome_only and (run is not None or subscriber is None):
+            raise AdkError("invalid_request", "outcome_only is for a plain invocation's subscriber")
         work = Fresh(as_content(message))
         chosen, token = _identity(invocation_id, token)
-        return self._launch(user_id, session_id, chosen, token, work, owner, subscriber, run)
+        return self._launch(
+            user_id,
+            session_id,
+            chosen,
+            token,
+            work,
+            owner,
+            subscriber,
+            run,
+            outcome_only=outcome_only,
+        )
 
     def abandon(
         self,
@@ -226,9 +245,15 @@ class Runner:
         response: Any,
         invocation_id: str | None = None,
     ) -> str | Content | Paused:
-        """Resume a paused invocation to its end, like `run` (it may pause again)."""
+        """Resume a paused invocation to its end, like `run` (it may pause again);
+        checked like `resume_invocation` before anything starts."""
+        chosen, work = self._resumed(user_id, session_id, response, invocation_id)
         return _result(
-            _last_outcome(self.resume_invocation(user_id, session_id, response, invocation_id))
+            await_outcome(
+                lambda inbox: self._launch(
+                    user_id, session_id, chosen, None, work, inbox, inbox, outcome_only=True
+                )
+            )
         )
 
     def resume_invocation(
@@ -254,7 +279,7 @@ class Runner:
         JSON object for ``request_human_approval``.
         """
         chosen, work = self._resumed(user_id, session_id, response, invocation_id)
-        return _follow(
+        return follow(
             lambda inbox: self._launch(user_id, session_id, chosen, token, work, inbox, inbox)
         )
 
@@ -283,11 +308,22 @@ class Runner:
         owner: Pid | None = None,
         subscriber: Pid | None = None,
         run: RunIdentity | None = None,
+        *,
+        outcome_only: bool = False,
     ) -> Pid:
         """Start the invocation's server (see `InvocationRequest` for the fields)."""
         token = token or continuations.new_token()
         request = InvocationRequest(
-            self, user_id, session_id, invocation_id, token, work, owner, subscriber, run
+            self,
+            user_id,
+            session_id,
+            invocation_id,
+            token,
+            work,
+            owner,
+            subscriber,
+            run,
+            outcome_only=outcome_only,
         )
         return launch(request)
 
@@ -447,98 +483,6 @@ def _invocation_id(chosen: str | None) -> str:
     return chosen
 
 
-def _follow(
-    start: Callable[[Pid], Pid], started: Callable[[Pid], None] | None = None
-) -> Iterator[Event | Outcome]:
-    """Start an invocation with a fresh inbox as its owner and subscriber (`started`
-    is told its server), then yield its stream: each event, then the outcome. Closing
-    early closes the inbox, which the server sees as its caller leaving
-    (``consumer_closed``)."""
-    inbox, server = _open(start, started)
-    ended = False
-    try:
-        opened = inbox.receive(5.0, _is_opened)
-        inbox.monitor(opened.stream)  # closed after the terminal; killed with its server
-        while not ended:
-            followed = _followed(inbox.receive(None, None))
-            if followed is not None:
-                ended, item = followed
-                yield item
-    finally:
-        if not ended:  # the caller left early: the end is recorded before we return
-            try:
-                call(server, Cancel("consumer_closed", 0.0))
-            except ProcessExit:
-                pass  # it ended meanwhile, and recorded its own end
-        inbox.close()
-
-
-async def _afollow(
-    start: Callable[[Pid], Pid], started: Callable[[Pid], None] | None = None
-) -> AsyncGenerator[Event | Outcome, None]:
-    """`_follow` for ``async for``: the inbox is awaited, so a consumer waiting for a
-    slow model holds no thread (the event loop runs on meanwhile)."""
-    inbox, server = _open(start, started)
-    ended = False
-    try:
-        opened = await inbox.areceive(5.0, _is_opened)
-        inbox.monitor(opened.stream)
-        while not ended:
-            followed = _followed(await inbox.areceive(None, None))
-            if followed is not None:
-                ended, item = followed
-                yield item
-    finally:
-        try:
-            if not ended:
-                await aio.call(server, Cancel("consumer_closed", 0.0))
-        except ProcessExit:
-            pass
-        finally:  # also when the cancel could not be awaited (a loop that is closing)
-            inbox.close()
-
-
-def _open(start: Callable[[Pid], Pid], started: Callable[[Pid], None] | None) -> tuple[Inbox, Pid]:
-    """A fresh inbox, and the invocation started with it as owner and subscriber."""
-    inbox = Inbox(label="invocation caller")
-    try:
-        server = start(inbox.pid)
-    except BaseException:
-        inbox.close()
-        raise
-    if started is not None:
-        started(server)
-    return inbox, server
-
-
-def _is_opened(message: object) -> bool:
-    return type(message) is StreamOpened
-
-
-def _followed(message: object) -> tuple[bool, Event | Outcome] | None:
-    """One message of an invocation's stream for its follower: (ended, what to yield),
-    or None for a message that is not the stream's."""
-    match message:
-        case StreamItem(item=item):
-            return False, item
-        case StreamTerminal(outcome=outcome):
-            return True, outcome
-        case StreamDetached():
-            raise AdkError("slow_subscriber", "the caller fell too far behind")
-        case Down(reason=reason):  # before its terminal: the invocation is gone
-            kind = getattr(reason, "kind", None) or str(reason)
-            return True, Failed(("invocation_exit", kind[:200]))
-    return None
-
-
-def _last_outcome(items: Iterator[Event | Outcome]) -> Outcome | None:
-    outcome: Outcome | None = None
-    for item in items:
-        if isinstance(item, OUTCOME_TYPES):
-            outcome = item
-    return outcome
-
-
 def _result(outcome: Outcome | None) -> str | Content | Paused:
     """What `run` returns for an outcome: the output, the `Paused` outcome, or a raise
     (a cancel's as ``("cancelled", reason)``)."""
@@ -579,7 +523,7 @@ class EventStream:
             _send_cancel(server, self._cancel)
 
     def __iter__(self) -> Iterator[Event]:
-        items = _follow(self._start, self._started)
+        items = follow(self._start, self._started)
         try:
             for item in items:
                 if isinstance(item, OUTCOME_TYPES):
@@ -595,7 +539,7 @@ class EventStream:
         return self._aiterate()
 
     async def _aiterate(self) -> AsyncIterator[Event]:
-        items = _afollow(self._start, self._started)
+        items = afollow(self._start, self._started)
         try:
             async for item in items:
                 if isinstance(item, OUTCOME_TYPES):

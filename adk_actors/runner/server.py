@@ -149,7 +149,11 @@ class InvocationServer(GenServer):
         state.deadline_timer = send_after(self_pid(), DeadlineReached(), timeout)
         if request.owner is not None:
             state.owner_ref = monitor(request.owner)
-        send(self_pid(), Begin())
+        agent = _agent(state) if _nothing_before_the_lane(request) else None
+        if agent is not None:  # no policy or admission to pass: ask for the lane now
+            self._enter_lane(state, agent)  # a request only: `init` still returns at once
+        else:
+            send(self_pid(), Begin())
         return state
 
     # -- requests --------------------------------------------------------------------
@@ -325,13 +329,14 @@ class InvocationServer(GenServer):
             else:
                 refuse(state, "noproc")
 
-    def _enter_lane(self, state: InvocationState) -> None:
+    def _enter_lane(self, state: InvocationState, agent: Pid | None = None) -> None:
+        """Ask the agent (`agent`, or the one registered now) for the session's lane."""
         if state.phase is Phase.ADMITTING:
             state.phase = advance(state.phase, Phase.QUEUED_IN_LANE)
         request = state.request
         lane = Scope(request.runner.app_name, request.user_id, request.session_id).lane()
         state.lane_attempts += 1
-        state.lane_agent = _agent(state)
+        state.lane_agent = agent if agent is not None else _agent(state)
         if state.lane_agent is None:
             refuse(state, "noproc")
             return
@@ -437,7 +442,7 @@ class InvocationServer(GenServer):
                 state, Event.new(name, state.invocation_id, value, provider_metadata=metadata)
             )
         elif kind == "model":
-            state.final = (value, metadata)
+            state.final.value = (value, metadata)
 
     def _flush_partials(self, state: InvocationState) -> None:
         for partial in state.partials.take(state.spec.name, state.invocation_id):
@@ -485,7 +490,7 @@ class InvocationServer(GenServer):
         self._flush_partials(state)
         if state.phase.terminal:  # a step could not be stored: that ended it
             return
-        content, metadata = state.final
+        content, metadata = state.final.value
         event = steps.final_event(state.spec, state.invocation_id, output, content, metadata)
         storing.store_final(state, event, output)
 
@@ -539,6 +544,15 @@ class InvocationServer(GenServer):
 
 def _agent(state: InvocationState) -> Pid | None:
     return whereis(registered_name(state.runner.agent_name))
+
+
+def _nothing_before_the_lane(request: Any) -> bool:
+    """No runtime policy to admit a fresh invocation and no admission control: `init`
+    asks for the lane itself, saving the `Begin` message (and a dispatch) per run."""
+    runner = request.runner
+    if runner.admission_control is not None:
+        return False
+    return runner.runtime_policy is None or not isinstance(request.work, Fresh)
 
 
 def _invocation_span(request: Any) -> OpenSpan:

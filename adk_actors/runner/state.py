@@ -67,7 +67,7 @@ class InvocationState:
     owner_ref: Ref | None = None
     deadline_timer: TimerRef | None = None
     partials: steps.Partials = field(default_factory=steps.Partials)
-    final: tuple[Any, Any] = (None, None)
+    final: steps.FinalAnswer = field(default_factory=steps.FinalAnswer)
     cancel_reason: Any = None
     grace: TimerRef | None = None
     outcome: Outcome | None = None

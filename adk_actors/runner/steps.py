@@ -108,6 +108,20 @@ def has_calls(value: Any) -> bool:
     return isinstance(value, Content) and bool(value.function_calls())
 
 
+class FinalAnswer:
+    """The turn's final answer, ``(content, metadata)`` in `value`, kept for the end.
+
+    The turn's observer writes it on the turn's thread (`turn_call`), the server reads
+    it once the turn's `TaskResult` has come; a holder of its own, so the turn never
+    holds the server's state (a killed server's state must be freed by reference
+    counting, which ends its span)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value: tuple[Any, Any] = (None, None)
+
+
 def final_event(spec: Any, invocation_id: str, output: Any, content: Any, metadata: Any) -> Event:
     """The final answer; an agent's `output_key` is committed in the same event."""
     delta: dict[str, Any] = {}

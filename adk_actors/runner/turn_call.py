@@ -3,7 +3,11 @@
 `turn_call` is the turn an open invocation starts in its `Task`: `run_turn` for a
 fresh invocation, `resume_turn` for a resumed one, with options that bring every step
 (`TurnStep`) and every policy audit event (`AuditStep`) back to the server as
-messages, so only the server ever writes the session. `invocation_pool` is where a
+messages, so only the server ever writes the session. The one step that is not a
+message is the final answer (a model step with no calls), which the server stores
+only once the turn's result has come: the turn keeps it in a holder the server's
+state shares (`InvocationState.final`) just before it ends, and the `TaskResult` sent after it
+carries it across. `invocation_pool` is where a
 fresh invocation's history read runs when its context policy runs user code.
 """
 
@@ -14,11 +18,12 @@ from typing import Any
 
 from adk_actors.agents.scope import Scope, TurnOptions
 from adk_actors.agents.turn import resume_turn, run_turn
+from adk_actors.runner import steps
 from adk_actors.runner.guard import Guard
 from adk_actors.runner.messages import AuditStep, TurnStep
 from adk_actors.runner.request import Fresh
 from adk_actors.runner.state import InvocationState
-from supervision import SyncPool, self_pid, send, shared_pool
+from supervision import Pid, SyncPool, self_pid, send, shared_pool
 
 
 def turn_call(
@@ -34,7 +39,7 @@ def turn_call(
     guard = Guard(runner.runtime_policy, inv, lambda event: send(me, AuditStep(event)))
     options = TurnOptions(
         state=visible,
-        observer=lambda kind, value, metadata: send(me, TurnStep(kind, value, metadata)),
+        observer=_observer(state, me),
         max_llm_calls=runner.max_llm_calls,
         max_tool_rounds=runner.max_tool_rounds,
         streaming=runner.streaming_mode,
@@ -56,6 +61,25 @@ def turn_call(
         args = (spec, work.history, work.contents, work.continuation, work.answer)
         args = (*args, scope, inv, options)
     return turn, args
+
+
+def _observer(state: InvocationState, server: Pid) -> Callable[[str, Any, Any], None]:
+    """Where the turn reports its steps (on the turn's thread): a message to `server`
+    each, but the final answer. That one is read by the server only after the turn's
+    `TaskResult`, which the kernel delivers after this write, so it is kept in
+    `state.final` (a `steps.FinalAnswer`) at once (the last one wins, as with the
+    messages), saving a message and a dispatch per invocation. A killed turn reports
+    nothing (`_observe` is fenced), and an ended server never reads it."""
+
+    final = state.final  # the holder only: the turn never holds the server's state
+
+    def observe(kind: str, value: Any, metadata: Any) -> None:
+        if kind == "model" and not steps.has_calls(value):
+            final.value = (value, metadata)
+        else:
+            send(server, TurnStep(kind, value, metadata))
+
+    return observe
 
 
 def invocation_pool() -> SyncPool:

@@ -1,0 +1,189 @@
+"""A caller that wants only an invocation's end (issue 20 §4, lead 1: `Runner.run`).
+
+`Runner.run` and `Runner.resume` used to follow the whole stream (StreamOpened, one
+StreamItem per event, StreamTerminal: a wake of the caller per event) to return only
+the outcome. Their caller now subscribes for the terminal alone. These tests pin what
+must not change: every event stored and seen by ``on_event`` plugins, a streaming
+caller still gets every item, the same failure reasons, a server gone before its
+terminal still reported, and a caller that leaves while it runs still cancels it with
+``consumer_closed``.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+import pytest
+
+import adk_actors as adk
+import supervision as sv
+from adk_actors import plugins as pl
+from adk_actors.app import RUN_SUPERVISOR
+from adk_actors.outcomes import Completed
+from adk_actors.runner.messages import StreamOpened
+from supervision import DynamicSupervisor, Inbox, StreamItem, StreamTerminal
+
+
+@adk.tool
+def lookup(city: str) -> dict:
+    """Look a city up."""
+    return {"city": city}
+
+
+def tool_then_text(history, tools):
+    if history[-1].role == "tool":
+        return {"text": "sunny"}
+    return {"tool_calls": [{"name": "lookup", "args": {"city": "Oslo"}}]}
+
+
+class Observer(pl.Plugin):
+    """An ``on_event`` plugin: the authors of the events it saw, in order."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def on_event(self, ctx, value, config):
+        self.seen.append(value["author"])
+
+
+@pytest.fixture
+def sessions():
+    service = adk.sessions.InMemorySessionService()
+    yield service
+    service.close()
+
+
+def _drain(inbox: Inbox) -> list[object]:
+    """Every message of the invocation up to its terminal (and nothing after it)."""
+    messages: list[object] = []
+    while not messages or type(messages[-1]) is not StreamTerminal:
+        messages.append(inbox.receive(10.0))
+    return messages
+
+
+def test_an_outcome_only_caller_gets_the_terminal_alone_and_the_events_stay(sessions):
+    observer = Observer()
+    agent = adk.spawn_agent(
+        "OutcomeOnly", {"provider": adk.ScriptedProvider(fn=tool_then_text)}, tools=[lookup]
+    )
+    runner = adk.Runner(agent, "app", sessions, plugins=[{"plugin": observer, "id": "o"}])
+    with Inbox() as quiet, Inbox() as streaming:
+        runner.start_invocation(
+            "u", "quiet", "weather?", owner=quiet.pid, subscriber=quiet.pid, outcome_only=True
+        )
+        only = _drain(quiet)
+        runner.start_invocation(
+            "u", "loud", "weather?", owner=streaming.pid, subscriber=streaming.pid
+        )
+        every = _drain(streaming)
+    stored = sessions.get_session("app", "u", "quiet").events
+    assert [e.author for e in stored] == ["user", "OutcomeOnly", "OutcomeOnly", "OutcomeOnly"]
+    # the outcome-only caller: the terminal, numbered after every stored event
+    assert len(only) == 1 and isinstance(only[0].outcome, Completed)
+    assert only[0].seq == len(stored) + 1
+    # a streaming caller of the same invocation still gets the opening and every item
+    assert type(every[0]) is StreamOpened
+    items = [m for m in every if type(m) is StreamItem]
+    assert [m.item.author for m in items] == [e.author for e in stored]
+    assert every[-1].seq == only[0].seq
+    # the plugins saw every event of both (the user's opening is not a step)
+    assert observer.seen == ["OutcomeOnly"] * 3 * 2
+
+
+def test_outcome_only_is_refused_for_a_run_or_without_a_subscriber(sessions):
+    agent = adk.spawn_agent("OutcomeOnlyRefused", {"provider": adk.ScriptedProvider(["x"])})
+    runner = adk.Runner(agent, "app", sessions)
+    with pytest.raises(adk.AdkError) as refused:
+        runner.start_invocation("u", "s", "hi", outcome_only=True)
+    assert refused.value.reason == "invalid_request"
+
+
+def test_run_still_stores_every_event_for_the_plugins_and_returns_the_output(sessions):
+    observer = Observer()
+    agent = adk.spawn_agent(
+        "RunQuiet", {"provider": adk.ScriptedProvider(fn=tool_then_text)}, tools=[lookup]
+    )
+    runner = adk.Runner(agent, "app", sessions, plugins=[{"plugin": observer, "id": "o"}])
+    assert runner.run("u", "s", "weather?") == "sunny"
+    assert observer.seen == ["RunQuiet"] * 3
+    assert len(sessions.get_session("app", "u", "s").events) == 4
+
+
+def test_a_failing_run_raises_the_same_reason_after_storing_its_steps(sessions):
+    def always_tool(history, tools):
+        return {"tool_calls": [{"name": "lookup", "args": {"city": "Oslo"}}]}
+
+    observer = Observer()
+    agent = adk.spawn_agent(
+        "RunFails", {"provider": adk.ScriptedProvider(fn=always_tool)}, tools=[lookup]
+    )
+    runner = adk.Runner(
+        agent, "app", sessions, max_llm_calls=2, plugins=[{"plugin": observer, "id": "o"}]
+    )
+    with pytest.raises(adk.AdkError) as failure:
+        runner.run("u", "s", "go")
+    assert failure.value.reason == "max_llm_calls_exceeded"
+    events = sessions.get_session("app", "u", "s").events
+    assert events[-1].error is not None and events[-1].error.reason == "max_llm_calls_exceeded"
+    assert observer.seen == ["RunFails"] * 4  # two model calls, two tool results
+
+
+def test_a_server_killed_before_its_terminal_is_an_invocation_exit(sessions):
+    before = {child.pid for child in DynamicSupervisor.which_children(RUN_SUPERVISOR)}
+    gate = threading.Event()
+
+    def kill_my_server(history, tools):
+        for child in DynamicSupervisor.which_children(RUN_SUPERVISOR):
+            if child.pid not in before:
+                sv.exit(child.pid, "kill")
+        gate.wait(10)
+        return {"text": "too late"}
+
+    agent = adk.spawn_agent("RunKilled", {"provider": adk.ScriptedProvider(fn=kill_my_server)})
+    try:
+        with pytest.raises(adk.AdkError) as failure:
+            adk.Runner(agent, "app", sessions).run("u", "s", "hi")
+    finally:
+        gate.set()
+    assert failure.value.reason[0] == "invocation_exit"
+
+
+class Interrupted(Exception):
+    """Raised in the main thread by a signal, as ``KeyboardInterrupt`` would be."""
+
+
+def test_leaving_run_while_it_runs_cancels_it_with_consumer_closed(sessions):
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals reach the main thread only")
+    entered, gate = threading.Event(), threading.Event()
+
+    def slow(history, tools):
+        entered.set()
+        gate.wait(10)
+        return {"text": "late"}
+
+    def interrupt() -> None:
+        if entered.wait(10):
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+
+    def raise_interrupted(signum, frame):
+        raise Interrupted
+
+    agent = adk.spawn_agent("RunLeft", {"provider": adk.ScriptedProvider(fn=slow)})
+    sessions.create_session("app", "u", "s", {"temp:scratch": 1})
+    runner = adk.Runner(agent, "app", sessions)
+    previous = signal.signal(signal.SIGUSR1, raise_interrupted)
+    interrupter = threading.Thread(target=interrupt)
+    interrupter.start()
+    try:
+        with pytest.raises(Interrupted):
+            runner.run("u", "s", "hi")
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+        gate.set()
+        interrupter.join(10)
+    session = sessions.get_session("app", "u", "s")  # recorded before run returned
+    assert [e.error.reason for e in session.events if e.error] == ["consumer_closed"]
+    assert "temp:scratch" not in session.state
+    assert not any(e.is_final for e in session.events)
