@@ -248,7 +248,7 @@ def our_runner(work: Workload, durable: Any | None) -> Iterator[adk.Runner]:
     """Our side's `Runner` for one round: a new agent with the row's model and one tool,
     admitting every run at once, on `durable` sessions (shared by the rounds) or on
     fresh in-memory ones (as the peer's `InMemoryRunner`); both ended afterwards."""
-    sessions = durable if durable is not None else _fresh_sessions()
+    sessions = durable if durable is not None else adk.sessions.InMemorySessionService()
     agent = adk.spawn_agent(
         f"Bench{next(_agents)}",
         {
@@ -263,17 +263,6 @@ def our_runner(work: Workload, durable: Any | None) -> Iterator[adk.Runner]:
         adk.stop_agent(agent)
         if durable is None:
             sessions.close()
-
-
-def _fresh_sessions() -> Any:
-    """A new `InMemorySessionService`, its tables already asked for: its first operation
-    asks the session owner for them, and when many invocations make it at once they can
-    hold every pooled handler thread while the owner waits for one, a stall of the
-    service's 30 s timeout (a bug of its own, left out of these figures). The peer's
-    fresh `InMemoryRunner` has nothing of the kind to do."""
-    sessions = adk.sessions.InMemorySessionService()
-    sessions.list_sessions("bench", "u")
-    return sessions
 
 
 # -- the models --------------------------------------------------------------------------------
