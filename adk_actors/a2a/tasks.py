@@ -4,10 +4,11 @@
 (`tasks_server`) as a child of the root tree, registered under
 ``("adk.a2a.tasks", child_id)``, with a Runner for `agent`; `stop_task_store` removes it
 (its `terminate` cancels the runs still going). `TaskStore` is the handle: every method
-is a coroutine that never blocks the event loop (one `aio.call` round trip to the
-server; the server never waits on a run, see `task_runs`); the pure work of a request
-(a message's byte size, what the agent receives) is done here, on the caller's side,
-so the store's mailbox holds no rendering. A disconnected request owns nothing: the
+is a coroutine that never blocks the event loop (one `aio.call` to the server, which
+never waits on a run, see `task_runs`: it answers at once, except a blocking send,
+answered when its task settles); the pure work of a request (a message's byte size, a
+new task's id, what the agent receives) is done here, on the caller's side, so the
+store's mailbox holds no rendering. A disconnected request owns nothing: the
 task goes on, bounded by ``task_timeout``. `start_task_store` also starts the
 kernel's runtime (reactor, task supervisor, pool), so no store handler pays for it.
 
@@ -30,6 +31,7 @@ early, with a ``nextPageToken``.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -41,6 +43,7 @@ from adk_actors.a2a.task_runs import RunLedger
 from adk_actors.a2a.tasks_model import principal_scope, public_task
 from adk_actors.a2a.tasks_protocol import (
     Ack,
+    Answer,
     CancelTask,
     Continue,
     Create,
@@ -49,7 +52,6 @@ from adk_actors.a2a.tasks_protocol import (
     Get,
     ListPage,
     Opened,
-    Settle,
     Stats,
     StoreArgs,
     Subscribe,
@@ -132,25 +134,31 @@ class TaskStore:
     async def send(self, principal: str, request: pb.SendMessageRequest) -> pb.Task:
         """Start a task (or continue one waiting for input) and return it: at once when
         ``configuration.returnImmediately``, else once it is terminal or interrupted
-        (at most ``task_timeout``, after which its run is cancelled and it is FAILED)."""
+        (at most ``task_timeout``, after which its run is cancelled and it is FAILED).
+
+        A blocking send is one call: the store answers it when the task settles, so
+        there is no moment when the task exists and nobody waits for it. (It was two
+        calls, a ``Create`` then a ``Settle``: with a short retention the task could
+        settle and be forgotten between them, -32001 for a task just created; and a
+        hold on the task until the ``Settle`` came outlived a sender cancelled in
+        between: session 28, review of the Low leftovers, A1.)"""
         scope = principal_scope(principal)
-        collect = not request.configuration.return_immediately  # a `Settle` follows
-        opened: Opened = await self._call(_submit_request(scope, request, None, 0, collect))
         history_length = (
             request.configuration.history_length
             if request.configuration.HasField("history_length")
             else None
         )
         if request.configuration.return_immediately:  # the snapshot: WORKING
+            opened: Opened = await self._call(_submit_request(scope, request, None, 0))
             snapshot = opened.frames[0][1].task
             return public_task(snapshot, history_length, include_artifacts=True)
-        settle = Settle(scope, opened.task_id, opened.generation, history_length)
+        submit = _submit_request(scope, request, None, 0, answer=Answer(history_length))
         try:
             status, value = await aio.call(
-                self.name, settle, self.options.task_timeout + SETTLE_GRACE
+                self.name, submit, self.options.task_timeout + SETTLE_GRACE
             )
         except CallTimeout:  # its run is past its deadline and being cancelled: as it is now
-            return await self.get(principal, opened.task_id, history_length)
+            return await self.get(principal, submit.task_id, history_length)
         except ProcessExit:
             raise _unavailable() from None
         if status == "error":
@@ -242,17 +250,19 @@ def _submit_request(
     request: pb.SendMessageRequest,
     subscriber: Any,
     max_queue: int,
-    collect: bool = False,
+    answer: Answer | None = None,
 ) -> Create | Continue:
     """The store's request for `request`, with the pure work done here, on the caller's
-    side: the message's byte size and (for a new task) what the agent receives (-32602
-    when the content model refuses it)."""
+    side: the message's byte size, and for a new task its id and what the agent
+    receives (-32602 when the content model refuses it). The id is made here so that a
+    blocking send whose answer is late can still read the task (`TaskStore.send`)."""
     message = request.message
     size = wire.json_bytes(message)
     if message.task_id:
-        return Continue(scope, message, subscriber, max_queue, size, collect)
+        return Continue(scope, message, subscriber, max_queue, size, message.task_id, answer)
     content = wire.user_content(message)
-    return Create(scope, message, subscriber, max_queue, size, content, collect)
+    task_id = f"task-{uuid.uuid4().hex}"
+    return Create(scope, message, subscriber, max_queue, size, content, task_id, answer)
 
 
 class TaskSubscription:

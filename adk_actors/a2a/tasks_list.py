@@ -1,11 +1,9 @@
 """Queries over a task store's state (pure work on the state its server hands in):
 ListTasks, the principal's tasks newest first, filtered, a page at a time under
-``max_list_bytes`` (page tokens signed with the store's secret, `tasks_model`), the
-store's live counts, and which settled tasks retention forgets when."""
+``max_list_bytes`` (page tokens signed with the store's secret, `tasks_model`), and
+the store's live counts."""
 
 from __future__ import annotations
-
-import time
 
 from a2a.types import a2a_pb2 as pb
 
@@ -61,30 +59,3 @@ def store_stats(state: State) -> dict[str, int]:
         "subscribers": sum(len(entry.subscribers) for entry in state.tasks.values()),
         "runs": len(state.ledger),
     }
-
-
-def expired(state: State, now: float) -> list[str]:
-    """The settled tasks whose retention is over at `now`, oldest first, but none whose
-    blocking send has yet to collect it (`Entry.collect`): with a short retention its
-    run could end and the task expire between the send's `Create` and its `Settle`,
-    which then found no task (-32001 for a task just created; session 28, Low
-    leftovers, item 2: the flaky ``test_a_store_leaves_nothing_behind``)."""
-    cutoff = now - state.options.retention
-    gone = []
-    for task_id in state.settled:
-        entry = state.tasks[task_id]
-        if entry.settled_at is None or entry.settled_at > cutoff:
-            break
-        if entry.collect is None:
-            gone.append(task_id)
-    return gone
-
-
-def next_expiry(state: State) -> float | None:
-    """When the task settled longest ago that retention may forget expires (monotonic);
-    None when there is none (a task still to be collected waits for its `Settle`)."""
-    for task_id in state.settled:
-        entry = state.tasks[task_id]
-        if entry.collect is None:
-            return (entry.settled_at or time.monotonic()) + state.options.retention
-    return None

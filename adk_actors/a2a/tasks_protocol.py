@@ -35,9 +35,19 @@ ACTIVE = (Phase.STARTING, Phase.RUNNING)
 # -- requests (the handle in tasks.py builds them) ------------------------------------------
 
 
+class Answer(NamedTuple):
+    """A blocking send's request: the store answers the call once the task is terminal or
+    interrupted (the task with its last `history_length` messages, or the refusal of a
+    resume's answer), not at once with an `Opened`. The waiter is registered as the
+    task starts, so no retention, however short, forgets the task before its sender
+    has the answer, and a sender that goes away leaves nothing held for it."""
+
+    history_length: int | None
+
+
 class Create(NamedTuple):
-    """A new task for `message`; its byte size and the agent's `content` are worked out
-    by the caller (pure work kept out of the store's mailbox)."""
+    """A new task for `message`; its byte size, its id and the agent's `content` are
+    worked out by the caller (pure work kept out of the store's mailbox)."""
 
     scope: str
     message: pb.Message
@@ -45,30 +55,21 @@ class Create(NamedTuple):
     max_queue: int
     message_bytes: int
     content: Content
-    collect: bool = False
-    """A blocking send: its `Settle` follows, so the task is kept until it arrives."""
+    task_id: str
+    answer: Answer | None = None
 
 
 class Continue(NamedTuple):
-    """A follow-up `message` (of `message_bytes`) to a task waiting for input."""
+    """A follow-up `message` (of `message_bytes`) to the task `task_id`, waiting for
+    input; `answer` as `Create.answer`."""
 
     scope: str
     message: pb.Message
     subscriber: Pid | None
     max_queue: int
     message_bytes: int
-    collect: bool = False
-    """As `Create.collect`."""
-
-
-class Settle(NamedTuple):
-    """Answer once the work of `generation` (a start or a resume) is over: the task, or
-    the refusal of that resume's answer."""
-
-    scope: str
     task_id: str
-    generation: int
-    history_length: int | None
+    answer: Answer | None = None
 
 
 class Get(NamedTuple):
@@ -144,14 +145,13 @@ class Detached(NamedTuple):
 
 
 class Opened(NamedTuple):
-    """A submitted task or a subscription's start: its frames (the snapshot first), the
-    subscriber id (None when it has already ended: `ended`), the task's generation."""
+    """A submitted task or a subscription's start: its frames (the snapshot first) and
+    the subscriber id (None when it has already ended: `ended`)."""
 
     task_id: str
     frames: list[tuple[int, pb.StreamResponse]]
     sub_id: int | None
     ended: bool
-    generation: int = 0
 
 
 # -- state ---------------------------------------------------------------------------------
@@ -183,13 +183,8 @@ class Entry:
     waiters: list[tuple[From, int | None]] = field(default_factory=list)
     settled_at: float | None = None
     """When it became terminal or interrupted (monotonic); None while active."""
-    collect: int | None = None
-    """The generation whose blocking send has not sent its `Settle` yet: until it does,
-    retention does not forget the task (its sender would find it gone), eviction may."""
     pause_status: pb.TaskStatus | None = None
     """The INPUT_REQUIRED status a resume under way restores if the run refuses the answer."""
-    refused: tuple[int, Any] | None = None
-    """The generation whose resume the run refused, and the refusal (for its `Settle`)."""
     sizes: TaskSizes = field(default_factory=TaskSizes)
     """The byte sizes of the task's parts, kept as they change (never a re-render)."""
 

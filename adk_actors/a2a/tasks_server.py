@@ -35,8 +35,6 @@ from adk_actors import runs
 from adk_actors.a2a import errors, wire
 from adk_actors.a2a import tasks_model as model
 from adk_actors.a2a.task_runs import (
-    CANCEL_REASON,
-    RETRY_RELEASE,
     STORE_RESTARTED_REASON,
     STORE_STOPPED_REASON,
     TIMEOUT_REASON,
@@ -49,7 +47,7 @@ from adk_actors.a2a.task_runs import (
     follow_run,
     release_run,
 )
-from adk_actors.a2a.tasks_list import expired, list_page, next_expiry, store_stats
+from adk_actors.a2a.tasks_list import list_page, store_stats
 from adk_actors.a2a.tasks_protocol import (
     ACTIVE,
     Ack,
@@ -64,7 +62,6 @@ from adk_actors.a2a.tasks_protocol import (
     Opened,
     Phase,
     Prune,
-    Settle,
     State,
     Stats,
     StoreArgs,
@@ -74,12 +71,12 @@ from adk_actors.a2a.tasks_protocol import (
     TaskEvent,
     Unsubscribe,
 )
+from adk_actors.a2a.tasks_retention import arm_prune, evict_one, prune, release_later
 from adk_actors.outcomes import Cancelled, Completed, Failed, Outcome, Paused
 from supervision import (
     Down,
     From,
     GenServer,
-    KernelError,
     NoReply,
     Pid,
     Reply,
@@ -90,7 +87,6 @@ from supervision import (
     reply,
     self_pid,
     send,
-    send_after,
     trap_exit,
 )
 from supervision.logs import get_logger
@@ -110,20 +106,8 @@ def _capacity(why: str) -> errors.RpcError:
     return errors.RpcError(errors.UNSUPPORTED_OPERATION, why)
 
 
-_PRUNE_SLACK = 0.01
-"""How long after a task's retention ends its `Prune` timer fires."""
 CREATION_SEQ = 1
 """A task's first event, its creation (a replay from it starts with the snapshot)."""
-
-
-def _release_later(state: State, run_id: str, reason: str = CANCEL_REASON) -> None:
-    """Release a run (cancel a running one, drop a paused one's continuation) off the
-    store's thread, in a kernel task that takes it out of the ledger once done; when the
-    pool is full the store tries again shortly (`RetryRelease`), never blocking here."""
-    try:
-        Task.start(release_run, state.runner, state.ledger, run_id, reason)
-    except KernelError:
-        send_after(self_pid(), RetryRelease(run_id, reason), RETRY_RELEASE)
 
 
 class TaskStoreServer(GenServer):
@@ -134,7 +118,7 @@ class TaskStoreServer(GenServer):
         epoch, left = args.ledger.open_epoch()
         state = State(args.runner, args.options, args.ledger, epoch, secrets.token_bytes(32))
         for run_id in left:  # a killed predecessor's runs, paused ones too: released in
-            _release_later(state, run_id, STORE_RESTARTED_REASON)  # tasks, not here
+            release_later(state, run_id, STORE_RESTARTED_REASON)  # tasks, not here
         if left:
             _log.warning("adk.a2a.task_store_restarted", cancelled_runs=len(left))
         return state
@@ -146,28 +130,20 @@ class TaskStoreServer(GenServer):
                 release_run(state.runner, state.ledger, run_id, STORE_STOPPED_REASON)
 
     def handle_call(self, request: Any, from_: From, state: State) -> Any:
-        self._prune(state)
+        prune(state)
         match request:
             case Create() | Continue() if state.draining:
                 return Reply(_error(StoreStopping()), state)
             case Create() | Continue():
                 try:
-                    return Reply(_ok(self._submit(request, state)), state)
+                    opened = self._submit(request, state)
                 except errors.RpcError as error:
                     return Reply(_error(error), state)
-            case Settle(scope, task_id, generation, history_length):
-                entry = self._visible(state, scope, task_id)
-                if entry is None:
-                    return Reply(_error(errors.task_not_found()), state)
-                if entry.collect == generation:
-                    entry.collect = None  # collected: retention may forget it now
-                    self._arm_prune(state)
-                if entry.phase in ACTIVE and entry.generation == generation:
-                    entry.waiters.append((from_, history_length))
-                    return NoReply(state)
-                if entry.refused is not None and entry.refused[0] == generation:
-                    return Reply(_error(entry.refused[1]), state)
-                return Reply(_ok(model.public_task(entry.task, history_length, True)), state)
+                if request.answer is None:
+                    return Reply(_ok(opened), state)
+                # a blocking send: answered by `_settle` (its run has not even started)
+                state.tasks[opened.task_id].waiters.append((from_, request.answer.history_length))
+                return NoReply(state)
             case Get(scope, task_id, history_length):
                 entry = self._visible(state, scope, task_id)
                 if entry is None:
@@ -232,15 +208,15 @@ class TaskStoreServer(GenServer):
                     _log.warning("adk.a2a.bridge_failed", task_id=task_id)
                     entry = self._current(state, task_id, generation)
                     if entry is not None and entry.run_id is not None:
-                        _release_later(state, entry.run_id)  # nobody follows it
+                        release_later(state, entry.run_id)  # nobody follows it
                     failed = Failed("a2a_bridge_failed")
                     self._run_ended(state, task_id, generation, "", failed)
             case RetryRelease(run_id, reason):
-                _release_later(state, run_id, reason)
+                release_later(state, run_id, reason)
             case Prune():
                 state.prune_armed = False
-                self._prune(state)
-                self._arm_prune(state)
+                prune(state)
+                arm_prune(state)
         self._answer_drain(state)
         return state
 
@@ -265,13 +241,11 @@ class TaskStoreServer(GenServer):
             entry = self._create(request, state)
         else:
             entry = self._continue(request, state)
-        if request.collect:
-            entry.collect = entry.generation
         frames = [(entry.seq, model.snapshot_event(model.public_task(entry.task, None, True)))]
         sub_id = None
         if request.subscriber is not None:
             sub_id = self._add_subscriber(state, entry, request.subscriber, request.max_queue)
-        return Opened(entry.task.id, frames, sub_id, False, entry.generation)
+        return Opened(entry.task.id, frames, sub_id, False)
 
     def _admit(self, state: State, *, new_task: bool) -> None:
         """Refuse past ``max_active``; a new task also needs room under ``max_tasks``
@@ -279,14 +253,16 @@ class TaskStoreServer(GenServer):
         options = state.options
         if len(state.tasks) - len(state.settled) >= options.max_active:
             raise _capacity("too many active tasks")
-        if new_task and len(state.tasks) >= options.max_tasks and not self._evict_one(state):
+        if new_task and len(state.tasks) >= options.max_tasks and not evict_one(state):
             raise _capacity("too many retained tasks")
 
     def _create(self, request: Create, state: State) -> Entry:
+        task_id = request.task_id  # made by the caller: `tasks._submit_request`
+        if task_id in state.tasks:  # a fresh uuid: never, unless a caller reuses one
+            raise errors.invalid_params("task id already in use")
         self._admit(state, new_task=True)
         message = pb.Message()
         message.CopyFrom(request.message)
-        task_id = f"task-{uuid.uuid4().hex}"
         message.task_id = task_id
         if not message.context_id:
             message.context_id = f"ctx-{uuid.uuid4().hex}"
@@ -373,7 +349,7 @@ class TaskStoreServer(GenServer):
             state.ledger.discard(entry.run_id)  # the paused run this one resumed
             entry.run_id = run_id
         if entry is None or entry.phase is Phase.TERMINAL:
-            _release_later(state, run_id)  # canceled or evicted meanwhile
+            release_later(state, run_id)  # canceled or evicted meanwhile
             return
         entry.run_id = run_id
         entry.phase = Phase.RUNNING
@@ -382,7 +358,7 @@ class TaskStoreServer(GenServer):
         entry = self._current(state, task_id, generation)
         if entry is None or entry.phase is Phase.TERMINAL:
             if entry is not None and entry.pause_status is not None and entry.run_id:
-                _release_later(state, entry.run_id)  # canceled while its resume was refused
+                release_later(state, entry.run_id)  # canceled while its resume was refused
             return
         if entry.pause_status is not None:  # a refused resume: the task waits as before
             entry.task.status.CopyFrom(entry.pause_status)
@@ -391,7 +367,6 @@ class TaskStoreServer(GenServer):
             refusal = errors.invalid_params(
                 f"the response was refused: {model.reason_text(reason)}"
             )
-            entry.refused = (generation, refusal)
             self._settle(state, entry, refusal)
             return
         self._finish(state, entry, pb.TASK_STATE_FAILED, model.failure_message(entry.task, reason))
@@ -402,7 +377,7 @@ class TaskStoreServer(GenServer):
         entry = self._current(state, task_id, generation)
         if entry is None or entry.phase is Phase.TERMINAL:
             if isinstance(outcome, Paused):  # it paused as its task ended: nobody resumes it
-                _release_later(state, run_id)
+                release_later(state, run_id)
             return
         task = entry.task
         match outcome:
@@ -467,7 +442,7 @@ class TaskStoreServer(GenServer):
         entry.settled_at = time.monotonic()
         state.settled.pop(entry.task.id, None)
         state.settled[entry.task.id] = None
-        self._arm_prune(state)
+        arm_prune(state)
         waiters, entry.waiters = entry.waiters, []
         for from_, history_length in waiters:
             if refusal is not None:
@@ -484,7 +459,7 @@ class TaskStoreServer(GenServer):
         if entry.phase is Phase.TERMINAL:
             raise errors.task_not_cancelable(wire.state_name(entry.task.status.state))
         if entry.phase in (Phase.RUNNING, Phase.INTERRUPTED) and entry.run_id is not None:
-            _release_later(state, entry.run_id)  # a paused run too: never resumable
+            release_later(state, entry.run_id)  # a paused run too: never resumable
         task = entry.task
         message = wire.agent_message("task canceled", context_id=task.context_id, task_id=task.id)
         self._finish(state, entry, pb.TASK_STATE_CANCELED, message)
@@ -556,42 +531,8 @@ class TaskStoreServer(GenServer):
             if final:
                 self._drop_subscriber(state, entry.task.id, sub_id)
 
-    # -- lookup, list, retention -----------------------------------------------------------
+    # -- lookup -----------------------------------------------------------
 
     def _visible(self, state: State, scope: str, task_id: str) -> Entry | None:
         entry = state.tasks.get(task_id)
         return entry if entry is not None and entry.scope == scope else None
-
-    def _prune(self, state: State) -> None:
-        """Forget the tasks whose retention is over (terminal or waiting for input, and
-        collected by their blocking send: `tasks_list.expired`)."""
-        for task_id in expired(state, time.monotonic()):
-            self._forget(state, task_id)
-
-    def _arm_prune(self, state: State) -> None:
-        """Set the `Prune` timer for when the next task retention may forget expires
-        (Review2 7: an expired task's paused run is released then, not at the next
-        request)."""
-        expires = None if state.prune_armed else next_expiry(state)
-        if expires is None:
-            return
-        send_after(self_pid(), Prune(), max(expires - time.monotonic(), 0.0) + _PRUNE_SLACK)
-        state.prune_armed = True
-
-    def _evict_one(self, state: State) -> bool:
-        """Forget the task settled longest ago (terminal or waiting for input); False
-        when every task is active."""
-        if not state.settled:
-            return False
-        self._forget(state, next(iter(state.settled)))
-        return True
-
-    def _forget(self, state: State, task_id: str) -> None:
-        entry = state.tasks.pop(task_id)
-        state.settled.pop(task_id, None)
-        if entry.phase is Phase.INTERRUPTED and entry.run_id is not None:
-            _release_later(state, entry.run_id)  # its paused run: nobody can resume it
-        for sub_id, sub in list(entry.subscribers.items()):
-            send(sub.pid, Detached(sub_id))
-            demonitor(sub.watch, flush=True)
-            state.watches.pop(sub.watch, None)

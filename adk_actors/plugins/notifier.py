@@ -17,16 +17,18 @@ waiting when the notifier stops is dropped: logged (``adk.plugin.notification_dr
 with ``why``), counted (`dropped_notifications`) and its ticket closed.
 
 `wait_notifications` waits until every notification announced before it has ended
-(a test, a graceful exit): a ticket never outlives the notifier it was sent to (a new
-notifier closes those of the one before it, a send that looked up a notifier killed
-since drops its notification at once: `_Tickets.assign`, and a waiter closes those of
-a notifier that died with no successor, killed while the tree stops or after its
-supervisor gave up: `_Tickets.wait`). On stop the notifier gives the running ones up
-to `DRAIN_SECONDS` before they are killed.
+(a test, a graceful exit): a ticket never outlives the notifier it was sent to. A
+notifier that stops closes its own; one killed (no ``terminate``) has its tickets
+closed as it dies, by the kernel's death notice (`Notifier.init`), whether or not a
+successor follows (the successor's `init` also closes any left, one lock for both, so
+each ticket is counted once); and a send that looked up a notifier killed since drops
+its notification at once (`_Tickets.assign`). On stop the notifier gives the running
+ones up to `DRAIN_SECONDS` before they are killed.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import Counter, deque
@@ -40,6 +42,7 @@ from supervision import (
     ChildSpec,
     ExitSignal,
     GenServer,
+    Inbox,
     MaxChildrenReached,
     Pid,
     Stop,
@@ -50,6 +53,7 @@ from supervision import (
     TaskTimeout,
     cast,
     is_fenced_thread,
+    register,
     self_pid,
     trap_exit,
     whereis,
@@ -65,8 +69,6 @@ DRAIN_SECONDS = 5.0
 """On stop, how long the running notifications get to end before they are killed."""
 DROPPED = "adk.plugin.notification_dropped"
 """The log event of a notification that never ran (or was killed on stop)."""
-ORPHAN_CHECK_SECONDS = 0.05
-"""How often `wait_notifications` looks for tickets of a notifier that died unseen."""
 _log = get_logger("adk.plugins")
 
 Scope = Callable[[], AbstractContextManager[Any]]
@@ -83,6 +85,10 @@ class Notify(NamedTuple):
     ctx: Mapping[str, Any]
     value: Any
     scope: Scope | None = None
+
+
+_GONE: Any = object()
+"""What `_Tickets.drop` finds for a ticket closed already."""
 
 
 class _Tickets:
@@ -108,9 +114,10 @@ class _Tickets:
         it looked it up, and the one its supervisor started instead may have swept the
         tickets already; recorded for the dead one, the ticket would stay open until the
         next restart (second review of the runner/plugins fixes, finding 7). A process
-        is marked dead before its exit reaches its supervisor, and this check and
-        `sweep` hold one lock: either the notifier was alive here, and the sweep of the
-        next one comes later and closes the ticket, or it is dead here."""
+        is marked dead before its exit is told to anyone, and this check, its death
+        notice (`notifier_down`) and `sweep` hold one lock: either the notifier was
+        alive here, and its death notice (or the next one's sweep) comes later and
+        closes the ticket, or it is dead here."""
         with self._changed:
             if notifier in self._stopping:
                 return "stopping"
@@ -125,64 +132,60 @@ class _Tickets:
             self._open.pop(ticket, None)
             self._changed.notify_all()
 
+    def drop(self, ticket: int, why: str) -> bool:
+        """Close `ticket` and count it dropped for `why`, under one lock (a waiter woken
+        by the close sees the count); False, counting nothing, when it was closed
+        already: by the death notice of its notifier or a successor's sweep, while a
+        fenced callback of the killed one still ran. So a drop is counted once."""
+        with self._changed:
+            if self._open.pop(ticket, _GONE) is _GONE:
+                return False
+            self.dropped[why] += 1
+            self._changed.notify_all()
+            return True
+
     def stopping(self, notifier: Pid) -> None:
         """From now on nothing more is sent to `notifier`."""
         with self._changed:
             self._stopping.add(notifier)
 
-    def sweep(self, stale: Callable[[Pid], bool]) -> int:
-        """Close the sent tickets whose notifier is `stale`; how many. Forgets the
-        stopping notifiers that are gone (`assign` refuses a dead one anyway)."""
+    def sweep(self, stale: Callable[[Pid], bool], why: str) -> int:
+        """Close the sent tickets whose notifier is `stale`, counted as dropped for
+        `why` under the same lock (a waiter woken by the close sees the count); how
+        many. Forgets the stopping notifiers that are gone (`assign` refuses a dead one
+        anyway)."""
         with self._changed:
             self._stopping = {pid for pid in self._stopping if pid.is_alive()}
             gone = [t for t, owner in self._open.items() if owner is not None and stale(owner)]
             for ticket in gone:
                 del self._open[ticket]
+            if gone:
+                self.dropped[why] += len(gone)
             self._changed.notify_all()
             return len(gone)
-
-    def count(self, why: str, n: int = 1) -> None:
-        with self._changed:
-            self.dropped[why] += n
 
     def counts(self) -> dict[str, int]:
         with self._changed:
             return dict(self.dropped)
 
-    def wait(self, timeout: float) -> bool:
-        """Until the tickets open now have closed; False after `timeout` seconds.
+    def notifier_down(self, notifier: Pid) -> None:
+        """`notifier` has died: close the tickets sent to it that are still open, counted
+        and logged as ``notifier_exited`` (none after a graceful stop: its `terminate`
+        closed them). Run by the kernel on the thread that ended it (a kill, or the
+        notifier's own exit), so it only takes the lock and logs."""
+        if notifier.is_alive():
+            return  # the watch's inbox got a message: only its exit tells of the death
+        lost = self.sweep(lambda owner: owner == notifier, "notifier_exited")
+        if lost:
+            _log.warning(DROPPED, why="notifier_exited", count=lost)
 
-        A notifier killed (no ``terminate``) is swept by the one its supervisor starts
-        instead; one killed with no successor (its supervisor gave up on restarts, or
-        is itself stopping) closes nothing and tells nobody, so its tickets used to stay
-        open until the next tree start and every wait ran out (Low leftovers of session
-        28, item 1). The kernel tells a death to
-        a process's mailbox, not to a plain thread's condition, so the waiter looks
-        every `ORPHAN_CHECK_SECONDS` and drops the tickets of a dead notifier itself,
-        counted as its successor would count them (``notifier_exited``)."""
-        deadline = time.monotonic() + timeout
-        orphans = 0
+    def wait(self, timeout: float | None) -> bool:
+        """Until the tickets open now have closed; False after `timeout` seconds (None:
+        no limit). No polling: every ticket is closed by its notifier, or at the
+        notifier's death (`notifier_down`), and each close wakes the waiters."""
         with self._changed:
             before = set(self._open)
-            while True:
-                orphans += self._drop_orphans()
-                left = deadline - time.monotonic()
-                if before.isdisjoint(self._open) or left <= 0:
-                    break
-                self._changed.wait(min(left, ORPHAN_CHECK_SECONDS))
-            settled = before.isdisjoint(self._open)
-        if orphans:
-            _log.warning(DROPPED, why="notifier_exited", count=orphans)
-        return settled
-
-    def _drop_orphans(self) -> int:
-        """Close and count the sent tickets whose notifier is dead (lock held)."""
-        gone = [t for t, owner in self._open.items() if owner is not None and not owner.is_alive()]
-        for ticket in gone:
-            del self._open[ticket]
-        if gone:
-            self.dropped["notifier_exited"] += len(gone)
-        return len(gone)
+            return self._changed.wait_for(lambda: before.isdisjoint(self._open), timeout)
 
 
 _tickets = _Tickets()
@@ -216,10 +219,10 @@ def send(
     cast(notifier, Notify(ticket, pipeline, hook, ctx, value, scope))
 
 
-def wait_notifications(timeout: float = 5.0) -> bool:
+def wait_notifications(timeout: float | None = 5.0) -> bool:
     """Wait until every run-end notification announced before this call has ended;
-    False when some had not within `timeout` seconds. From a thread of your own, not
-    from a process's callback."""
+    False when some had not within `timeout` seconds (None: wait without a limit).
+    From a thread of your own, not from a process's callback."""
     return _tickets.wait(timeout)
 
 
@@ -230,11 +233,7 @@ def dropped_notifications() -> dict[str, int]:
 
 def child_spec() -> ChildSpec:
     """The notifier as a child of the root tree (its stop drains, then kills)."""
-    return ChildSpec(
-        "plugin_notifier",
-        lambda: Notifier.start_link(name=NOTIFIER_NAME),
-        shutdown=DRAIN_SECONDS + 1.0,
-    )
+    return ChildSpec("plugin_notifier", Notifier.start_link, shutdown=DRAIN_SECONDS + 1.0)
 
 
 @dataclass
@@ -248,12 +247,23 @@ class Notifier(GenServer):
     in order) and closes its ticket when it ends."""
 
     def init(self, _args: Any) -> _State:
+        """Watch its own death, close what notifiers before it left, then take the name.
+
+        A notifier killed runs no ``terminate``, and when its supervisor gives up (or is
+        itself stopping) no successor comes to close its tickets (Low leftovers of
+        session 28, item 1). So its death closes them: an `Inbox` it owns exits with it,
+        and the inbox's waker, run by the kernel once it exits, closes them
+        (`_Tickets.notifier_down`). The name is registered only after that, so a sender
+        never finds a notifier whose death nobody would hear of."""
         trap_exit(True)  # a shutdown runs `terminate`, which drains
         me = self_pid()
-        lost = _tickets.sweep(lambda owner: owner != me)  # sent to a notifier now gone
+        Inbox(label="plugin notifier death watch").set_waker(
+            functools.partial(_tickets.notifier_down, me)
+        )
+        lost = _tickets.sweep(lambda owner: owner != me, "notifier_exited")  # now gone
         if lost:
-            _tickets.count("notifier_exited", lost)
             _log.warning(DROPPED, why="notifier_exited", count=lost)
+        register(NOTIFIER_NAME, me)  # NameTaken when another notifier runs: init fails
         return _State()
 
     def handle_cast(self, msg: Any, state: _State) -> Any:
@@ -292,9 +302,8 @@ class Notifier(GenServer):
                     task.kill()
                 _tickets.close(ticket)
             state.running.clear()
-        lost = _tickets.sweep(lambda owner: owner == me)  # casts left in the mailbox
+        lost = _tickets.sweep(lambda owner: owner == me, "stopping")  # casts left behind
         if lost:
-            _tickets.count("stopping", lost)
             _log.warning(DROPPED, why="stopping", count=lost)
 
     def _start(self, state: _State, msg: Notify) -> None:
@@ -317,10 +326,10 @@ class Notifier(GenServer):
 
 
 def _drop(ticket: int, hook: str, why: str) -> None:
-    """A notification that will not run: logged, counted, its ticket closed."""
-    _tickets.count(why)
-    _log.warning(DROPPED, hook=hook, why=why)
-    _tickets.close(ticket)
+    """A notification that will not run: its ticket closed, logged and counted, unless
+    it was closed already (a killed notifier's fenced callback: its death counted it)."""
+    if _tickets.drop(ticket, why):
+        _log.warning(DROPPED, hook=hook, why=why)
 
 
 async def _notify(pipeline: Pipeline, hook: str, ctx: Mapping[str, Any], value: Any) -> None:
