@@ -128,7 +128,10 @@ def freeze(value: Any) -> Any:
     fields = _struct_fields(kind)
     if fields is not None:
         changes = None
-        for (field, keep_plain), old in zip(fields, _astuple(value), strict=True):
+        values = _astuple(value)
+        if _SHARED_AS_IS.issuperset(map(type, values)):  # one C-level pass: nothing to do
+            values = ()
+        for (field, keep_plain), old in zip(fields, values, strict=False):  # () or all
             kind = type(old)
             if kind in _SHARED_AS_IS:
                 continue
@@ -212,14 +215,79 @@ Refill: TypeAlias = Callable[[Any], Any]
 def share(value: Any) -> tuple[Any, Refill | None]:
     """`value` frozen, with empty fields of its own (none of the caller's object is
     kept), and how to give a reader its own (None: it has none): what a store keeps
-    of a value every reader gets through `reader_copy`."""
+    of a value every reader gets through `reader_copy`. One walk of `value` does both
+    (`freeze`, then `empty_fields` of its result, would walk it twice)."""
     check_shared_empties()
-    frozen = freeze(value)
-    plan = empty_fields(frozen)
+    frozen, plan = _frozen_with_plan(value)
     if plan is None:
         return frozen, None
     refill = _refiller(plan)
     return refill(frozen), refill
+
+
+def _frozen_with_plan(value: Any) -> tuple[Any, Plan | None]:
+    """``(freeze(value), empty_fields(freeze(value)))`` in one walk instead of two
+    (issue 20 section 4: `share` runs per stored event, and its second walk was a third
+    of a store's append). A value already frozen (`FrozenDict`, `FrozenList`) and a
+    registered shared form's result are only searched for their plan."""
+    kind = type(value)
+    if kind in _SCALAR_TYPES:
+        return value, None
+    if kind is FrozenDict or kind is FrozenList:
+        return value, empty_fields(value)
+    if kind is dict:  # an empty one too gets its own object (deep copies: finding 1)
+        entries: dict[Any, Any] = {}
+        in_entries: list[tuple[Any, Plan]] = []
+        for key, item in value.items():
+            entries[key], sub = _frozen_with_plan(item)
+            if sub is not None:
+                in_entries.append((key, sub))
+        return FrozenDict(entries), ((_IN_DICT, tuple(in_entries)) if in_entries else None)
+    if kind is list or kind is tuple:
+        if _SCALAR_TYPES.issuperset(map(type, value)):  # one C-level pass: nothing inside
+            return (FrozenList(value) if kind is list else value), None
+        items: list[Any] = []
+        in_items: list[tuple[int, Plan]] = []
+        for index, item in enumerate(value):
+            new, sub = _frozen_with_plan(item)
+            items.append(new)
+            if sub is not None:
+                in_items.append((index, sub))
+        plan = tuple(in_items) or None
+        if kind is list:
+            return FrozenList(items), plan
+        changed = any(new is not old for new, old in zip(items, value, strict=True))
+        return (tuple(items) if changed else value), plan
+    fields = _struct_fields(kind)
+    if fields is None:  # a subclass of dict, list or tuple, or a value left as it is
+        frozen = freeze(value)
+        return frozen, empty_fields(frozen)
+    values = _astuple(value)
+    if _SCALAR_TYPES.issuperset(map(type, values)):  # one C-level pass: nothing inside
+        values = ()
+    changes: dict[str, Any] | None = None
+    in_fields: list[tuple[str, Any]] = []
+    for (field, keep_plain), old in zip(fields, values, strict=False):  # () or all
+        kind = type(old)
+        if kind in _SCALAR_TYPES or old is EMPTY_DICT or old is EMPTY_LIST:
+            continue
+        if keep_plain and not old and (kind is dict or kind is list):
+            in_fields.append((field, kind))  # msgspec omits only an exact empty default
+            continue
+        new, sub = _frozen_with_plan(old)
+        if new is not old:
+            if changes is None:
+                changes = {}
+            changes[field] = new
+        if sub is not None:
+            in_fields.append((field, type(new) if _all_default(new) else sub))
+    if changes is not None:
+        value = msgspec.structs.replace(value, **changes)
+    form = _shared_forms.get(type(value))
+    if form is not None:
+        value = form(value)
+        return value, empty_fields(value)
+    return value, tuple(in_fields) or None
 
 
 def reader_copy(value: Any, refill: Refill | None) -> Any:
@@ -233,6 +301,8 @@ def empty_fields(value: Any) -> Plan | None:
     through structs, tuples, lists and dict values; None: nowhere)."""
     kind = type(value)
     if kind is tuple or kind is FrozenList:
+        if _SCALAR_TYPES.issuperset(map(type, value)):  # one C-level pass (or empty)
+            return None
         items = [
             (index, sub)
             for index, item in enumerate(value)
@@ -240,6 +310,8 @@ def empty_fields(value: Any) -> Plan | None:
         ]
         return tuple(items) or None
     if kind is FrozenDict:  # a struct in a dict value (issue 20 leftover: was shared)
+        if _SCALAR_TYPES.issuperset(map(type, value.values())):  # as above
+            return None
         entries = [
             (key, sub)
             for key, item in value.items()
@@ -249,10 +321,13 @@ def empty_fields(value: Any) -> Plan | None:
     fields = _struct_fields(kind)
     if fields is None:
         return None
+    values = _astuple(value)
+    if _SCALAR_TYPES.issuperset(map(type, values)):  # one C-level pass: nothing inside
+        return None
     found: list[tuple[str, Any]] = []
-    for (field, keep_plain), item in zip(fields, _astuple(value), strict=True):
+    for (field, keep_plain), item in zip(fields, values, strict=True):
         kind = type(item)
-        if kind in _SCALAR_TYPES:
+        if kind in _SCALAR_TYPES or item is EMPTY_DICT or item is EMPTY_LIST:
             continue
         if (kind is dict or kind is list) and not item:
             if keep_plain:  # `freeze` leaves no other empty one plain

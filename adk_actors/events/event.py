@@ -254,8 +254,14 @@ def new_event_id() -> str:
     return raw.hex()
 
 
+_TOOL_PARTS = (FunctionCallPart, FunctionResponsePart)
+
+
 def _redacted(content: Content) -> Content:
-    if not any(isinstance(part, FunctionCallPart | FunctionResponsePart) for part in content.parts):
+    for part in content.parts:  # a loop and a tuple: most contents hold no tool part
+        if isinstance(part, _TOOL_PARTS):
+            break
+    else:
         return content
     parts = tuple(
         msgspec.structs.replace(part, args=redact(part.args, limit=None))

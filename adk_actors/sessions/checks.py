@@ -73,7 +73,7 @@ def split_delta(delta: Mapping[str, Any], *, runtime: bool = False) -> Split:
     JSON-safe values (``invalid_state_delta``; ``invalid_utf8`` for a lone surrogate),
     at most `MAX_STATE_BYTES` encoded. Only the runtime's own delta (`runtime`) may
     touch ``_adk:`` keys: nobody else can forge or drop a pause or an open marker."""
-    if not isinstance(delta, Mapping):
+    if type(delta) is not dict and not isinstance(delta, Mapping):  # dict: no ABC check
         raise AdkError("invalid_state_delta", "a state delta is a mapping")
     if not delta:  # most events change no state: nothing to check or encode
         return {}, {}, {}

@@ -287,10 +287,11 @@ def add_event_if_state(
     continuation only if it is expected itself. `clear_temp`: the same step then
     clears ``temp:`` state (an invocation's end and its cleanup, in one write)."""
     record = require(storage, app, user, session_id)
-    shared_keys = any(key.startswith(("user:", "app:")) for key in expected)
-    shared = shared_state(storage, record) if shared_keys else {}
+    shared: dict[str, Any] | None = None  # read at the first user:/app: key, if any
     for key, value in expected.items():
         if key.startswith(("user:", "app:")):
+            if shared is None:
+                shared = shared_state(storage, record)
             current = shared.get(key)
         else:
             current = _current(storage, record, key)
