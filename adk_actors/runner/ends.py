@@ -35,11 +35,13 @@ def terminal(state: InvocationState, phase: Phase, outcome: Outcome, event: Even
     if state.phase is Phase.OPEN and not state.stopping and state.runner.plugins:
         ctx = plugin_events.context(state)
         notification = plugin_events.run_end(state.runner.plugins, ctx, outcome, state.span)
-    state.span.end(span_error(outcome))  # before anyone hears of the end
     try:
+        state.span.end(span_error(outcome))  # before anyone hears of the end
         publish_terminal(state, phase, outcome, event)
     finally:
         if notification is not None:
+            # even if the span's end or the publish raised: an announced ticket never
+            # sent stays open, and `wait_notifications(None)` would wait for good
             notification.send()
 
 

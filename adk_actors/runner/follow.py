@@ -4,7 +4,13 @@
 for `run` and `resume`, whose inbox the server sends the terminal only (no message
 per event). Each starts the invocation with a fresh inbox as its owner, so a caller
 that leaves early cancels it (``consumer_closed``), its end recorded before it
-returns; a server that dies before its terminal is ``("invocation_exit", kind)``.
+returns when the server answers the cancel within `CANCEL_WAIT` seconds; a server
+that dies before its terminal is ``("invocation_exit", kind)``.
+
+Leaving early never replaces the caller's own exception (``KeyboardInterrupt``, say)
+and always closes the inbox: a server too busy to answer the cancel in time (a slow
+session write) is logged, and ends with the cancel (still in its mailbox) or with
+its inbox owner's exit once it gets to them.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from adk_actors.outcomes import Failed, Outcome
 from adk_actors.runner.messages import Cancel, StreamOpened
 from providers.errors import AdkError
 from supervision import (
+    CallTimeout,
     Down,
     Inbox,
     Pid,
@@ -26,6 +33,11 @@ from supervision import (
     aio,
     call,
 )
+from supervision.logs import get_logger
+
+CANCEL_WAIT = 5.0
+"""Seconds a caller that leaves early waits for the server to record its cancel."""
+_log = get_logger("adk_actors.runner")
 
 
 def follow(
@@ -46,12 +58,7 @@ def follow(
                 ended, item = followed
                 yield item
     finally:
-        if not ended:  # the caller left early: the end is recorded before we return
-            try:
-                call(server, Cancel("consumer_closed", 0.0))
-            except ProcessExit:
-                pass  # it ended meanwhile, and recorded its own end
-        inbox.close()
+        _leave(server, inbox, ended)
 
 
 async def afollow(
@@ -72,9 +79,11 @@ async def afollow(
     finally:
         try:
             if not ended:
-                await aio.call(server, Cancel("consumer_closed", 0.0))
+                await aio.call(server, Cancel("consumer_closed", 0.0), CANCEL_WAIT)
         except ProcessExit:
             pass
+        except CallTimeout:
+            _log.warning("adk.invocation.cancel_unanswered", server=repr(server))
         finally:  # also when the cancel could not be awaited (a loop that is closing)
             inbox.close()
 
@@ -86,26 +95,40 @@ def await_outcome(start: Callable[[Pid], Pid]) -> Outcome:
     plain invocation's stream): a server gone before its terminal is
     ``("invocation_exit", kind)``, as for `follow`. Leaving while it runs (an
     exception in the wait, e.g. ``KeyboardInterrupt``) cancels it with
-    ``consumer_closed``, its end recorded before this returns."""
+    ``consumer_closed`` (see `_leave`) and raises that exception."""
     inbox, server = _open(start, None)
     ended = False
     try:
-        inbox.monitor(server)  # its terminal comes first: the server sent it before exiting
+        ref = inbox.monitor(server)  # its terminal comes first: sent before it exits
         while True:
             message = inbox.receive(None, None)
             if type(message) is StreamTerminal:
                 ended = True
-                return message.outcome  # type: ignore[no-any-return]
-            if type(message) is Down:
+                outcome: Outcome = message.outcome
+                return outcome
+            if type(message) is Down and message.ref == ref:
                 ended = True
                 kind = getattr(message.reason, "kind", None) or str(message.reason)
                 return Failed(("invocation_exit", kind[:200]))
     finally:
-        if not ended:  # the caller left early: the end is recorded before we return
-            try:
-                call(server, Cancel("consumer_closed", 0.0))
-            except ProcessExit:
-                pass  # it ended meanwhile, and recorded its own end
+        _leave(server, inbox, ended)
+
+
+def _leave(server: Pid, inbox: Inbox, ended: bool) -> None:
+    """A sync reader is done: if the invocation has not ended (the caller left early),
+    cancel it with ``consumer_closed`` (its end is recorded once the server answers);
+    then close the inbox, whatever the cancel did. Nothing here replaces the caller's
+    own exception: a server gone meanwhile recorded its own end, and one too busy to
+    answer within `CANCEL_WAIT` is logged (the cancel stays queued for it, and so does
+    the exit of its owner, this inbox)."""
+    try:
+        if not ended:
+            call(server, Cancel("consumer_closed", 0.0), CANCEL_WAIT)
+    except ProcessExit:
+        pass
+    except CallTimeout:
+        _log.warning("adk.invocation.cancel_unanswered", server=repr(server))
+    finally:
         inbox.close()
 
 

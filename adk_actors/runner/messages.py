@@ -118,5 +118,6 @@ class Terminal(NamedTuple):
 
 class Begin(NamedTuple):
     """To itself, right after `init`: start admission (so `init` returns at once).
-    Not sent when there is no runtime policy or admission to pass: `init` then asks
-    for the lane itself, which is only a request."""
+    Not sent when there is no runtime policy or admission to pass and the agent is
+    registered: `init` then asks for the lane itself, which is only a request (an
+    agent not registered gets a `Begin` all the same, which refuses ``noproc``)."""

@@ -103,7 +103,8 @@ def run_end(
             return None
     if not pipeline or not pipeline.implements(hook):
         return None
-    return RunEnd(notifier.announce(), pipeline, hook, ctx, value, _trace_scope(span))
+    scope = _trace_scope(span)  # before the ticket: nothing may raise between announce and send
+    return RunEnd(notifier.announce(), pipeline, hook, ctx, value, scope)
 
 
 def _trace_scope(span: OpenSpan) -> notifier.Scope | None:

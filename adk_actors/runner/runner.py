@@ -1,7 +1,8 @@
 """`Runner`: one invocation per call, every step stored as an event in a session.
 
 Each invocation is one supervised process, its invocation server (`server.py`),
-which the Runner starts and follows as a subscriber of its event stream. Around the
+which the Runner starts and follows as a subscriber of its event stream (`run` and
+`resume`, which return only the outcome, subscribe for the terminal alone). Around the
 turn the server applies, in order: the runtime policy (agent and input), admission
 (a permit it owns), the agent's lane for the session, the context policy (which
 history the model sees), the budgets (`max_llm_calls`, `max_tool_rounds`,
@@ -175,9 +176,8 @@ class Runner:
         `run` makes it a retained stable run. With `outcome_only` (a plain invocation's
         subscriber that wants only its end, as `run`) the subscriber is sent the
         `StreamTerminal` alone: no `StreamOpened`, no item per event (monitor the
-        returned server instead); the events are stored and seen by plugins as ever."""
-        if outcome_only and (run is not None or subscriber is None):
-            raise AdkError("invalid_request", "outcome_only is for a plain invocation's subscriber")
+        returned server instead); the events are stored and seen by plugins as ever.
+        `outcome_only` with a `run`, or without a `subscriber`, is ``invalid_request``."""
         work = Fresh(as_content(message))
         chosen, token = _identity(invocation_id, token)
         return self._launch(
@@ -291,12 +291,26 @@ class Runner:
         invocation_id: str | None = None,
         *,
         token: str | None = None,
+        owner: Pid | None = None,
+        subscriber: Pid | None = None,
         run: RunIdentity | None = None,
+        outcome_only: bool = False,
     ) -> Pid:
         """`resume_invocation` as a server of its own (what `adk.runs.resume` drives):
-        checked now, claimed once admitted."""
+        checked now, claimed once admitted. `owner`, `subscriber`, `run` and
+        `outcome_only` as for `start_invocation`."""
         chosen, work = self._resumed(user_id, session_id, response, invocation_id)
-        return self._launch(user_id, session_id, chosen, token, work, run=run)
+        return self._launch(
+            user_id,
+            session_id,
+            chosen,
+            token,
+            work,
+            owner,
+            subscriber,
+            run,
+            outcome_only=outcome_only,
+        )
 
     def _launch(
         self,
@@ -311,7 +325,11 @@ class Runner:
         *,
         outcome_only: bool = False,
     ) -> Pid:
-        """Start the invocation's server (see `InvocationRequest` for the fields)."""
+        """Start the invocation's server (see `InvocationRequest` for the fields). An
+        outcome-only caller must be a plain invocation's subscriber: a run's terminal
+        goes through its credit stream, which such a caller never subscribes to."""
+        if outcome_only and (run is not None or subscriber is None):
+            raise AdkError("invalid_request", "outcome_only is for a plain invocation's subscriber")
         token = token or continuations.new_token()
         request = InvocationRequest(
             self,

@@ -8,13 +8,17 @@ and its single terminal. Its phase (`Phase`) only moves forward:
     ADMITTING -> QUEUED_IN_LANE -> OPEN -> PAUSED | COMPLETED | FAILED | CANCELLED
 
 Waiting is a message: the permit and the lane slot are requested with
-`send_request` and arrive as `Response`s; the turn runs in a `Task` and reports each
-step (`TurnStep`, `AuditStep`) and its end (`TaskResult`); cancel, the deadline and
-the owner's exit are messages too. Only this process writes the invocation's events,
-and a step that arrives after the terminal is dropped, so a late or killed turn can
-never write. A plain invocation (`Runner.run`) stops once its terminal is published;
-a stable run stays, answering `Wait`/`Status`, until the run registry ends its
-retention.
+`send_request` and arrive as `Response`s (with no runtime policy to admit a fresh
+invocation and no admission control, `init` asks for the lane itself; otherwise a
+`Begin` to itself starts admission); the turn runs in a `Task` and reports each
+step but its final answer (`TurnStep`, `AuditStep`) and its end (`TaskResult`), the
+final answer kept in `state.final` just before that end (`turn_call`); cancel, the
+deadline and the owner's exit are messages too. Only this process writes the
+invocation's events, and a step that arrives after the terminal is dropped, so a
+late or killed turn can never write. A plain invocation (`Runner.run`, `run_async`)
+stops once its terminal is published (`run` and `resume` subscribe for the terminal
+alone, `outcome_only`); a stable run stays, answering `Wait`/`Status`, until the run
+registry ends its retention.
 
 The server traps exits, so a shutdown from its supervisor (``adk.stop()``) runs
 `terminate`, which ends an invocation still in flight the way a failure does: an
@@ -77,7 +81,7 @@ from adk_actors.runner.messages import (
 from adk_actors.runner.phase import Phase, advance
 from adk_actors.runner.publish import announce_stream, publish, start_stream
 from adk_actors.runner.release import admission_server, give_back, kill_tasks, release
-from adk_actors.runner.request import Fresh, Resumed, handoffs
+from adk_actors.runner.request import Fresh, InvocationRequest, Resumed, handoffs
 from adk_actors.runner.state import InvocationState, begin_resume, status_view, still_paused
 from adk_actors.runner.turn_call import invocation_pool, turn_call
 from providers.errors import AdkError
@@ -427,7 +431,8 @@ class InvocationServer(GenServer):
 
     def _step(self, state: InvocationState, kind: str, value: Any, metadata: Any) -> None:
         """A step of the turn becomes a stored event; deltas wait for their round's end,
-        and the final round's deltas wait for the final-output policy."""
+        and the final round's deltas wait for the final-output policy. The final answer
+        is not a step: the turn hands it over in `state.final` (`_end_completed`)."""
         name = state.spec.name
         if kind == "delta":
             limit = state.runner.max_stream_output_bytes
@@ -436,13 +441,13 @@ class InvocationServer(GenServer):
                 fail_open(state, "stream_output_limit_exceeded")
         elif kind == "tool":
             storing.store(state, Event.new(name, state.invocation_id, value))
-        elif kind == "model" and steps.has_calls(value):
+        elif steps.is_final_answer(kind, value):  # never a message (`turn_call`)
+            fail_open(state, ("invalid_turn_step", "final_answer"))  # never dropped silently
+        elif kind == "model":  # a round that ends in tool calls
             self._flush_partials(state)
             storing.store(
                 state, Event.new(name, state.invocation_id, value, provider_metadata=metadata)
             )
-        elif kind == "model":
-            state.final.value = (value, metadata)
 
     def _flush_partials(self, state: InvocationState) -> None:
         for partial in state.partials.take(state.spec.name, state.invocation_id):
@@ -546,7 +551,7 @@ def _agent(state: InvocationState) -> Pid | None:
     return whereis(registered_name(state.runner.agent_name))
 
 
-def _nothing_before_the_lane(request: Any) -> bool:
+def _nothing_before_the_lane(request: InvocationRequest) -> bool:
     """No runtime policy to admit a fresh invocation and no admission control: `init`
     asks for the lane itself, saving the `Begin` message (and a dispatch) per run."""
     runner = request.runner

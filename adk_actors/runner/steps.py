@@ -108,6 +108,13 @@ def has_calls(value: Any) -> bool:
     return isinstance(value, Content) and bool(value.function_calls())
 
 
+def is_final_answer(kind: str, value: Any) -> bool:
+    """A turn's step that is its final answer: a model step without calls. The one
+    place this rule lives: the turn's observer keeps such a step in `FinalAnswer`
+    (not a message), and the server stores it only at the end (`final_event`)."""
+    return kind == "model" and not has_calls(value)
+
+
 class FinalAnswer:
     """The turn's final answer, ``(content, metadata)`` in `value`, kept for the end.
 

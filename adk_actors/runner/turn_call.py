@@ -4,11 +4,11 @@
 fresh invocation, `resume_turn` for a resumed one, with options that bring every step
 (`TurnStep`) and every policy audit event (`AuditStep`) back to the server as
 messages, so only the server ever writes the session. The one step that is not a
-message is the final answer (a model step with no calls), which the server stores
-only once the turn's result has come: the turn keeps it in a holder the server's
-state shares (`InvocationState.final`) just before it ends, and the `TaskResult` sent after it
-carries it across. `invocation_pool` is where a
-fresh invocation's history read runs when its context policy runs user code.
+message is the final answer (`steps.is_final_answer`), which the server stores only
+once the turn's result has come: the turn keeps it in a holder the server's state
+shares (`InvocationState.final`) just before it ends, and the `TaskResult` sent
+after it carries it across. `invocation_pool` is where a fresh invocation's history
+read runs when its context policy runs user code.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def _observer(state: InvocationState, server: Pid) -> Callable[[str, Any, Any], 
     final = state.final  # the holder only: the turn never holds the server's state
 
     def observe(kind: str, value: Any, metadata: Any) -> None:
-        if kind == "model" and not steps.has_calls(value):
+        if steps.is_final_answer(kind, value):
             final.value = (value, metadata)
         else:
             send(server, TurnStep(kind, value, metadata))

@@ -18,11 +18,16 @@ import pytest
 
 import adk_actors as adk
 import supervision as sv
+from adk_actors import admission
 from adk_actors import plugins as pl
 from adk_actors.app import RUN_SUPERVISOR
-from adk_actors.outcomes import Completed
-from adk_actors.runner.messages import StreamOpened
-from supervision import DynamicSupervisor, Inbox, StreamItem, StreamTerminal
+from adk_actors.outcomes import Cancelled, Completed, Paused
+from adk_actors.runner import follow as follow_module
+from adk_actors.runner.follow import await_outcome, follow
+from adk_actors.runner.messages import Status, StreamOpened
+from adk_actors.runner.request import RunIdentity
+from supervision import DynamicSupervisor, Inbox, StreamItem, StreamTerminal, Task, call
+from tests.helpers import wait_dead, wait_until
 
 
 @adk.tool
@@ -91,12 +96,31 @@ def test_an_outcome_only_caller_gets_the_terminal_alone_and_the_events_stay(sess
     assert observer.seen == ["OutcomeOnly"] * 3 * 2
 
 
-def test_outcome_only_is_refused_for_a_run_or_without_a_subscriber(sessions):
+def test_outcome_only_is_refused_without_a_subscriber(sessions):
     agent = adk.spawn_agent("OutcomeOnlyRefused", {"provider": adk.ScriptedProvider(["x"])})
     runner = adk.Runner(agent, "app", sessions)
-    with pytest.raises(adk.AdkError) as refused:
-        runner.start_invocation("u", "s", "hi", outcome_only=True)
-    assert refused.value.reason == "invalid_request"
+    with Inbox() as owner:
+        for kwargs in ({}, {"owner": owner.pid}):
+            with pytest.raises(adk.AdkError) as refused:
+                runner.start_invocation("u", "s", "hi", outcome_only=True, **kwargs)
+            assert refused.value.reason == "invalid_request"
+    assert runner.run("u", "s", "hi") == "x"  # nothing of them started
+
+
+def test_outcome_only_is_refused_for_a_run(sessions):
+    """Review of 11cf221, L4: a run's terminal goes through its credit stream, which an
+    outcome-only subscriber never joins, so such a caller would never hear its end."""
+    agent = adk.spawn_agent("OutcomeOnlyRun", {"provider": adk.ScriptedProvider(["x"])})
+    runner = adk.Runner(agent, "app", sessions)
+    identity = RunIdentity("run-refused", 1.0, 16, registry=None)
+    with Inbox() as caller:
+        with pytest.raises(adk.AdkError) as refused:
+            runner.start_invocation(
+                "u", "s", "hi", subscriber=caller.pid, run=identity, outcome_only=True
+            )
+        assert refused.value.reason == "invalid_request"
+        with pytest.raises(TimeoutError):  # nothing started, nothing will be sent
+            caller.receive(0.05)
 
 
 def test_run_still_stores_every_event_for_the_plugins_and_returns_the_output(sessions):
@@ -187,3 +211,177 @@ def test_leaving_run_while_it_runs_cancels_it_with_consumer_closed(sessions):
     assert [e.error.reason for e in session.events if e.error] == ["consumer_closed"]
     assert "temp:scratch" not in session.state
     assert not any(e.is_final for e in session.events)
+
+
+class HeldWrites(adk.sessions.InMemorySessionService):
+    """Every conditional write waits until the test opens `gate`: an invocation server
+    busy in a slow session write (`blocked` says one is waiting)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocked, self.gate = threading.Event(), threading.Event()
+
+    def add_event_if_state(self, *args, **kwargs):
+        if not self.gate.is_set():
+            self.blocked.set()
+            self.gate.wait(10)
+        return super().add_event_if_state(*args, **kwargs)
+
+
+@pytest.mark.parametrize("reader", ["await_outcome", "follow"])
+def test_leaving_while_the_server_is_busy_keeps_the_callers_exception(reader, monkeypatch):
+    """Review of 11cf221, L1 (probe r3): the caller leaves while its server is stuck in
+    a session write for longer than the cancel may wait. The caller's own exception
+    is what it gets (not the cancel's `CallTimeout`), its inbox is closed, and the
+    server, once free, still ends the invocation with ``consumer_closed``."""
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals reach the main thread only")
+    monkeypatch.setattr(follow_module, "CANCEL_WAIT", 0.2, raising=False)
+    sessions = HeldWrites()
+    agent = adk.spawn_agent("BusyServer", {"provider": adk.ScriptedProvider(["late"])})
+    runner = adk.Runner(agent, "app", sessions)
+    started: list[tuple[sv.Pid, sv.Pid]] = []
+
+    def start(inbox: sv.Pid) -> sv.Pid:
+        server = runner.start_invocation(
+            "u",
+            "s",
+            "hi",
+            owner=inbox,
+            subscriber=inbox,
+            outcome_only=reader == "await_outcome",
+        )
+        started.append((inbox, server))
+        return server
+
+    def interrupt() -> None:
+        if sessions.blocked.wait(10):
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+
+    def raise_interrupted(signum, frame):
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGUSR1, raise_interrupted)
+    interrupter = threading.Thread(target=interrupt)
+    interrupter.start()
+    try:
+        with pytest.raises(Interrupted):
+            if reader == "await_outcome":
+                await_outcome(start)
+            else:
+                for _ in follow(start):
+                    pass
+        ((inbox, server),) = started
+        wait_dead(inbox, 1.0)  # closed before the reader returned
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+        sessions.gate.set()
+        interrupter.join(10)
+    try:
+        wait_dead(server, 10.0)  # free again, it took the cancel and ended
+        events = sessions.get_session("app", "u", "s").events
+        assert [e.error.reason for e in events if e.error] == ["consumer_closed"]
+        assert not any(e.is_final for e in events)
+    finally:
+        sessions.close()
+
+
+def test_an_owner_dead_at_the_start_cancels_and_frees_the_lane(sessions):
+    """Review of 11cf221, L4: with nothing before the lane, `init` asks for it at once;
+    an owner already gone ends the invocation ``consumer_closed`` while it waits for
+    the lane, which is given back: the next run on that session completes (a lane left
+    held would make it wait to its `run_timeout`)."""
+    agent = adk.spawn_agent("OwnerGone", {"provider": adk.ScriptedProvider(["fine"])})
+    runner = adk.Runner(agent, "app", sessions, run_timeout=5.0)
+    gone = Inbox()
+    gone.close()
+    with Inbox() as caller:
+        runner.start_invocation(
+            "u", "s", "hi", owner=gone.pid, subscriber=caller.pid, outcome_only=True
+        )
+        (terminal,) = _drain(caller)
+    assert terminal.outcome == Cancelled("consumer_closed")
+    assert runner.run("u", "s", "again") == "fine"
+    assert [e.author for e in sessions.get_session("app", "u", "s").events] == ["user", "OwnerGone"]
+
+
+def test_a_policy_or_admission_run_still_passes_through_begin(sessions):
+    """Review of 11cf221, L4: only a run with nothing before the lane skips `Begin`.
+    A runtime policy still admits (or denies) the input, and admission control still
+    holds the run in ``admitting`` until it has a permit, for an outcome-only caller too."""
+    denied = adk.Runner(
+        adk.spawn_agent("PolicyFirst", {"provider": adk.ScriptedProvider(["never"])}),
+        "app",
+        sessions,
+        runtime_policy={"id": "empty"},
+    )
+    with Inbox() as caller:
+        denied.start_invocation(
+            "u", "p", "hi", owner=caller.pid, subscriber=caller.pid, outcome_only=True
+        )
+        (terminal,) = _drain(caller)
+    assert terminal.outcome.reason[0] == "runtime_policy_denied"
+
+    controller = admission.start_link({"global_limit": 1, "overflow": "queue"})
+    entered, gate = threading.Event(), threading.Event()
+
+    def held(history, tools):
+        entered.set()
+        gate.wait(10)
+        return {"text": "done"}
+
+    limited = adk.Runner(
+        adk.spawn_agent("AdmittedFirst", {"provider": adk.ScriptedProvider(fn=held)}),
+        "app",
+        sessions,
+        admission_control={"overflow": "queue", "queue_timeout": 10, "server": controller},
+    )
+    first = Task.start(limited.run, "u", "a1", "one")
+    try:
+        assert entered.wait(5)
+        with Inbox() as caller:
+            second = limited.start_invocation(
+                "u", "a2", "two", owner=caller.pid, subscriber=caller.pid, outcome_only=True
+            )
+            wait_until(lambda: admission.status(controller)["queued"] == 1)
+            assert call(second, Status())[1]["phase"] == "admitting"
+            gate.set()
+            (terminal,) = _drain(caller)
+        assert terminal.outcome == Completed("done")
+    finally:
+        gate.set()
+    assert first.wait(10) == "done"
+
+
+def test_start_resume_takes_an_outcome_only_subscriber(sessions):
+    """`start_resume` takes `owner`, `subscriber` and `outcome_only` as `start_invocation`
+    does (review of 11cf221, N1): the caller gets the resumed invocation's terminal alone."""
+
+    class Gate(adk.Tool):
+        name = "gate"
+        require_confirmation = True
+        parameters = {"type": "object", "properties": {}}
+
+        def execute(self, args, ctx):
+            return "opened"
+
+    model = adk.ScriptedProvider([{"tool_calls": [{"name": "gate", "args": {}}]}, "through"])
+    runner = adk.Runner(
+        adk.spawn_agent("Resumed", {"provider": model}, tools=[Gate()]), "app", sessions
+    )
+    assert isinstance(runner.run("u", "s", "go"), Paused)
+    with pytest.raises(adk.AdkError) as refused:
+        runner.start_resume("u", "s", {"confirmed": True}, outcome_only=True)
+    assert refused.value.reason == "invalid_request"
+    with Inbox() as caller:
+        runner.start_resume(
+            "u",
+            "s",
+            {"confirmed": True},
+            owner=caller.pid,
+            subscriber=caller.pid,
+            outcome_only=True,
+        )
+        (terminal,) = _drain(caller)
+    assert terminal.outcome == Completed("through")
+    assert sessions.get_session("app", "u", "s").events[-1].is_final
