@@ -170,7 +170,9 @@ def validate_config(config: Mapping[str, Any]) -> None:
 
 
 def _history(history: Sequence[Content]) -> Sequence[Content]:
-    if not isinstance(history, Sequence) or not all(isinstance(item, Content) for item in history):
+    if (type(history) is not list and not isinstance(history, Sequence)) or not all(
+        isinstance(item, Content) for item in history
+    ):
         raise AdkError("invalid_history", "history is a sequence of Content")
     return history
 

@@ -45,6 +45,7 @@ Step = Mapping[str, Any] | str
 StepFunction = Callable[[Sequence[Content], Sequence[ToolDeclaration]], Step]
 
 _STEP_KINDS = ("text", "tool_calls", "stream", "content", "error")
+_STEP_KIND_SET = frozenset(_STEP_KINDS)
 _CONFIG_KEYS = frozenset(
     {"provider", "script", "model", "instructions", "generation_config", "request_timeout"}
 )
@@ -374,11 +375,16 @@ def _check_record_histories(count: int) -> int:
 def _check_step(step: Step) -> Mapping[str, Any]:
     if isinstance(step, str):
         return {"text": step}
-    if not isinstance(step, Mapping):
+    if type(step) is not dict and not isinstance(step, Mapping):
         raise AdkError("invalid_script_step", "a step is a mapping (or a string for text)")
-    kinds = [kind for kind in _STEP_KINDS if kind in step]
-    extra = set(step) - set(_STEP_KINDS) - {"delay"}
-    if len(kinds) != 1 or extra:
+    kind = None  # one pass over the keys: a step function's step is checked every call
+    for key in step:
+        if key in _STEP_KIND_SET and kind is None:
+            kind = key
+        elif key != "delay":
+            kind = None
+            break
+    if kind is None:
         raise AdkError(
             "invalid_script_step", f"a step has exactly one of {_STEP_KINDS} (and optional 'delay')"
         )
@@ -389,7 +395,6 @@ def _check_step(step: Step) -> Mapping[str, Any]:
         or not 0 <= delay <= MAX_DELAY_SECONDS
     ):
         raise AdkError("invalid_script_step", f"delay must be 0..{MAX_DELAY_SECONDS} seconds")
-    kind = kinds[0]
     if kind == "stream" and not (
         isinstance(step["stream"], list) and all(isinstance(c, str) for c in step["stream"])
     ):

@@ -32,14 +32,21 @@ def template_keys(template: str) -> list[str]:
     return keys
 
 
+def static_instructions(spec: Any) -> bool:
+    """No instructions, or plain text without placeholders: the same every turn, so
+    the spec's own provider config is every turn's (nothing is rendered)."""
+    source = spec.instructions
+    return source is None or (isinstance(source, str) and not spec.instruction_keys)
+
+
 def render_instructions(
     spec: Any, scope: Mapping[str, Any], state: Mapping[str, Any]
 ) -> Mapping[str, Any]:
     """The provider config for one turn, with its instructions rendered."""
     source = spec.instructions
     config: Mapping[str, Any] = spec.provider_config
-    if source is None or (isinstance(source, str) and not spec.instruction_keys):
-        return config  # static: nothing to render
+    if static_instructions(spec):
+        return config  # nothing to render
     if callable(source):
         text = _call_provider(source, scope, state)
     else:

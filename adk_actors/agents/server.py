@@ -27,7 +27,6 @@ supervisor restarts, and the name is free for a new `spawn_agent`.
 from __future__ import annotations
 
 import contextvars
-import itertools
 import time
 import uuid
 from collections import deque
@@ -74,6 +73,8 @@ from supervision import (
 )
 
 COMPAT_LANE: Lane = ("compat",)
+_NO_OPTIONS = TurnOptions()
+"""A request's options when its caller gave none (immutable: one serves them all)."""
 DEFAULT_RESTART_INTENSITY = 3
 DEFAULT_RESTART_PERIOD = 5.0
 MAX_RESTART_INTENSITY = 1000
@@ -165,23 +166,47 @@ class AgentLifeline:
         )
 
 
-@dataclass
 class _Request:
     """One queued or running entry of a lane: a turn the agent runs itself, or a slot
-    held by an outside invocation process (`holder`)."""
+    held by an outside invocation process (`holder`, which needs no invocation id or
+    options of its own here). Plain slots: one is made per request."""
 
-    lane: Lane
-    message: Content | None
-    scope: Scope
-    respond: Any  # a From (call) or a callable(result) (delegate)
-    caller_ref: Any = None
-    task: Task | None = None
-    holder: Pid | None = None
-    options: TurnOptions = field(default_factory=TurnOptions)
-    invocation_id: str = field(default_factory=lambda: f"inv-{uuid.uuid4().hex}")
-    context: contextvars.Context | None = None
-    """The caller's context: the turn's task starts in it, so the turn's spans are
-    children of the caller's current span (an AgentTool's `execute_tool`, say)."""
+    __slots__ = (
+        "caller_ref",
+        "context",
+        "holder",
+        "invocation_id",
+        "lane",
+        "message",
+        "options",
+        "respond",
+        "scope",
+        "task",
+    )
+
+    def __init__(
+        self,
+        lane: Lane,
+        message: Content | None,
+        scope: Scope,
+        respond: Any,
+        *,
+        holder: Pid | None = None,
+        options: TurnOptions = _NO_OPTIONS,
+        context: contextvars.Context | None = None,
+    ) -> None:
+        self.lane = lane
+        self.message = message
+        self.scope = scope
+        self.respond = respond  # a From (call) or a callable(result) (delegate)
+        self.caller_ref: Any = None
+        self.task: Task | None = None
+        self.holder = holder
+        self.options = options
+        self.invocation_id = "" if holder is not None else f"inv-{uuid.uuid4().hex}"
+        self.context = context
+        """The caller's context: the turn's task starts in it, so the turn's spans are
+        children of the caller's current span (an AgentTool's `execute_tool`, say)."""
 
 
 @dataclass
@@ -190,16 +215,15 @@ class _State:
     lifeline: AgentLifeline
     history: list[Content] | None = None  # made on the first `prompt` that keeps one
     lanes: dict[Lane, deque[_Request]] = field(default_factory=dict)
-    ready_since: dict[Lane, int] = field(default_factory=dict)
+    ready: dict[Lane, None] = field(default_factory=dict)
+    """The lanes with a request queued and none running, the one ready longest first
+    (a dict as an ordered set: `_dispatch` takes the first in O(1))."""
     active: dict[Pid, _Request] = field(default_factory=dict)  # task or holder pid -> entry
     active_lanes: dict[Lane, None] = field(default_factory=dict)
     """The lanes with a turn running (a dict used as a set: an empty dict is not tracked
     by the garbage collector, an empty set is, and idle agents are most agents)."""
     by_caller_ref: dict[Any, _Request] = field(default_factory=dict)
     completed: int = 0
-
-
-_order = itertools.count()
 
 
 class AgentServer(GenServer):
@@ -267,23 +291,23 @@ class AgentServer(GenServer):
         if caller is not None:
             request.caller_ref = monitor(caller)
             state.by_caller_ref[request.caller_ref] = request
-        lane = state.lanes.setdefault(request.lane, deque())
-        if not lane and request.lane not in state.active_lanes:
-            state.ready_since[request.lane] = next(_order)
+        lane = state.lanes.get(request.lane)
+        if lane is None:
+            lane = state.lanes[request.lane] = deque()
+            if request.lane not in state.active_lanes:
+                state.ready[request.lane] = None  # ready from now: behind the others
         lane.append(request)
         self._dispatch(state)
 
     def _dispatch(self, state: _State) -> None:
         limit = state.spec.max_concurrent_invocations
-        while len(state.active) < limit:
-            ready = [
-                key for key, queue in state.lanes.items() if queue and key not in state.active_lanes
-            ]
-            if not ready:
-                return
-            lane_key = min(ready, key=lambda key: state.ready_since[key])
-            request = state.lanes[lane_key].popleft()
-            if not state.lanes[lane_key]:
+        ready = state.ready
+        while ready and len(state.active) < limit:
+            lane_key = next(iter(ready))  # the lane ready longest
+            del ready[lane_key]
+            queue = state.lanes[lane_key]
+            request = queue.popleft()
+            if not queue:
                 del state.lanes[lane_key]
             if request.holder is not None:  # an outside invocation: it runs its own work
                 state.active[request.holder] = request
@@ -347,8 +371,8 @@ class AgentServer(GenServer):
         if request.caller_ref is not None:
             state.by_caller_ref.pop(request.caller_ref, None)
             demonitor(request.caller_ref, flush=True)
-        if state.lanes.get(request.lane):
-            state.ready_since[request.lane] = next(_order)  # behind lanes already waiting
+        if request.lane in state.lanes:
+            state.ready[request.lane] = None  # ready again: behind lanes already waiting
         return request
 
     def _caller_down(self, state: _State, ref: Any) -> None:
@@ -378,6 +402,7 @@ class AgentServer(GenServer):
             queue.remove(request)
             if not queue:
                 del state.lanes[request.lane]
+                state.ready.pop(request.lane, None)
 
     @staticmethod
     def _info(state: _State) -> dict[str, Any]:

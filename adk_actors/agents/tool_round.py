@@ -17,7 +17,9 @@ Runner's global plugins run before each local hook (``before_tool``, then
 Every execution runs in a task of its own under the agent's ``tool_timeout`` (`_timed`,
 the one deadline rule of both modes): a call still running at its deadline is stopped
 (a coroutine is cancelled, a sync tool's thread abandoned and fenced, counted for the
-agent) and answers the model with a ``tool_timeout`` failure; the turn goes on. A
+agent) and answers the model with a ``tool_timeout`` failure; the turn goes on. A sync
+call on its own (the serial path) needs no coroutine task around its pool task: the
+turn starts the pool task with the deadline itself (`_pooled`), one hand-off per call. A
 turn's calls share one listing per toolset (`TurnListings`): a backend is asked once
 per turn, not once per call.
 
@@ -35,13 +37,13 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 from adk_actors.agents import plugin_checks
-from adk_actors.agents.turn_context import TurnContext, off_loop
+from adk_actors.agents.turn_context import TurnContext, off_loop, start_off_loop
 from adk_actors.observability import default_metrics, failed, runtime_span, semconv, tracer
 from adk_actors.plugins import PhaseKind
 from adk_actors.tools import Tool, ToolContext
@@ -56,12 +58,15 @@ from adk_actors.tools.toolset import TurnListings, listing_scope
 from providers.content import FunctionCallPart, FunctionResponsePart
 from providers.errors import AdkError
 from supervision import Task, TaskFailed, TaskTimeout
-from supervision.aio import wait_tasks
+from supervision.aio import wait_task, wait_tasks
 from supervision.logs import get_logger
 
 _log = get_logger("adk.agents")
 _tracer = tracer()
 _ERROR_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+_GRACE = 1.0
+"""Seconds past a call's deadline its task's own ending (at the deadline) may take to
+arrive before the turn stops waiting and stops the task itself."""
 
 Outcome = dict[str, Any]
 """A call's result payload before its after-callbacks (what the tool returned)."""
@@ -130,10 +135,12 @@ class ToolRound(TurnContext):
         responses.extend(await self._parallel(together))
         return responses
 
-    async def _admit(self, call: FunctionCallPart, approved: bool = False) -> Outcome | None:
+    async def _admit(
+        self, call: FunctionCallPart, approved: bool = False, ctx: ToolContext | None = None
+    ) -> Outcome | None:
         """None if the call may run; else the payload the model sees instead (no
         callback runs, the tool never runs). Raises `Suspend` for an approval a
-        Runner can wait for."""
+        Runner can wait for. `ctx`: the call's context, if the caller has made it."""
         spec = self.spec
         refusal = spec.catalog.check_arguments(call.name, call.args)
         if refusal is not None:
@@ -146,7 +153,7 @@ class ToolRound(TurnContext):
         if approved or tool is None:
             return None
         try:
-            required, hint = await _confirmation(tool, call, self._context(call))
+            required, hint = await _confirmation(tool, call, ctx or self._context(call))
         except Exception as error:
             return evaluation_failed(call.name, error)
         if not required:
@@ -161,10 +168,10 @@ class ToolRound(TurnContext):
     async def _one_tool(
         self, call: FunctionCallPart, approved: bool = False
     ) -> FunctionResponsePart:
-        refusal = await self._admit(call, approved)
+        ctx = self._context(call)  # one per call: approval, callbacks and the tool
+        refusal = await self._admit(call, approved, ctx)
         if refusal is not None:
             return FunctionResponsePart(call.name, refusal, call.id)
-        ctx = self._context(call)
         call, outcome = await self._begin(call, ctx)
         ran = outcome is None
         if outcome is None:
@@ -172,13 +179,15 @@ class ToolRound(TurnContext):
             if isinstance(result, Suspension):
                 raise self._suspension(call, result)
             outcome = result
-        return await self._finish(call, outcome, checked=ran)
+        return await self._finish(call, outcome, checked=ran, ctx=ctx)
 
     async def _parallel(
         self, entries: list[tuple[FunctionCallPart, Outcome | None]]
     ) -> list[FunctionResponsePart]:
         """Run the admitted calls of `entries` side by side (see the module doc); a
         refused one keeps its place with its refusal."""
+        if not entries:  # serial mode: no parallel group before or after a call
+            return []
         finished: dict[int, FunctionResponsePart] = {}
         admitted = [index for index, (_call, refusal) in enumerate(entries) if refusal is None]
         width = self.spec.tool_max_concurrency
@@ -206,7 +215,7 @@ class ToolRound(TurnContext):
                 outcome = outcomes[position]
                 assert outcome is not None
                 finished[position] = await self._finish(
-                    calls[position], outcome, checked=position in ran
+                    calls[position], outcome, checked=position in ran, ctx=contexts[position]
                 )
         return [
             finished[position]
@@ -224,9 +233,14 @@ class ToolRound(TurnContext):
         still running at the deadline is stopped (see the module doc) and answers
         ``tool_timeout``, one whose task fails answers ``tool_failed``."""
         deadline = time.monotonic() + self.spec.tool_timeout
+        if len(runs) == 1 and not self.spec.catalog.is_async(runs[0][0].name):
+            # one sync call: its pool task is the call's own task, with the deadline
+            # (no coroutine task around it: one hand-off per call, not two)
+            call, ctx = runs[0]
+            return [await self._run(call, ctx, deadline)]
         tasks = [Task.start(self._run, call, ctx, deadline=deadline) for call, ctx in runs]
         # each task has the deadline itself; the grace lets its own ending arrive first
-        results = await wait_tasks(tasks, deadline, grace=1.0)
+        results = await wait_tasks(tasks, deadline, grace=_GRACE)
         return [
             _task_outcome(call, result) for (call, _), result in zip(runs, results, strict=True)
         ]
@@ -238,10 +252,12 @@ class ToolRound(TurnContext):
         arguments are checked again; a return skips the rest and the tool), then
         ``before_tool``: the call to run, and its replacement result or None to run."""
         await self._callback("on_tool_start", ctx, call)
-        check = plugin_checks.tool_call(call, self.spec.catalog, self.options.tool_gate)
-        phase = await self._global(
-            "before_tool", plugin_checks.call_value(call), check, tool=call.name
-        )
+        phase = None
+        if self._wants("before_tool"):  # the hook's value (a deep copy) only for a plugin
+            check = plugin_checks.tool_call(call, self.spec.catalog, self.options.tool_gate)
+            phase = await self._global(
+                "before_tool", plugin_checks.call_value(call), check, tool=call.name
+            )
         if phase is not None and phase.returned:
             return call, _as_payload(phase.value)
         if phase is not None and phase.kind is PhaseKind.AMEND:
@@ -249,10 +265,14 @@ class ToolRound(TurnContext):
         replaced = await self._callback("before_tool", ctx, call)
         return call, None if replaced is None else _as_payload(replaced)
 
-    async def _run(self, call: FunctionCallPart, ctx: ToolContext) -> Outcome | Suspension:
+    async def _run(
+        self, call: FunctionCallPart, ctx: ToolContext, deadline: float | None = None
+    ) -> Outcome | Suspension:
         """Execute an admitted call, inside its `_timed` task. An async tool runs here,
         on the reactor; a sync one in a task on the pool (fenced if its turn is killed or
-        its deadline passes). A toolset's tools are checked against the turn's listing."""
+        its deadline passes). A toolset's tools are checked against the turn's listing.
+        With a `deadline`, a sync call runs from the turn itself (`_timed`): its pool
+        task has the deadline, and its end (in time or not) is the call's outcome."""
         spec = self.spec
         catalog = spec.catalog
         started = time.monotonic()
@@ -271,7 +291,15 @@ class ToolRound(TurnContext):
                     response = await catalog.aexecute(call, ctx, approved=True)
                 else:
                     try:
-                        response = await off_loop(catalog.execute, call, ctx, approved=True)
+                        if deadline is None:
+                            response = await off_loop(catalog.execute, call, ctx, approved=True)
+                        else:
+                            ended = await _pooled(catalog.execute, call, ctx, deadline)
+                            if isinstance(ended, BaseException):  # no result: how it ended
+                                payload = _task_outcome(call, ended)
+                                failed(span, _ended_type(ended, payload))
+                                return payload
+                            response = ended
                     except AdkError as refused:  # no thread for it: the model hears why
                         if refused.reason not in ("capacity_exhausted", "busy"):
                             raise
@@ -298,12 +326,19 @@ class ToolRound(TurnContext):
         return dict(response.response)
 
     async def _finish(
-        self, call: FunctionCallPart, outcome: Outcome, *, checked: bool = False
+        self,
+        call: FunctionCallPart,
+        outcome: Outcome,
+        *,
+        checked: bool = False,
+        ctx: ToolContext | None = None,
     ) -> FunctionResponsePart:
         """``after_tool``, the result policy, then ``on_tool_end``: the final response.
         `checked`: `outcome` is what the catalog returned (already JSON as it stands);
-        anything else, and whatever replaces it here, is checked (`checked_result`)."""
-        ctx = self._context(call)
+        anything else, and whatever replaces it here, is checked (`checked_result`).
+        `ctx`: the call's context, if the caller has made it."""
+        if ctx is None:
+            ctx = self._context(call)
         final, returned = await self._global_after_tool(call, outcome)
         if not returned:  # a global plugin's early return skips the local callback
             after = await self._callback("after_tool", ctx, final)
@@ -361,20 +396,52 @@ class ToolRound(TurnContext):
 async def _confirmation(tool: Tool, call: FunctionCallPart, ctx: ToolContext) -> Any:
     """A tool's approval check: user code (a `require_confirmation` method, or an
     overridden `confirmation`) runs in a pool task; a plain True/False is read here."""
-    if (
-        callable(getattr(tool, "require_confirmation", None))
-        or type(tool).confirmation is not Tool.confirmation
-    ):
+    rule = getattr(tool, "require_confirmation", None)
+    if type(tool).confirmation is not Tool.confirmation or callable(rule):
         return await off_loop(tool.confirmation, dict(call.args), ctx)
+    if rule is None or rule is False:  # what `Tool.confirmation` says, without a copy
+        return False, None
     return tool.confirmation(dict(call.args), ctx)
 
 
 def _task_outcome(call: FunctionCallPart, result: Any) -> Outcome | Suspension:
-    if isinstance(result, TaskTimeout | TaskFailed):
+    """A call's outcome from how its task ended: its result (`_run`'s own copy of the
+    payload, or a `Suspension`), or ``tool_timeout`` / ``tool_failed``."""
+    if isinstance(result, BaseException):
         reason = "tool_timeout" if isinstance(result, TaskTimeout) else "tool_failed"
         error = {"component": "tool", "operation": call.name, "reason": reason}
         return {"success": False, "error": error}
-    return result if isinstance(result, Suspension) else dict(result)
+    return result  # type: ignore[no-any-return]
+
+
+def _ended_type(ended: BaseException, payload: Outcome | Suspension) -> Any:
+    """`error.type` for a sync call that gave no result: ``tool_timeout`` or
+    ``tool_failed`` when its task ended so, else the class of what it raised."""
+    if isinstance(ended, TaskTimeout | TaskFailed) and isinstance(payload, dict):
+        return payload["error"]["reason"]
+    return ended
+
+
+async def _pooled(
+    execute: Callable[..., FunctionResponsePart | Suspension],
+    call: FunctionCallPart,
+    ctx: ToolContext,
+    deadline: float,
+) -> FunctionResponsePart | Suspension | BaseException:
+    """`execute(call, ctx, approved=True)` in a pool task of its own with `deadline`
+    (counted against the turn's tools share, as `off_loop` is): its result, or how the
+    task ended instead, as a value: `TaskTimeout` at the deadline (the thread is
+    abandoned and fenced), `TaskFailed` if it was stopped, or what `execute` raised.
+    A task still running `_GRACE` past the deadline is stopped here."""
+    share = Task.current_share()
+    task = start_off_loop(share, execute, (call, ctx), {"approved": True}, deadline)
+    try:
+        _kind, value = await wait_task(task, max(0.0, deadline + _GRACE - time.monotonic()))
+    except (TaskTimeout, TaskFailed) as ended:
+        task.kill()
+        return ended
+    ended_with: FunctionResponsePart | Suspension | BaseException = value  # or what it raised
+    return ended_with
 
 
 def _as_payload(value: Any) -> dict[str, Any]:

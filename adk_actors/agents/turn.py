@@ -20,13 +20,14 @@ import copy
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from functools import cached_property
 from typing import Any
 
 import fastjsonschema
 import msgspec
 
 from adk_actors.agents import plugin_checks
-from adk_actors.agents.instructions import render_instructions
+from adk_actors.agents.instructions import render_instructions, static_instructions
 from adk_actors.agents.scope import Scope, TurnOptions
 from adk_actors.agents.spec import AgentSpec
 from adk_actors.agents.tool_round import Batch, Suspend, ToolRound
@@ -128,7 +129,10 @@ async def _guarded(
 class _Turn(ToolRound):
     async def _render(self) -> None:
         """The turn's instructions: a dynamic instruction provider is user code, run in a
-        pool task; templates and static text are rendered here."""
+        pool task; templates are rendered here; static text needs nothing (the spec's
+        own provider config, `TurnContext.provider_config`, is the turn's)."""
+        if static_instructions(self.spec):
+            return
         render = (render_instructions, self.spec, self._callback_context(), self.state)
         if callable(self.spec.instructions):
             self.provider_config = await off_loop_in(self.shares.callbacks, *render)
@@ -156,7 +160,7 @@ class _Turn(ToolRound):
             return await self._complete(phase.value, None, contents, len(history), 0, started)
         if phase is not None:
             message = contents[-1] = phase.value
-        replaced = await self._callback("before_agent", self._callback_context(), message)
+        replaced = await self._callback("before_agent", None, message)
         if replaced is not None:  # the turn is skipped: this is its answer
             return await self._complete(
                 as_answer(replaced), None, contents, len(history), 0, started
@@ -262,7 +266,7 @@ class _Turn(ToolRound):
         if phase is not None:
             output = phase.value
         if phase is None or not phase.returned:
-            replaced = await self._callback("after_agent", self._callback_context(), output)
+            replaced = await self._callback("after_agent", None, output)
             if replaced is not None:
                 output = as_answer(replaced)
         if spec.output_validator is not None:
@@ -321,7 +325,7 @@ class _Turn(ToolRound):
                 # the hook may edit in place, as plugins may: it gets a plain deep copy
                 # (stored history is read-only), and its edits are what the model sees
                 contents = copy.deepcopy(contents)
-            replaced = await self._callback("before_model", self._callback_context(), contents)
+            replaced = await self._callback("before_model", None, contents)
             if replaced is not None:
                 output, metadata = replaced, None
             else:
@@ -331,7 +335,7 @@ class _Turn(ToolRound):
         if phase is not None and phase.kind is not PhaseKind.CONTINUE:
             output = phase.value
         if phase is None or not phase.returned:
-            after = await self._callback("after_model", self._callback_context(), output)
+            after = await self._callback("after_model", None, output)
             output = after if after is not None else output
         if isinstance(output, ToolCalls):
             self._observe("model", output.content, metadata)
@@ -350,16 +354,23 @@ class _Turn(ToolRound):
                 raise
             return phase.value, None
 
+    @cached_property
+    def _model_call(self) -> tuple[dict[str, Any], str, str | None]:
+        """The chat span's attributes, the provider's and the model's name: one provider
+        config per turn (rendered once), so worked out once per turn, not per call."""
+        attributes = semconv.model_call_from_config(self.spec.name, self.provider_config)
+        model = attributes.get(semconv.REQUEST_MODEL)
+        return attributes, str(attributes[semconv.PROVIDER_NAME]), str(model) if model else None
+
     async def _provider(self, contents: list[Content]) -> tuple[Any, Any]:
         spec = self.spec
         contents = [content_model.canonical(item) for item in contents]  # the model boundary
+        declarations = spec.catalog.declarations()
         if self.options.before_request is not None:
-            self.options.before_request(self.provider_config, contents, spec.catalog.declarations())
+            self.options.before_request(self.provider_config, contents, declarations)
         started = time.monotonic()
         self.llm_calls += 1
-        attributes = semconv.model_call_from_config(spec.name, self.provider_config)
-        provider = str(attributes[semconv.PROVIDER_NAME])
-        model = attributes.get(semconv.REQUEST_MODEL)
+        attributes, provider, model = self._model_call
         outcome = "error"
         with metering() as meter:  # the usage the provider reports for this call
             try:
@@ -368,7 +379,7 @@ class _Turn(ToolRound):
                     semconv.span_name(semconv.CHAT, str(model or provider)),
                     attributes=attributes,
                 ) as span:
-                    result = await self._generate(contents)
+                    result = await self._generate(contents, declarations)
                     outcome = "ok"
                     if span.is_recording() and meter.usage is not None:
                         span.set_attributes(_usage(meter.usage))
@@ -391,9 +402,9 @@ class _Turn(ToolRound):
         )
         return output, metadata
 
-    async def _generate(self, contents: list[Content]) -> Any:
+    async def _generate(self, contents: list[Content], declarations: list[Any]) -> Any:
         """The provider call itself, streamed as the options ask."""
-        config, declarations = self.provider_config, self.spec.catalog.declarations()
+        config = self.provider_config
         if self.options.streaming == "content":
             return await protocol.astream_content(
                 config, contents, declarations, lambda frame: self._observe("delta", frame, None)

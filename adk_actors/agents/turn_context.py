@@ -140,10 +140,18 @@ class TurnContext:
 
     async def _callback(self, hook: str, ctx: Any, value: Any) -> Any:
         """A user callback, if the agent has one for `hook`, on a pool thread: its
-        replacement value or None (see `callbacks.run_callback`)."""
+        replacement value or None (see `callbacks.run_callback`). `ctx` None is the
+        turn's callback context, built only when there is a callback to hand it to."""
         if self.spec.callbacks.get(hook) is None:
             return None
+        if ctx is None:
+            ctx = self._callback_context()
         return await off_loop_in(self.shares.callbacks, run_callback, self.spec, hook, ctx, value)
+
+    def _wants(self, hook: str) -> bool:
+        """Does a global plugin implement `hook`? A phase's value is built only then."""
+        pipeline = self.options.plugins
+        return pipeline is not None and pipeline.implements(hook)
 
     async def _global(
         self, hook: str, value: Any, check: Check | None = None, **context: Any
@@ -221,20 +229,34 @@ async def off_loop_in(
     return await _off_loop(share, fn, args, kwargs)
 
 
-async def _off_loop(
+def start_off_loop(
     share: SyncPool.Share | None,
     fn: Callable[..., Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-) -> Any:
+    deadline: float | None = None,
+) -> Task:
+    """Start `off_loop`'s pool task, counted against `share`, with an optional absolute
+    `deadline`; awaiting it (`wait_task`) gives ``("ok", result)`` or ``("error",
+    exception)``. ``capacity_exhausted`` and ``busy`` are raised as `off_loop` raises
+    them."""
     try:
-        task = Task.start(_caught, fn, args, kwargs, share=share)
+        return Task.start(_caught, fn, args, kwargs, share=share, deadline=deadline)
     except TaskBusy as busy:
         if busy.reason == "capacity_exhausted":
             raise AdkError(
                 "capacity_exhausted", "this agent's task threads are held by hung calls"
             ) from None
         raise AdkError("busy", "the pool for tools and callbacks is full") from None
+
+
+async def _off_loop(
+    share: SyncPool.Share | None,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    task = start_off_loop(share, fn, args, kwargs)
     kind, value = await wait_task(task)
     if kind == "error":
         raise value

@@ -119,6 +119,7 @@ class ToolCatalog:
                 ) from None
             entries[name] = _Entry(tool, declaration, validate, source)
         self._entries = entries
+        self._async: dict[str, bool] | None = None  # `is_async` per tool, asked once
 
     def declarations(self) -> list[dict[str, Any]]:
         """What the model is told: ``{"name", "description", "parameters"}`` per tool."""
@@ -202,9 +203,18 @@ class ToolCatalog:
         return _response(call, value)
 
     def is_async(self, name: str) -> bool:
-        """Is this tool a coroutine (run on the reactor, holding no thread)?"""
-        entry = self._entries.get(name)
-        return entry is not None and entry.tool.is_async
+        """Is this tool a coroutine (run on the reactor, holding no thread)? Asked of
+        the tool once (its ``execute`` does not change), then remembered."""
+        known = self._async
+        if known is None:
+            known = self._async = {}
+        found = known.get(name)
+        if found is None:
+            entry = self._entries.get(name)
+            if entry is None:
+                return False
+            found = known[name] = bool(entry.tool.is_async)
+        return found
 
     def _runnable(self, call: FunctionCallPart, ctx: ToolContext, approved: bool) -> _Entry:
         entry = self._entries[call.name]
