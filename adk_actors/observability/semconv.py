@@ -79,6 +79,17 @@ def checked(attributes: Mapping[str, object]) -> dict[str, AttributeValue]:
     return out
 
 
+def _put(out: dict[str, AttributeValue], key: str, value: object) -> None:
+    """``out[key] = value`` as `checked` keeps it: a string cut to `MAX_VALUE_CHARS`, a
+    number or bool as it is, anything else (None, a payload) left out."""
+    if type(value) is str:
+        out[key] = value if len(value) <= MAX_VALUE_CHARS else value[:MAX_VALUE_CHARS]
+    elif isinstance(value, _NUMBERS):
+        out[key] = value
+    elif isinstance(value, str):
+        out[key] = value[:MAX_VALUE_CHARS]
+
+
 def invocation(
     agent: str,
     *,
@@ -86,16 +97,16 @@ def invocation(
     session_id: str | None = None,
     run_id: str | None = None,
 ) -> dict[str, AttributeValue]:
-    """An ``invoke_agent`` span: one invocation (or one agent's turn in it)."""
-    return checked(
-        {
-            OPERATION_NAME: INVOKE_AGENT,
-            AGENT_NAME: agent,
-            ADK_INVOCATION_ID: invocation_id,
-            CONVERSATION_ID: session_id,
-            ADK_RUN_ID: run_id,
-        }
-    )
+    """An ``invoke_agent`` span: one invocation (or one agent's turn in it).
+
+    The builders put each value as `checked` would (same keys, order and values) without
+    building a mapping to check first: they run for every span the runtime records."""
+    out: dict[str, AttributeValue] = {OPERATION_NAME: INVOKE_AGENT}
+    _put(out, AGENT_NAME, agent)
+    _put(out, ADK_INVOCATION_ID, invocation_id)
+    _put(out, CONVERSATION_ID, session_id)
+    _put(out, ADK_RUN_ID, run_id)
+    return out
 
 
 def provider_name(provider: object) -> str:
@@ -120,14 +131,11 @@ def model_call_from_config(agent: str, config: Mapping[str, object]) -> dict[str
 
 def model_call(agent: str, provider: str | None, model: str | None) -> dict[str, AttributeValue]:
     """A ``chat`` span's attributes known before the call."""
-    return checked(
-        {
-            OPERATION_NAME: CHAT,
-            PROVIDER_NAME: provider,
-            REQUEST_MODEL: model,
-            AGENT_NAME: agent,
-        }
-    )
+    out: dict[str, AttributeValue] = {OPERATION_NAME: CHAT}
+    _put(out, PROVIDER_NAME, provider)
+    _put(out, REQUEST_MODEL, model)
+    _put(out, AGENT_NAME, agent)
+    return out
 
 
 def usage(input_tokens: object, output_tokens: object) -> dict[str, AttributeValue]:
@@ -141,15 +149,12 @@ def usage(input_tokens: object, output_tokens: object) -> dict[str, AttributeVal
 
 def tool_call(agent: str, tool: str, call_id: str | None = None) -> dict[str, AttributeValue]:
     """An ``execute_tool`` span's attributes: the tool's name and the call's id."""
-    return checked(
-        {
-            OPERATION_NAME: EXECUTE_TOOL,
-            TOOL_NAME: tool,
-            TOOL_CALL_ID: call_id,
-            TOOL_TYPE: "function",
-            AGENT_NAME: agent,
-        }
-    )
+    out: dict[str, AttributeValue] = {OPERATION_NAME: EXECUTE_TOOL}
+    _put(out, TOOL_NAME, tool)
+    _put(out, TOOL_CALL_ID, call_id)
+    out[TOOL_TYPE] = "function"
+    _put(out, AGENT_NAME, agent)
+    return out
 
 
 def error(reason: object) -> dict[str, AttributeValue]:

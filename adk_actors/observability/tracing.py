@@ -132,7 +132,10 @@ class RuntimeSpan:
 
     The span is started with `Tracer.start_span` and made current with the context
     API directly: what ``start_as_current_span`` does, without its three nested
-    generator context managers (the proxy's, the SDK's, ``use_span``) on every span."""
+    generator context managers (the proxy's, the SDK's, ``use_span``) on every span.
+    The current context is read once and passed (``context=``) to the tracer and to
+    the new span's context: the SDK's tracer, sampler and `set_span_in_context` would
+    each read it again."""
 
     __slots__ = ("_attributes", "_name", "_span", "_token", "_tracer")
 
@@ -155,13 +158,15 @@ class RuntimeSpan:
         attributes = self._attributes
         if callable(attributes):
             attributes = attributes()
+        parent = otel_context.get_current()
         span_ = self._span = making.start_span(
             self._name,
+            context=parent,
             attributes=attributes,
             record_exception=False,
             set_status_on_exception=False,
         )
-        self._token = otel_context.attach(trace.set_span_in_context(span_))
+        self._token = otel_context.attach(trace.set_span_in_context(span_, parent))
         return span_
 
     def __exit__(
@@ -255,6 +260,7 @@ def start_span(
     return OpenSpan(
         making.start_span(
             name,
+            context=otel_context.get_current(),  # read once (see `RuntimeSpan`)
             attributes=None if attributes is None else attributes(),
             record_exception=False,
             set_status_on_exception=False,
