@@ -43,7 +43,6 @@ from adk_actors.a2a.task_runs import RunLedger
 from adk_actors.a2a.tasks_model import principal_scope, public_task
 from adk_actors.a2a.tasks_protocol import (
     Ack,
-    Answer,
     CancelTask,
     Continue,
     Create,
@@ -52,6 +51,7 @@ from adk_actors.a2a.tasks_protocol import (
     Get,
     ListPage,
     Opened,
+    ReplyWhenSettled,
     Stats,
     StoreArgs,
     Subscribe,
@@ -91,8 +91,12 @@ __all__ = [
 STORE_NAME = "adk.a2a.tasks"
 CALL_TIMEOUT = 5.0
 """A round trip to the store (it never waits on a run, so this is generous)."""
-SETTLE_GRACE = 10.0
-"""A send waits at most ``task_timeout`` plus this for the task to settle."""
+BLOCKING_SEND_GRACE = 10.0
+"""How long past ``task_timeout`` a blocking send's one call waits for the store's
+reply: a run past its deadline is cancelled, and its task settles ``FAILED`` within
+the bridge's wait for the cancel (5 s). The call also covers the time the request
+waits in a busy store's mailbox. Past it, one ordinary round trip (`CALL_TIMEOUT`)
+reads the task as it is: a blocking send takes at most ``task_timeout`` + 15 s."""
 SHUTDOWN = 10.0
 
 
@@ -133,15 +137,22 @@ class TaskStore:
 
     async def send(self, principal: str, request: pb.SendMessageRequest) -> pb.Task:
         """Start a task (or continue one waiting for input) and return it: at once when
-        ``configuration.returnImmediately``, else once it is terminal or interrupted
-        (at most ``task_timeout``, after which its run is cancelled and it is FAILED).
+        ``configuration.returnImmediately``, else once it is terminal or interrupted.
 
-        A blocking send is one call: the store answers it when the task settles, so
+        A blocking send is one call: the store replies to it when the task settles, so
         there is no moment when the task exists and nobody waits for it. (It was two
         calls, a ``Create`` then a ``Settle``: with a short retention the task could
         settle and be forgotten between them, -32001 for a task just created; and a
         hold on the task until the ``Settle`` came outlived a sender cancelled in
-        between: session 28, review of the Low leftovers, A1.)"""
+        between: session 28, review of the Low leftovers, A1.)
+
+        Its bound: the call waits ``task_timeout`` + `BLOCKING_SEND_GRACE` (the run is
+        cancelled at ``task_timeout`` and its task settles ``FAILED``), then a `get`
+        (`CALL_TIMEOUT`) answers with the task as it is, WORKING if the store was too
+        busy to reply in time. So a store that takes requests and never replies fails
+        the send -32603 after ``task_timeout`` + 15 s, not after `CALL_TIMEOUT` as a
+        separate ``Create`` call did (second review of bd5d6c5, A-1); a store that
+        dies fails it at once."""
         scope = principal_scope(principal)
         history_length = (
             request.configuration.history_length
@@ -152,13 +163,16 @@ class TaskStore:
             opened: Opened = await self._call(_submit_request(scope, request, None, 0))
             snapshot = opened.frames[0][1].task
             return public_task(snapshot, history_length, include_artifacts=True)
-        submit = _submit_request(scope, request, None, 0, answer=Answer(history_length))
+        submit = _submit_request(
+            scope, request, None, 0, when_settled=ReplyWhenSettled(history_length)
+        )
         try:
             status, value = await aio.call(
-                self.name, submit, self.options.task_timeout + SETTLE_GRACE
+                self.name, submit, self.options.task_timeout + BLOCKING_SEND_GRACE
             )
         except CallTimeout:  # its run is past its deadline and being cancelled: as it is now
-            return await self.get(principal, submit.task_id, history_length)
+            task_id = submit.task_id if isinstance(submit, Create) else submit.message.task_id
+            return await self.get(principal, task_id, history_length)
         except ProcessExit:
             raise _unavailable() from None
         if status == "error":
@@ -250,19 +264,20 @@ def _submit_request(
     request: pb.SendMessageRequest,
     subscriber: Any,
     max_queue: int,
-    answer: Answer | None = None,
+    when_settled: ReplyWhenSettled | None = None,
 ) -> Create | Continue:
     """The store's request for `request`, with the pure work done here, on the caller's
     side: the message's byte size, and for a new task its id and what the agent
     receives (-32602 when the content model refuses it). The id is made here so that a
-    blocking send whose answer is late can still read the task (`TaskStore.send`)."""
+    blocking send whose reply is late can still read the task (`TaskStore.send`); a
+    follow-up's task is ``message.task_id``."""
     message = request.message
     size = wire.json_bytes(message)
     if message.task_id:
-        return Continue(scope, message, subscriber, max_queue, size, message.task_id, answer)
+        return Continue(scope, message, subscriber, max_queue, size, when_settled)
     content = wire.user_content(message)
     task_id = f"task-{uuid.uuid4().hex}"
-    return Create(scope, message, subscriber, max_queue, size, content, task_id, answer)
+    return Create(scope, message, subscriber, max_queue, size, content, task_id, when_settled)
 
 
 class TaskSubscription:

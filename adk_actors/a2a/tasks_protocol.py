@@ -35,12 +35,13 @@ ACTIVE = (Phase.STARTING, Phase.RUNNING)
 # -- requests (the handle in tasks.py builds them) ------------------------------------------
 
 
-class Answer(NamedTuple):
-    """A blocking send's request: the store answers the call once the task is terminal or
-    interrupted (the task with its last `history_length` messages, or the refusal of a
-    resume's answer), not at once with an `Opened`. The waiter is registered as the
-    task starts, so no retention, however short, forgets the task before its sender
-    has the answer, and a sender that goes away leaves nothing held for it."""
+class ReplyWhenSettled(NamedTuple):
+    """A blocking send's request: the store replies to the call once the task is
+    terminal or interrupted (the task with its last `history_length` messages, or the
+    refusal of a resume's answer), not at once with an `Opened`. The waiter is
+    registered as the task starts, so no retention, however short, forgets the task
+    before its sender has the reply, and a sender that goes away leaves nothing held
+    for it. (Not `runner.continuations.Answer`, a paused run's resume answer.)"""
 
     history_length: int | None
 
@@ -56,20 +57,19 @@ class Create(NamedTuple):
     message_bytes: int
     content: Content
     task_id: str
-    answer: Answer | None = None
+    when_settled: ReplyWhenSettled | None = None
 
 
 class Continue(NamedTuple):
-    """A follow-up `message` (of `message_bytes`) to the task `task_id`, waiting for
-    input; `answer` as `Create.answer`."""
+    """A follow-up `message` (of `message_bytes`) to the task waiting for input that
+    ``message.task_id`` names (its one source); `when_settled` as `Create.when_settled`."""
 
     scope: str
     message: pb.Message
     subscriber: Pid | None
     max_queue: int
     message_bytes: int
-    task_id: str
-    answer: Answer | None = None
+    when_settled: ReplyWhenSettled | None = None
 
 
 class Get(NamedTuple):

@@ -11,7 +11,7 @@ next. Every store call prunes first too. Forgetting a task waiting for input rel
 its paused run (`release_later`): no paused run outlives its task.
 
 Nothing holds a task for its sender: a blocking send is answered as the task settles
-(`tasks_protocol.Answer`), before retention can forget it.
+(`tasks_protocol.ReplyWhenSettled`), before retention can forget it.
 """
 
 from __future__ import annotations

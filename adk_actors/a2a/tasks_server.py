@@ -139,10 +139,11 @@ class TaskStoreServer(GenServer):
                     opened = self._submit(request, state)
                 except errors.RpcError as error:
                     return Reply(_error(error), state)
-                if request.answer is None:
+                if request.when_settled is None:
                     return Reply(_ok(opened), state)
                 # a blocking send: answered by `_settle` (its run has not even started)
-                state.tasks[opened.task_id].waiters.append((from_, request.answer.history_length))
+                waiter = (from_, request.when_settled.history_length)
+                state.tasks[opened.task_id].waiters.append(waiter)
                 return NoReply(state)
             case Get(scope, task_id, history_length):
                 entry = self._visible(state, scope, task_id)
@@ -258,8 +259,10 @@ class TaskStoreServer(GenServer):
 
     def _create(self, request: Create, state: State) -> Entry:
         task_id = request.task_id  # made by the caller: `tasks._submit_request`
-        if task_id in state.tasks:  # a fresh uuid: never, unless a caller reuses one
-            raise errors.invalid_params("task id already in use")
+        if task_id in state.tasks:  # a fresh uuid: never, unless the handle is broken
+            # an internal error, not -32602: no client chooses a new task's id; and
+            # scope-blind, since it tells a client nothing (second review of bd5d6c5, A-2)
+            raise errors.RpcError(errors.INTERNAL_ERROR, "task id already in use")
         self._admit(state, new_task=True)
         message = pb.Message()
         message.CopyFrom(request.message)

@@ -39,11 +39,13 @@ from typing import Any, NamedTuple
 
 from adk_actors.plugins.pipeline import Pipeline
 from supervision import (
+    AlreadyStarted,
     ChildSpec,
     ExitSignal,
     GenServer,
     Inbox,
     MaxChildrenReached,
+    NameTaken,
     Pid,
     Stop,
     Task,
@@ -193,7 +195,10 @@ _tickets = _Tickets()
 
 def announce() -> int:
     """A ticket for a notification about to be sent: take it before the end it tells
-    of is published, so a `wait_notifications` after that end waits for it."""
+    of is published, so a `wait_notifications` after that end waits for it. Every
+    ticket must reach `send` (from a ``finally``): until it is sent, nothing but `send`
+    closes it (no notifier owns it), and a `wait_notifications(None)` would wait for
+    it for good."""
     return _tickets.announce()
 
 
@@ -233,7 +238,17 @@ def dropped_notifications() -> dict[str, int]:
 
 def child_spec() -> ChildSpec:
     """The notifier as a child of the root tree (its stop drains, then kills)."""
-    return ChildSpec("plugin_notifier", Notifier.start_link, shutdown=DRAIN_SECONDS + 1.0)
+    return ChildSpec("plugin_notifier", _start_notifier, shutdown=DRAIN_SECONDS + 1.0)
+
+
+def _start_notifier() -> Pid:
+    """Start a `Notifier` linked to the caller; `AlreadyStarted` (naming
+    `NOTIFIER_NAME`) when one runs, as when the kernel took the name before `init`.
+    The notifier registers the name itself, inside `init` (see there)."""
+    try:
+        return Notifier.start_link()
+    except AlreadyStarted as running:
+        raise AlreadyStarted(NOTIFIER_NAME, running.pid) from None
 
 
 @dataclass
@@ -246,24 +261,31 @@ class Notifier(GenServer):
     """Starts one task per notification (at most `MAX_RUNNING` at once, the rest wait
     in order) and closes its ticket when it ends."""
 
-    def init(self, _args: Any) -> _State:
-        """Watch its own death, close what notifiers before it left, then take the name.
+    def init(self, _args: Any) -> _State | Stop:
+        """Watch its own death, take the name, then close what notifiers before it left.
 
         A notifier killed runs no ``terminate``, and when its supervisor gives up (or is
         itself stopping) no successor comes to close its tickets (Low leftovers of
         session 28, item 1). So its death closes them: an `Inbox` it owns exits with it,
         and the inbox's waker, run by the kernel once it exits, closes them
         (`_Tickets.notifier_down`). The name is registered only after that, so a sender
-        never finds a notifier whose death nobody would hear of."""
+        never finds a notifier whose death nobody would hear of; and before the sweep,
+        so a second notifier started while one runs fails with ``already_started``
+        (`AlreadyStarted`) having touched nothing: the sweep would close the live one's
+        tickets (second review of bd5d6c5, N-A). Its inbox exits with it, and finds no
+        ticket of its own to close."""
         trap_exit(True)  # a shutdown runs `terminate`, which drains
         me = self_pid()
         Inbox(label="plugin notifier death watch").set_waker(
             functools.partial(_tickets.notifier_down, me)
         )
+        try:
+            register(NOTIFIER_NAME, me)
+        except NameTaken:
+            return Stop(("already_started", whereis(NOTIFIER_NAME)), None)
         lost = _tickets.sweep(lambda owner: owner != me, "notifier_exited")  # now gone
         if lost:
             _log.warning(DROPPED, why="notifier_exited", count=lost)
-        register(NOTIFIER_NAME, me)  # NameTaken when another notifier runs: init fails
         return _State()
 
     def handle_cast(self, msg: Any, state: _State) -> Any:

@@ -118,3 +118,33 @@ def test_a_drop_after_the_death_notice_is_not_counted_twice():
     before = notifier.dropped_notifications()
     notifier._drop(ticket, "after_run", "busy")
     assert notifier.dropped_notifications() == before
+
+
+def test_review2_n_a_a_second_notifier_start_touches_nothing_and_is_already_started(
+    held_pipeline,
+):
+    """Second review of bd5d6c5, N-A: a notifier started while one runs (a second
+    tree, or `child_spec()` started twice) fails with `AlreadyStarted`, as when the
+    kernel took the name before `init`, and leaves the live notifier's running
+    notification alone. bd5d6c5 swept every ticket not its own first (the live one's
+    too: counted ``notifier_exited``, `wait_notifications` True while the hook still
+    ran), then failed with ``StartError(('already_registered', pid))``."""
+    held, pipeline = held_pipeline
+    supervisor = sv.Supervisor.start_link([notifier.child_spec()])
+    try:
+        live = sv.whereis(notifier.NOTIFIER_NAME)
+        notifier.send(notifier.announce(), pipeline, "after_run", {}, "late")
+        assert held.entered.acquire(timeout=10)
+        before = notifier.dropped_notifications()
+        with pytest.raises(sv.AlreadyStarted) as started:
+            notifier.child_spec().start()
+        assert started.value.pid == live
+        assert notifier.NOTIFIER_NAME in str(started.value)
+        assert notifier.dropped_notifications() == before
+        assert pl.wait_notifications(0.1) is False  # the held hook still runs
+        assert sv.whereis(notifier.NOTIFIER_NAME) == live and live.is_alive()
+        held.release.set()
+        assert pl.wait_notifications(10)
+        assert held.done == ["late"]
+    finally:
+        sv.stop(supervisor, "shutdown", 10)
