@@ -115,13 +115,22 @@ def register_shared_form(kind: type, form: Callable[[Any], Any]) -> None:
 
 def freeze(value: Any) -> Any:
     """`value` with every dict and list inside it (through dicts, lists, tuples and
-    msgspec structs) read-only; `value` itself when nothing in it was mutable."""
+    msgspec structs) read-only; `value` itself when nothing in it was mutable.
+
+    `_frozen_with_plan` (what `share` runs) applies these rules again in its own walk
+    (one walk instead of two, issue 20 section 4): a change here must be made there
+    too; tests/providers/test_s28_frozen_differential.py compares the two on generated
+    values (review of 7f05ca6, finding L1)."""
     kind = type(value)
     if kind in _SHARED_AS_IS:
         return value
     if kind is dict:  # an empty one too gets its own object (deep copies: finding 1)
+        if _SHARED_AS_IS.issuperset(map(type, value.values())):  # one C-level pass
+            return FrozenDict(value)  # keys are kept as they are, as below
         return FrozenDict({key: freeze(item) for key, item in value.items()})
     if kind is list:
+        if _SHARED_AS_IS.issuperset(map(type, value)):  # as above
+            return FrozenList(value)
         return FrozenList([freeze(item) for item in value])
     if kind is tuple:
         return _freeze_tuple(value, kind)
@@ -129,19 +138,18 @@ def freeze(value: Any) -> Any:
     if fields is not None:
         changes = None
         values = _astuple(value)
-        if _SHARED_AS_IS.issuperset(map(type, values)):  # one C-level pass: nothing to do
-            values = ()
-        for (field, keep_plain), old in zip(fields, values, strict=False):  # () or all
-            kind = type(old)
-            if kind in _SHARED_AS_IS:
-                continue
-            if keep_plain and not old and (kind is dict or kind is list):
-                continue  # msgspec omits only an exact empty default: keep encodings
-            new = freeze(old)
-            if new is not old:
-                if changes is None:
-                    changes = {}
-                changes[field] = new
+        if not _SHARED_AS_IS.issuperset(map(type, values)):  # one C-level pass: else none
+            for (field, keep_plain), old in zip(fields, values, strict=True):
+                kind = type(old)
+                if kind in _SHARED_AS_IS:
+                    continue
+                if keep_plain and not old and (kind is dict or kind is list):
+                    continue  # msgspec omits only an exact empty default: keep encodings
+                new = freeze(old)
+                if new is not old:
+                    if changes is None:
+                        changes = {}
+                    changes[field] = new
         if changes is not None:
             value = msgspec.structs.replace(value, **changes)
         form = _shared_forms.get(type(value))
@@ -229,13 +237,16 @@ def _frozen_with_plan(value: Any) -> tuple[Any, Plan | None]:
     """``(freeze(value), empty_fields(freeze(value)))`` in one walk instead of two
     (issue 20 section 4: `share` runs per stored event, and its second walk was a third
     of a store's append). A value already frozen (`FrozenDict`, `FrozenList`) and a
-    registered shared form's result are only searched for their plan."""
+    registered shared form's result are only searched for their plan. The rules are
+    `freeze`'s and `empty_fields`': change them together (see `freeze`)."""
     kind = type(value)
     if kind in _SCALAR_TYPES:
         return value, None
     if kind is FrozenDict or kind is FrozenList:
         return value, empty_fields(value)
     if kind is dict:  # an empty one too gets its own object (deep copies: finding 1)
+        if _SCALAR_TYPES.issuperset(map(type, value.values())):  # one C-level pass
+            return FrozenDict(value), None
         entries: dict[Any, Any] = {}
         in_entries: list[tuple[Any, Plan]] = []
         for key, item in value.items():
@@ -263,24 +274,23 @@ def _frozen_with_plan(value: Any) -> tuple[Any, Plan | None]:
         frozen = freeze(value)
         return frozen, empty_fields(frozen)
     values = _astuple(value)
-    if _SCALAR_TYPES.issuperset(map(type, values)):  # one C-level pass: nothing inside
-        values = ()
     changes: dict[str, Any] | None = None
     in_fields: list[tuple[str, Any]] = []
-    for (field, keep_plain), old in zip(fields, values, strict=False):  # () or all
-        kind = type(old)
-        if kind in _SCALAR_TYPES or old is EMPTY_DICT or old is EMPTY_LIST:
-            continue
-        if keep_plain and not old and (kind is dict or kind is list):
-            in_fields.append((field, kind))  # msgspec omits only an exact empty default
-            continue
-        new, sub = _frozen_with_plan(old)
-        if new is not old:
-            if changes is None:
-                changes = {}
-            changes[field] = new
-        if sub is not None:
-            in_fields.append((field, type(new) if _all_default(new) else sub))
+    if not _SCALAR_TYPES.issuperset(map(type, values)):  # one C-level pass: else none
+        for (field, keep_plain), old in zip(fields, values, strict=True):
+            kind = type(old)
+            if kind in _SCALAR_TYPES or old is EMPTY_DICT or old is EMPTY_LIST:
+                continue
+            if keep_plain and not old and (kind is dict or kind is list):
+                in_fields.append((field, kind))  # msgspec omits only an exact empty default
+                continue
+            new, sub = _frozen_with_plan(old)
+            if new is not old:
+                if changes is None:
+                    changes = {}
+                changes[field] = new
+            if sub is not None:
+                in_fields.append((field, type(new) if _all_default(new) else sub))
     if changes is not None:
         value = msgspec.structs.replace(value, **changes)
     form = _shared_forms.get(type(value))
@@ -319,8 +329,8 @@ def empty_fields(value: Any) -> Plan | None:
         ]
         return (_IN_DICT, tuple(entries)) if entries else None
     fields = _struct_fields(kind)
-    if fields is None:
-        return None
+    if fields is None:  # a NamedTuple's items too (was shared by readers: review of 7f05ca6)
+        return empty_fields(tuple(value)) if isinstance(value, tuple) else None
     values = _astuple(value)
     if _SCALAR_TYPES.issuperset(map(type, values)):  # one C-level pass: nothing inside
         return None
@@ -377,12 +387,29 @@ def _compiled(plan: Plan) -> Refill:
 
 
 def _all_default(value: msgspec.Struct) -> bool:
-    """Does every field of `value` hold its default (a struct that omits defaults,
-    left as built)? A new instance is then the cheapest copy with empty fields of its
-    own."""
-    try:
-        return bool(value == type(value)())
-    except TypeError:  # a field without a default
+    """Does every field of `value` hold its default as msgspec sees it: the default
+    object itself, or for a ``default_factory`` of dict or list an exact empty one?
+    A new instance is then the cheapest copy with empty fields of its own, and it
+    encodes as `value`. Equality is not enough: msgspec omits only such fields, so an
+    empty `FrozenList` or list subclass, or an equal but distinct string, is written
+    out and a new instance would drop it (review of 7f05ca6, note B)."""
+    kind = type(value)
+    defaults: tuple[Any, ...] | None = getattr(kind, "__struct_defaults__", None)
+    if defaults is None:  # a tuple, a FrozenList or a FrozenDict holding a plan
+        return False
+    values = _astuple(value)
+    if len(defaults) != len(values):  # a field without a default
+        return False
+    for item, default in zip(values, defaults, strict=True):
+        if item is default:
+            continue
+        factory = getattr(default, "factory", None)
+        exact_empty = type(item) is factory and not item  # what msgspec omits as well
+        if not (exact_empty and factory in (dict, list) and _is_factory(default)):
+            return False
+    try:  # and a new one is built alike (a `__post_init__` may change its fields)
+        return bool(value == kind())
+    except TypeError:
         return False
 
 
@@ -410,7 +437,10 @@ def _refill_items(refills: tuple[tuple[int, Refill], ...], value: Any) -> Any:
     items = list(value)
     for index, refill in refills:
         items[index] = refill(items[index])
-    return FrozenList(items) if type(value) is FrozenList else tuple(items)
+    kind = type(value)
+    if kind is tuple or kind is FrozenList:
+        return kind(items)
+    return kind(*items) if hasattr(value, "_fields") else kind(items)  # a NamedTuple
 
 
 def _refill_entries(refills: tuple[tuple[Any, Refill], ...], value: Any) -> Any:
