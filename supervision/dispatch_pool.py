@@ -17,8 +17,10 @@ from __future__ import annotations
 import os
 import threading
 import time
+from _thread import LockType
 from collections import deque
 from collections.abc import Hashable
+from time import monotonic
 from typing import Any
 
 from supervision.envelopes import CONTINUE
@@ -26,11 +28,14 @@ from supervision.logs import get_logger
 from supervision.process import Process, _current
 from supervision.reply_slot import From
 from supervision.server_process import ServerProcess
+from supervision.wakeups import held_lock, sleep, wake_one
 
 _log = get_logger("supervision")
 
 QUANTUM = 32
 """Messages a server may handle before it yields its thread to the next ready server."""
+
+_QUANTUM_TURNS = range(QUANTUM)  # made once: not a `range` call per turn of a server
 
 SPARE_IDLE_SECONDS = 2.0
 
@@ -48,8 +53,7 @@ class _Worker:
         self.warned = False
         # Held while the worker is idle: `schedule` releases it to wake this one worker
         # (a one-shot wake-up, cheaper than a `threading.Condition`'s notify).
-        self.wake = threading.Lock()
-        self.wake.acquire()
+        self.wake = held_lock()
 
 
 class Pool:
@@ -64,10 +68,9 @@ class Pool:
         self._ready: deque[PooledServerProcess] = deque()
         self._wake_lock = threading.Lock()
         self._workers: list[_Worker] = []
-        # Idle workers, each blocked on its own `wake` lock; the last one to go idle is
-        # woken first (its caches are warm; the others' idle time runs on, so a spare
-        # at the bottom of the stack can time out and retire).
-        self._sleeping: list[_Worker] = []
+        # The `wake` locks of the idle workers (see `supervision.wakeups`); the last one
+        # to go idle is woken first, so a spare at the bottom can time out and retire.
+        self._sleeping: list[LockType] = []
         for _ in range(threads):
             self._add_worker(spare=False)
         threading.Thread(target=self._watch, name="supervision-pool-watchdog", daemon=True).start()
@@ -85,8 +88,8 @@ class Pool:
     def schedule(self, process: PooledServerProcess) -> None:
         with self._wake_lock:
             self._ready.append(process)
-            if self._sleeping:
-                self._sleeping.pop().wake.release()
+            if self._sleeping:  # `wakeups.wake_one`, inline: once per hand-off
+                self._sleeping.pop().release()
 
     def thread_count(self) -> int:
         with self._wake_lock:
@@ -96,23 +99,22 @@ class Pool:
         ready, sleeping, wake_lock, wake = self._ready, self._sleeping, self._wake_lock, worker.wake
         idle_timeout = SPARE_IDLE_SECONDS if spare else -1
         while True:
-            with wake_lock:
+            wake_lock.acquire()  # not `with`: two special-method calls fewer per turn
+            try:
                 while not ready:
-                    sleeping.append(worker)
-                    wake_lock.release()
                     try:
-                        woken = wake.acquire(True, idle_timeout)
-                    finally:
-                        wake_lock.acquire()
-                    if not woken:
-                        if worker in sleeping:
-                            sleeping.remove(worker)
-                        else:  # `schedule` took it out and released `wake` meanwhile
-                            wake.acquire()  # (at once): held again for the next sleep
-                        if not ready and spare:
-                            self._workers.remove(worker)
-                            return
+                        woken = sleep(wake_lock, sleeping, wake, idle_timeout)
+                    except BaseException:  # no thread to count on: hand its work over
+                        self._workers.remove(worker)
+                        if ready and sleeping:
+                            wake_one(sleeping)
+                        raise
+                    if not woken and spare and not ready:  # idle SPARE_IDLE_SECONDS: retire
+                        self._workers.remove(worker)
+                        return
                 process = ready.popleft()
+            finally:
+                wake_lock.release()
             self._run(worker, process)
             del process  # an idle worker keeps no finished server in memory
 
@@ -120,13 +122,13 @@ class Pool:
         _current.process = process  # `bind_thread`, inline: once per turn of a server
         mailbox, lock, handle = process._mailbox, process._mailbox_lock, process.handle
         try:
-            for _ in range(QUANTUM):
+            for _ in _QUANTUM_TURNS:
                 with lock:
                     if not mailbox:
                         process._scheduled = False
                         return
                     envelope = mailbox.popleft()
-                worker.started = time.monotonic()
+                worker.started = monotonic()
                 worker.current = process
                 handle(envelope)
                 worker.current = None

@@ -23,6 +23,7 @@ from supervision.errors import ProcessExit
 from supervision.pid import Pid
 from supervision.process import Process, PseudoProcess, current_process, resolve
 from supervision.signals import Down, Reason, Ref
+from supervision.wakeups import wake_all
 
 Match = Callable[[Any], bool]
 """Selects the message to take; the others stay in the inbox, in order."""
@@ -49,8 +50,8 @@ class _InboxProcess(PseudoProcess):
             if not self.alive:
                 return
             self._mailbox.append(message)
-            if self._sleepers is not None:
-                self._wake_sleepers()
+            if self._sleepers:
+                wake_all(self._sleepers)
             waiters = list(self._waiters) if self._waiters else None
         if waiters is not None or self._waker is not None:
             self._wake(waiters)
@@ -64,7 +65,8 @@ class _InboxProcess(PseudoProcess):
     def on_exit(self) -> None:
         with self._arrived_lock:
             self._mailbox.clear()
-            self._wake_sleepers()
+            if self._sleepers:
+                wake_all(self._sleepers)
             waiters = list(self._waiters) if self._waiters else None
         if waiters is not None or self._waker is not None:
             self._wake(waiters)  # a waiting `areceive` wakes up to raise ProcessExit

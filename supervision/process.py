@@ -10,10 +10,12 @@ handler of it is still running (that handler is then fenced, see `is_fenced_thre
 from __future__ import annotations
 
 import threading
-import time
+from _thread import LockType
 from collections import deque
 from collections.abc import Callable, Hashable
 from contextvars import ContextVar
+from threading import TIMEOUT_MAX, Lock
+from time import monotonic
 from typing import Any, Protocol
 
 from supervision.errors import KernelError, ProcessExit
@@ -21,6 +23,7 @@ from supervision.names import lookup, release
 from supervision.pid import Exited, Pid
 from supervision.signals import Down, ExitSignal, Reason, Ref
 from supervision.timer_service import cancel_for_exit
+from supervision.wakeups import sleep, wake_all
 
 _table: dict[int, Process] = {}
 """Every live process by pid number (dict operations are atomic under the GIL)."""
@@ -345,7 +348,7 @@ class PseudoProcess(Process):
     thread calls one of those first.
     """
 
-    __slots__ = ("_arrived_lock", "_mailbox", "_sleepers", "exit_reported")
+    __slots__ = ("_arrived_lock", "_mailbox", "_sleepers", "_spare_wake", "exit_reported")
 
     is_pseudo = True
 
@@ -354,31 +357,26 @@ class PseudoProcess(Process):
         self.label = f"thread {thread.name}" if label is None else label
         self._mailbox: deque[Any] = deque()
         self._arrived_lock = threading.Lock()
-        # The threads blocked in `receive`, each on a lock of its own that it holds:
-        # a delivery releases them (a one-shot wake-up). Nearly always none or one,
-        # so no `threading.Condition` (made per mailbox, and a Python-level
-        # `notify` with an ownership check on every delivery) is needed.
-        self._sleepers: list[Any] | None = None
+        # The wake locks of the threads blocked in `receive` (see `supervision.wakeups`):
+        # a delivery releases them all. Nearly always none or one, so no
+        # `threading.Condition` (made per mailbox, and a Python-level `notify` with an
+        # ownership check on every delivery) is needed. None until a first `receive`
+        # blocks; an empty list after, which a delivery skips as it skips None.
+        self._sleepers: list[LockType] | None = None
+        self._spare_wake: LockType | None = None
         self.exit_reported = False
 
     def deliver(self, message: Any) -> None:
         with self._arrived_lock:
             if self.alive:
                 self._mailbox.append(message)
-                if self._sleepers is not None:
-                    self._wake_sleepers()
-
-    def _wake_sleepers(self) -> None:
-        """Wake every thread blocked in `receive` (hold `_arrived_lock`). All of them,
-        not one: each may be waiting for a different `match`, and re-checks."""
-        sleepers, self._sleepers = self._sleepers, None
-        if sleepers is not None:
-            for sleeper in sleepers:
-                sleeper.release()
+                if self._sleepers:  # all of them, not one: each may wait for another `match`
+                    wake_all(self._sleepers)
 
     def on_exit(self) -> None:
         with self._arrived_lock:
-            self._wake_sleepers()
+            if self._sleepers:
+                wake_all(self._sleepers)
 
     def remove_down_message(self, ref: Ref) -> None:
         with self._arrived_lock:
@@ -388,7 +386,7 @@ class PseudoProcess(Process):
                     return
 
     def receive(self, timeout: float | None, match: Callable[[Any], bool] | None) -> Any:
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if timeout is None else monotonic() + timeout
         with self._arrived_lock:
             while True:
                 if not self.alive:
@@ -404,31 +402,25 @@ class PseudoProcess(Process):
                         if match(message):
                             self._mailbox.remove(message)
                             return message
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    raise TimeoutError("receive: no matching message in time")
-                self._sleep(remaining)
-
-    def _sleep(self, remaining: float | None) -> None:
-        """Block (holding `_arrived_lock` on entry and on return) until a delivery or
-        the exit wakes this thread, or `remaining` seconds pass."""
-        sleeper = threading.Lock()
-        sleeper.acquire()
-        sleepers = self._sleepers
-        if sleepers is None:
-            self._sleepers = [sleeper]
-        else:
-            sleepers.append(sleeper)
-        lock = self._arrived_lock
-        lock.release()
-        try:
-            woken = sleeper.acquire(True, -1 if remaining is None else remaining)
-        finally:
-            lock.acquire()
-        if not woken:  # timed out: leave the list, unless a wake-up took us out meanwhile
-            sleepers = self._sleepers
-            if sleepers is not None and sleeper in sleepers:
-                sleepers.remove(sleeper)
+                if deadline is None:
+                    remaining = -1.0  # no limit (`Lock.acquire`'s -1)
+                else:
+                    remaining = deadline - monotonic()
+                    if remaining <= 0:
+                        raise TimeoutError("receive: no matching message in time")
+                    if remaining >= TIMEOUT_MAX:  # `inf`, 1e10: more than a lock can wait
+                        remaining = -1.0  # for ever, as OTP's `after infinity`
+                sleepers = self._sleepers
+                if sleepers is None:
+                    sleepers = self._sleepers = []
+                wake = self._spare_wake  # a wake lock a past sleep left (held)
+                if wake is None:  # or a new one: several threads may wait on one mailbox
+                    wake = Lock()
+                    wake.acquire()
+                else:
+                    self._spare_wake = None
+                sleep(self._arrived_lock, sleepers, wake, remaining)
+                self._spare_wake = wake  # held again: `sleep` promises it
 
     def pending(self) -> int:
         with self._arrived_lock:

@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import os
 import threading
+from _thread import LockType
 from collections import deque
 from collections.abc import Callable
+from threading import TIMEOUT_MAX
 from typing import TYPE_CHECKING, Any
 
 from supervision.errors import KernelError
 from supervision.process import bind_thread
+from supervision.wakeups import held_lock, sleep, wake_one
 
 if TYPE_CHECKING:
     from supervision.tasks import TaskProcess
@@ -70,9 +73,11 @@ class SyncPool:
         self,
         max_threads: int = 32,
         max_queue: int = 4096,
-        idle_seconds: float = 10.0,
+        idle_seconds: float | None = 10.0,
         max_abandoned: int | None = None,
     ) -> None:
+        """`idle_seconds`: how long an idle thread waits for work before it leaves
+        (None: it never leaves; `inf` counts as None)."""
         if not 1 <= max_threads <= HARD_MAX_THREADS:
             raise KernelError("invalid_pool", f"max_threads must be in 1..{HARD_MAX_THREADS}")
         if not 0 <= max_queue <= HARD_MAX_QUEUE:
@@ -80,15 +85,21 @@ class SyncPool:
         abandoned = max_threads if max_abandoned is None else max_abandoned
         if not 0 <= abandoned <= HARD_MAX_THREADS:
             raise KernelError("invalid_pool", f"max_abandoned must be in 0..{HARD_MAX_THREADS}")
+        if idle_seconds is not None and not idle_seconds >= 0:  # `not >=`: NaN too
+            raise KernelError("invalid_pool", "idle_seconds must be None or >= 0")
         self.max_threads = max_threads
         self.max_queue = max_queue
         self.max_abandoned = abandoned
         self.idle_seconds = idle_seconds
+        # what an idle thread's wait takes: -1 (for ever) past a lock wait's limit too
+        self._idle_timeout = (
+            -1 if idle_seconds is None or idle_seconds >= TIMEOUT_MAX else idle_seconds
+        )
         self._queue: deque[_Work] = deque()
         self._wake_lock = threading.Lock()
-        # Idle threads, each blocked on a lock of its own that it holds: `_submit`
+        # The wake locks of the idle threads (see `supervision.wakeups`): `_submit`
         # releases one (a one-shot wake-up, cheaper than a `threading.Condition`).
-        self._sleeping: list[Any] = []
+        self._sleeping: list[LockType] = []
         self._threads = 0
         self._idle = 0  # threads waiting for work, woken ones that have not resumed too
         self._executing: set[TaskProcess] = set()
@@ -110,7 +121,7 @@ class SyncPool:
         with self._wake_lock:
             if self._idle > len(self._queue):
                 self._queue.append((process, fn, args))
-                if self._sleeping:
+                if self._sleeping:  # `wakeups.wake_one`, inline: once per hand-off
                     self._sleeping.pop().release()
                 return
             if self._threads < self.max_threads or self._may_replace():
@@ -121,6 +132,15 @@ class SyncPool:
             if len(self._queue) >= self.max_queue:
                 raise TaskBusy(self.max_threads, self.max_queue)
             self._queue.append((process, fn, args))
+
+    def _hand_over(self) -> None:
+        """Under the lock, as a thread leaves with work queued (a wake-up may have been
+        spent on it): wake an idle thread, or start one in its place."""
+        if self._sleeping:
+            wake_one(self._sleeping)
+        elif self._threads < self.max_threads or self._may_replace():
+            self._threads += 1
+            threading.Thread(target=self._run, name=THREAD_NAME, daemon=True).start()
 
     def _may_replace(self) -> bool:
         """Under the lock, with every thread taken: may a thread be added because some
@@ -145,29 +165,25 @@ class SyncPool:
 
     def _run(self) -> None:
         queue, sleeping, executing = self._queue, self._sleeping, self._executing
-        wake_lock = self._wake_lock
-        wake = threading.Lock()  # held, but while a `_submit` has just woken this thread
-        wake.acquire()
+        wake_lock, idle_timeout = self._wake_lock, self._idle_timeout
+        wake = held_lock()  # held, but while a `_submit` has just woken this thread
         current: TaskProcess | None = None
         while True:
             with wake_lock:
                 while not queue:
                     self._idle += 1
-                    sleeping.append(wake)
-                    wake_lock.release()
                     try:
-                        woken = wake.acquire(True, self.idle_seconds)
-                    finally:
-                        wake_lock.acquire()
+                        woken = sleep(wake_lock, sleeping, wake, idle_timeout)
+                    except BaseException:  # this thread ends: not counted, work handed on
+                        self._idle -= 1
+                        self._threads -= 1
+                        if queue:
+                            self._hand_over()
+                        raise
                     self._idle -= 1
-                    if not woken:
-                        if wake in sleeping:
-                            sleeping.remove(wake)
-                        else:  # `_submit` took it out and released it meanwhile
-                            wake.acquire()  # (at once): held again for the next sleep
-                        if not queue:
-                            self._threads -= 1
-                            return
+                    if not woken and not queue:
+                        self._threads -= 1
+                        return
                 process, fn, args = queue.popleft()
                 if process.alive:
                     executing.add(process)
