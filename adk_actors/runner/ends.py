@@ -36,8 +36,10 @@ def terminal(state: InvocationState, phase: Phase, outcome: Outcome, event: Even
         ctx = plugin_events.context(state)
         notification = plugin_events.run_end(state.runner.plugins, ctx, outcome, state.span)
     try:
-        state.span.end(span_error(outcome))  # before anyone hears of the end
-        publish_terminal(state, phase, outcome, event)
+        try:
+            state.span.end(span_error(outcome))  # before anyone hears of the end
+        finally:
+            publish_terminal(state, phase, outcome, event)  # even if the span's end raised
     finally:
         if notification is not None:
             # even if the span's end or the publish raised: an announced ticket never
