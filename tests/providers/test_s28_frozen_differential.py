@@ -33,6 +33,7 @@ from providers.frozen import (
     register_shared_form,
     share,
 )
+from tests.providers.test_s28_frozen_one_walk import _shape
 
 
 class _Str(str):
@@ -206,21 +207,6 @@ def _build(rng: random.Random, depth: int) -> Any:
             return (tuple(sub() for _ in range(size)), (sub(),))
         case _:
             return {f"k{i}": rng.choice(_LEAVES[:16]) for i in range(size * 3)}
-
-
-def _shape(value: Any) -> Any:
-    """Every node's exact type and identity-free content (equality alone treats a dict
-    and a FrozenDict, or a struct and its shared form, as one)."""
-    kind = type(value)
-    if isinstance(value, dict):
-        return (kind, tuple((key, _shape(item)) for key, item in value.items()))
-    if isinstance(value, list | tuple):
-        return (kind, tuple(_shape(item) for item in value))
-    if isinstance(value, msgspec.Struct):
-        return (kind, tuple(_shape(item) for item in msgspec.structs.astuple(value)))
-    if isinstance(value, types.MappingProxyType):
-        return (kind, tuple((key, _shape(item)) for key, item in value.items()))
-    return (kind, value)
 
 
 def _encoded(value: Any) -> Any:

@@ -6,6 +6,7 @@ that are equal and have empty fields of their own."""
 
 from __future__ import annotations
 
+import types
 from collections import OrderedDict
 from typing import Any, NamedTuple
 
@@ -90,8 +91,8 @@ VALUES: list[Any] = [
 
 
 def _shape(value: Any) -> Any:
-    """Every container's type and identity-free content, for comparing two values
-    that must be built alike (equality alone treats a dict and a FrozenDict as one)."""
+    """Every node's exact type and identity-free content (equality alone treats a dict
+    and a FrozenDict, or a struct and its shared form, as one)."""
     kind = type(value)
     if isinstance(value, dict):
         return (kind, tuple((key, _shape(item)) for key, item in value.items()))
@@ -99,6 +100,8 @@ def _shape(value: Any) -> Any:
         return (kind, tuple(_shape(item) for item in value))
     if isinstance(value, msgspec.Struct):
         return (kind, tuple(_shape(item) for item in msgspec.structs.astuple(value)))
+    if isinstance(value, types.MappingProxyType):
+        return (kind, tuple((key, _shape(item)) for key, item in value.items()))
     return (kind, value)
 
 
