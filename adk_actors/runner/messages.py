@@ -1,7 +1,7 @@
 """The invocation server's protocol: one small typed class per message.
 
-Callers (`Runner`, `adk.runs`) send `Cancel`, `Wait`, `Status` and the resume
-links; the turn task sends `TurnStep` and `AuditStep`; timers send `GraceOver` and
+Callers (`Runner`, `adk.runs`) send `Cancel`, `Wait`, `Status` (`RunStatus`),
+`OpenStream` and the resume links; the turn task sends `TurnStep` and `AuditStep`; timers send `GraceOver` and
 `DeadlineReached`. Calls answer ``("ok", value)`` or ``("error", reason)``.
 """
 
@@ -54,6 +54,18 @@ class Unwait(NamedTuple):
 
 class Status(NamedTuple):
     """A JSON-safe view of the invocation (and of its run, for a stable run)."""
+
+
+class RunStatus(NamedTuple):
+    """A stable run's `Status` view with its stream: ``("ok", (view, stream, window))``,
+    `stream` the run's credit stream if it has been started (ask it for the window),
+    else None and `window` the one the stream would show (``latest_sequence``,
+    ``oldest_available_sequence``, ``subscribers``: 0), answered by the server itself."""
+
+
+class OpenStream(NamedTuple):
+    """A stable run's credit stream, started now if nobody needed it before (the first
+    subscriber): ``("ok", stream)``. ``("error", "not_a_run")`` for a plain invocation."""
 
 
 class BeginResume(NamedTuple):

@@ -1,10 +1,20 @@
 """What an invocation server tells others: its stream, each stored event, its terminal.
 
-A run's items go to its credit stream (replay, many subscribers), started with the
-server under the run's names; a plain invocation's straight to its one caller as the
-same stream messages (the server is its stream: no second process). The server is
-the only publisher, so it numbers the items itself. Everything is sent without
-waiting.
+A run's items go to its credit stream (replay, many subscribers); a plain
+invocation's straight to its one caller as the same stream messages (the server is
+its stream: no second process). The server is the only publisher, so it numbers the
+items itself. Everything is sent without waiting.
+
+A run's stream is started only when it is needed (`open_stream`): for the first
+subscriber (``OpenStream``, which `adk.runs` sends when no stream is registered
+under the run's name), for a subscriber given at the start, or once the run has
+published one event more than its stream may buffer. Until then the server keeps the
+events itself (`InvocationState.backlog`, at most ``max_buffered_events``, so none is
+ever evicted there) and answers the window (`state.window_view`); the stream it starts
+is handed the backlog, then the terminal if the run has ended, before its name is
+registered, so every subscriber (the first, or a later one that finds the name)
+sees exactly what a stream started with the run would show. Most runs are only
+waited for: they never start a second process, nor send it a message per event.
 
 The terminal is heard by the run registry first, so no subscriber or waiter can know
 the end before `adk.runs.status` does (even should the server die right after); the
@@ -15,6 +25,7 @@ caller may reuse both at once.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
 from adk_actors.events import Event
 from adk_actors.observability import default_metrics
@@ -26,6 +37,7 @@ from adk_actors.runner.request import InvocationRequest, run_name, stream_name
 from adk_actors.runner.state import InvocationState
 from supervision import (
     CreditStream,
+    NameTaken,
     Pid,
     StreamError,
     StreamItem,
@@ -44,19 +56,59 @@ _log = get_logger("adk_actors.runner")
 
 
 def start_stream(request: InvocationRequest) -> Pid | None:
-    """Register a run's name and start its credit stream (None for a plain invocation
-    with a caller). Raises `NameTaken` or `AlreadyStarted` when the run exists: the
-    name is the first step, so nothing was started."""
+    """Register a run's name and start the stream `init` needs: a run's only when it
+    has a subscriber from the start (else it starts lazily: `open_stream`), none for a
+    plain invocation with a caller, an unnamed one for a plain invocation without.
+    Raises `NameTaken` or `AlreadyStarted` when the run exists: the name is the first
+    step, so nothing was started."""
     run = request.run
-    stream: Pid | None = None
-    if run is not None or request.subscriber is None:
-        if run is not None:
-            register(run_name(run.run_id), self_pid())
-        stream = CreditStream.start_link(
-            max_buffered=run.max_buffered_events if run else request.max_buffered_events,
-            push_bound=PUSH_BOUND,
-            name=stream_name(run.run_id) if run else None,
+    if run is not None:
+        register(run_name(run.run_id), self_pid())
+        if request.subscriber is None:
+            return None  # started for its first subscriber, if it ever has one
+        return _start_run_stream(run.run_id, run.max_buffered_events, (), None)
+    if request.subscriber is None:
+        return CreditStream.start_link(
+            max_buffered=request.max_buffered_events, push_bound=PUSH_BOUND
         )
+    return None
+
+
+def new_backlog(request: InvocationRequest, stream: Pid | None) -> list[Event] | None:
+    """What the server keeps in place of a run's stream not started yet (see
+    `InvocationState.backlog`)."""
+    return [] if request.run is not None and stream is None else None
+
+
+def open_stream(state: InvocationState) -> Pid:
+    """The run's credit stream, started now if it was not: handed the events kept so far
+    and the terminal, if any, then registered under the run's stream name."""
+    if state.stream is None:
+        run = state.request.run
+        assert run is not None and state.backlog is not None, "only a run starts a stream late"
+        ended = state.outcome if state.terminal_sequence is not None else None
+        state.stream = _start_run_stream(run.run_id, run.max_buffered_events, state.backlog, ended)
+        state.backlog = None
+    return state.stream
+
+
+def _start_run_stream(
+    run_id: str, max_buffered: int, backlog: Iterable[Event], ended: Outcome | None
+) -> Pid:
+    """Start a run's stream (linked to its server), hand it `backlog` (items 1, 2, ...)
+    and the terminal `ended`, and only then register its name: a subscriber that finds
+    the name is queued behind all of them, so its window is the whole run so far. A
+    name still held (a stream of an earlier run with this id, not yet gone) is left
+    alone: subscribers then reach this stream through the server (`OpenStream`)."""
+    stream = CreditStream.start_link(max_buffered=max_buffered, push_bound=PUSH_BOUND)
+    for event in backlog:
+        CreditStream.publish_async(stream, event)
+    if ended is not None:
+        CreditStream.finish_async(stream, ended)
+    try:
+        register(stream_name(run_id), stream)
+    except NameTaken:
+        _log.warning("adk.run.stream_name_taken", run_id=run_id)
     return stream
 
 
@@ -81,6 +133,11 @@ def publish(state: InvocationState, event: Event) -> None:
     state.published += 1
     if state.stream is not None:
         CreditStream.publish_async(state.stream, event)
+    elif state.backlog is not None:  # a run nobody subscribed to yet
+        state.backlog.append(event)
+        run = state.request.run
+        if run is not None and len(state.backlog) > run.max_buffered_events:
+            open_stream(state)  # past its window: its stream evicts from now on
     elif state.request.subscriber is not None and not state.request.outcome_only:
         send(state.request.subscriber, StreamItem(self_pid(), state.published, event))
 
@@ -110,6 +167,8 @@ def publish_terminal(
     state.terminal_sequence = state.published
     if state.stream is not None:
         CreditStream.finish_async(state.stream, outcome)
+    elif state.backlog is not None:
+        pass  # handed to the stream with the backlog, should a subscriber come
     elif state.request.subscriber is not None:
         send(state.request.subscriber, StreamTerminal(self_pid(), state.published, outcome))
     waiters, state.waiters = state.waiters, {}

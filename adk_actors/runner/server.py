@@ -3,7 +3,8 @@
 A `temporary` child of the invocation supervisor (``adk.runs``). It owns everything
 of one invocation: its admission permit, its lane slot in the agent, the opening
 event, the turn task it starts and monitors, every session write, its credit stream
-and its single terminal. Its phase (`Phase`) only moves forward:
+(a run's is started only once someone subscribes: `publish.open_stream`) and its
+single terminal. Its phase (`Phase`) only moves forward:
 
     ADMITTING -> QUEUED_IN_LANE -> OPEN -> PAUSED | COMPLETED | FAILED | CANCELLED
 
@@ -73,16 +74,30 @@ from adk_actors.runner.messages import (
     EndResume,
     ForgetResume,
     GraceOver,
+    OpenStream,
+    RunStatus,
     Status,
     TurnStep,
     Unwait,
     Wait,
 )
 from adk_actors.runner.phase import Phase, advance
-from adk_actors.runner.publish import announce_stream, publish, start_stream
+from adk_actors.runner.publish import (
+    announce_stream,
+    new_backlog,
+    open_stream,
+    publish,
+    start_stream,
+)
 from adk_actors.runner.release import admission_server, give_back, kill_tasks, release
 from adk_actors.runner.request import Fresh, InvocationRequest, Resumed, handoffs
-from adk_actors.runner.state import InvocationState, begin_resume, status_view, still_paused
+from adk_actors.runner.state import (
+    InvocationState,
+    begin_resume,
+    status_view,
+    still_paused,
+    window_view,
+)
 from adk_actors.runner.turn_call import invocation_pool, turn_call
 from providers.errors import AdkError
 from supervision import (
@@ -142,6 +157,7 @@ class InvocationServer(GenServer):
             request,
             stream,
             time.monotonic() + timeout,
+            backlog=new_backlog(request, stream),
             partials=steps.Partials(request.runner.max_partial_events),
             span=_invocation_span(request),  # a child of the caller's current span
         )
@@ -177,6 +193,13 @@ class InvocationServer(GenServer):
                 return NoReply(state)
             case Status():
                 return Reply(("ok", status_view(state)), state)
+            case RunStatus() if state.request.run is not None:  # no stream: its window here
+                window = None if state.stream is not None else window_view(state)
+                return Reply(("ok", (status_view(state), state.stream, window)), state)
+            case OpenStream() if state.request.run is not None:
+                return Reply(("ok", open_stream(state)), state)
+            case RunStatus() | OpenStream():
+                return Reply(("error", "not_a_run"), state)
             case Cancel(reason, float() | int() as grace):
                 return Reply(self._cancel(state, reason, float(grace)), state)
             case BeginResume(str() as new_run_id):

@@ -50,8 +50,9 @@ class InvocationState:
 
     request: InvocationRequest
     stream: Pid | None
-    """The credit stream of a run (replay, many subscribers); None for a plain
-    invocation, whose one subscriber gets the same messages from this server."""
+    """The credit stream of a run (replay, many subscribers) once started; None for a
+    plain invocation, whose one subscriber gets the same messages from this server,
+    and for a run nobody has subscribed to yet (see `backlog`)."""
     deadline_at: float
     phase: Phase = Phase.ADMITTING
     spec: Any = None
@@ -73,6 +74,11 @@ class InvocationState:
     outcome: Outcome | None = None
     terminal_sequence: int | None = None
     published: int = 0
+    backlog: list[Event] | None = None
+    """A run whose stream is not started yet: every event published so far (items 1,
+    2, ...), at most the run's ``max_buffered_events`` (one more starts the stream,
+    which evicts from then on: `publish.open_stream`); None once it has a stream, and
+    for a plain invocation."""
     waiters: dict[Ref, From] = field(default_factory=dict)
     resumed_to: str | None = None
     resume_pending: str | None = None
@@ -131,6 +137,14 @@ def still_paused(state: InvocationState) -> bool:
     except Exception:
         return False
     return state.outcome.event.invocation_id in paused
+
+
+def window_view(state: InvocationState) -> dict[str, int]:
+    """The window a run's stream would show now, for a run whose stream is not started
+    (its items are `backlog`, numbered from 1, none evicted yet): what `RunStatus`
+    answers in its place."""
+    latest = len(state.backlog or ())
+    return {"subscribers": 0, "latest_sequence": latest, "oldest_available_sequence": 1}
 
 
 def status_view(state: InvocationState) -> dict[str, Any]:

@@ -1,11 +1,17 @@
 """The `adk.runs` facade: start, subscribe, wait, status, cancel and resume runs.
 
 A run is an invocation server (`adk_actors.runner.server`) started with a run
-identity: it registers ``("adk.run", run_id)`` and its stream, is a temporary child
-of the invocation supervisor (``adk.runs``), so a starter or subscriber that exits
-never stops it, and stays after its terminal for its retention, kept by the run
-registry. Every call finds the run by its registered name at call time; once an
-ended run's retention is over (or it was evicted), every call says ``not_found``.
+identity: it registers ``("adk.run", run_id)``, is a temporary child of the
+invocation supervisor (``adk.runs``), so a starter or subscriber that exits never
+stops it, and stays after its terminal for its retention, kept by the run registry.
+Every call finds the run by its registered name at call time; once an ended run's
+retention is over (or it was evicted), every call says ``not_found``.
+
+A run's credit stream (``("adk.run_stream", run_id)``) is started for its first
+subscriber: a subscribe finds it by name (a registry read), or, if there is none
+yet, asks the run's server for it (`OpenStream`, one round trip; the server hands it
+every event so far and the terminal). `wait`, `status`, `cancel` and `resume` talk
+to the server alone, so a run that is only waited for never starts a stream.
 """
 
 from __future__ import annotations
@@ -22,12 +28,15 @@ from adk_actors.runner.messages import (
     Cancel,
     EndResume,
     ForgetResume,
+    OpenStream,
+    RunStatus,
     Status,
     Unwait,
     Wait,
     check_cancel_reason,
 )
 from adk_actors.runner.request import RunIdentity, handoffs, run_name, stream_name
+from adk_actors.runs import subscription
 from adk_actors.runs.options import RunOptions, run_options
 from adk_actors.runs.registry import RUN_REGISTRY, Known, Lost, Stats, Track
 from adk_actors.runs.subscription import CreditSubscription, Subscription
@@ -100,14 +109,12 @@ def subscribe(run_id: str, after: int = 0) -> Subscription:
     Iterate it, or ``async for`` it; ``replay_gap`` (with `gap`) if items after the
     cursor were evicted, ``cursor_ahead`` if the cursor is past the latest item.
     """
-    _, stream = _lookup(run_id)
-    return Subscription(run_id, stream, check_cursor(after))
+    return Subscription(run_id, _stream(run_id), check_cursor(after))
 
 
 def subscribe_credit(run_id: str, after: int = 0) -> CreditSubscription:
     """Credit subscription: at most one unacknowledged item (`next`, then `ack`)."""
-    _, stream = _lookup(run_id)
-    return CreditSubscription(run_id, stream, check_cursor(after))
+    return CreditSubscription(run_id, _stream(run_id), check_cursor(after))
 
 
 async def subscribe_credit_async(run_id: str, after: int = 0) -> CreditSubscription:
@@ -116,7 +123,7 @@ async def subscribe_credit_async(run_id: str, after: int = 0) -> CreditSubscript
     sub.anext(timeout)`` and acknowledge with ``await sub.ack_async(seq)`` (awaited
     too). A stream that does not answer within 5 s is ``unavailable``; a cancelled
     await leaves nothing subscribed."""
-    _, stream = _lookup(run_id)  # a registry read: no message round trip
+    stream = await _stream_async(run_id)  # a registry read once the stream is started
     return await CreditSubscription.open_async(run_id, stream, check_cursor(after))
 
 
@@ -126,7 +133,7 @@ def wait(run_id: str, timeout: float | None = None) -> Outcome:
     Independent of subscriptions: waiting consumes nothing.
     """
     try:
-        server, _ = _lookup(run_id)
+        server = _lookup(run_id)
     except RunError:
         return _lost(run_id)
     token = Ref()
@@ -142,7 +149,7 @@ def wait(run_id: str, timeout: float | None = None) -> Outcome:
 async def wait_async(run_id: str, timeout: float | None = None) -> Outcome:
     """`wait` for asyncio code: the event loop keeps running meanwhile."""
     try:
-        server, _ = _lookup(run_id)
+        server = _lookup(run_id)
     except RunError:
         return _lost(run_id)
     token = Ref()
@@ -159,9 +166,10 @@ def status(run_id: str) -> dict[str, Any]:
     """A JSON-safe view of the run: ``state`` (running, completed, paused, cancelled,
     failed), ``run_id``, ``parent_run_id``, ``resumed_to``, ``subscribers``, sequences..."""
     try:
-        server, stream = _lookup(run_id)
-        info: dict[str, Any] = _answer(server, Status())
-        window = CreditStream.status(stream)
+        info: dict[str, Any]
+        info, stream, window = _answer(_lookup(run_id), RunStatus())
+        if stream is not None:  # its stream knows the window and the subscribers
+            window = CreditStream.status(stream)
     except (RunError, ProcessExit):
         return _outcome_view(run_id, _lost(run_id))  # its server died: its outcome is left
     info["subscribers"] = window["subscribers"]
@@ -179,7 +187,7 @@ def cancel(run_id: str, reason: Any = "cancelled") -> None:
     except AdkError as error:
         raise RunError(error.reason, error.detail) from None
     try:
-        server, _ = _lookup(run_id)
+        server = _lookup(run_id)
     except RunError:
         _lost(run_id)  # not_found, unless its server died: then it has ended
         raise RunError("already_terminal", "the run has ended") from None
@@ -208,7 +216,7 @@ def resume(
     ``already_resumed`` (its `run_id` is the run that resumed it).
     """
     try:
-        server, _ = _lookup(run_id)
+        server = _lookup(run_id)
     except RunError:
         if runner is None or user_id is None:
             raise
@@ -448,14 +456,43 @@ def _lost(run_id: str) -> Outcome:
     return outcome  # type: ignore[no-any-return]
 
 
-def _lookup(run_id: str) -> tuple[Pid, Pid]:
-    """The run's server and stream, by their registered names (no message round trip)."""
+def _lookup(run_id: str) -> Pid:
+    """The run's server, by its registered name (no message round trip)."""
     if not isinstance(run_id, str):
         raise RunError("not_found", "a run id is a string")
-    server, stream = whereis(run_name(run_id)), whereis(stream_name(run_id))
-    if server is None or stream is None:
+    server = whereis(run_name(run_id))
+    if server is None:
         raise RunError("not_found", "no such run, or its retention is over")
-    return server, stream
+    return server
+
+
+def _stream(run_id: str) -> Pid:
+    """The run's credit stream: by its registered name (no message round trip), or
+    started by its server for this first subscriber (`OpenStream`)."""
+    server = _lookup(run_id)
+    stream = whereis(stream_name(run_id))
+    if stream is not None:
+        return stream
+    return _answer(server, OpenStream())  # type: ignore[no-any-return]
+
+
+async def _stream_async(run_id: str) -> Pid:
+    """`_stream` for asyncio code: the `OpenStream` request is awaited (the event loop
+    keeps running); a server that does not answer within `ROUND_TRIP_TIMEOUT` is
+    ``unavailable``."""
+    server = _lookup(run_id)
+    stream = whereis(stream_name(run_id))
+    if stream is not None:
+        return stream
+    try:
+        status, value = await aio.call(server, OpenStream(), subscription.ROUND_TRIP_TIMEOUT)
+    except ProcessExit:
+        raise RunError("not_found", "the run is no longer retained") from None
+    except CallTimeout:
+        raise RunError("unavailable", "the run did not answer in time") from None
+    if status != "ok":
+        raise RunError(value, "refused by the run")
+    return value  # type: ignore[no-any-return]
 
 
 def _answer(server: Pid, request: Any) -> Any:

@@ -3,8 +3,9 @@
 Names are the kernel registry's: a run's invocation server registers ``("adk.run",
 run_id)`` in its own `init` (so a duplicate id is refused before anything starts,
 and a name never outlives its process), and its stream ``("adk.run_stream",
-run_id)``. Every `adk.runs` call resolves them at call time, without a message round
-trip.
+run_id)`` once it has one (started for its first subscriber). Every `adk.runs` call
+resolves them at call time, without a message round trip (but a run's first
+subscribe, which asks its server to start the stream).
 
 This GenServer owns what names cannot do: retention, and the outcome of a run whose
 server died. It monitors every run server from its start (`Track`); a server that

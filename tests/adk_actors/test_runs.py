@@ -360,7 +360,11 @@ class Busy:
 
 
 def run_stream(run_id):
-    return sv.whereis(stream_name(run_id))
+    """The run's credit stream, started as for a first subscriber if it was not (a run
+    nobody subscribed to has none: see test_s29_lazy_run_stream.py)."""
+    stream = adk.runs.api._stream(run_id)
+    assert sv.whereis(stream_name(run_id)) == stream
+    return stream
 
 
 async def ticks_while_pending(task, seconds=0.3):
@@ -636,7 +640,7 @@ def test_a_duplicate_run_id_is_refused_and_leaves_nothing_behind(sessions):
     runner = runner_for(sessions, "Slow", slow(delay=0.3))
     assert adk.runs.start(runner, "u", "s", "hi", run_id="run-fixed") == "run-fixed"
     before, processes = adk.runs.stats(), run_processes()
-    assert len(processes) == 2  # the run actor and its stream
+    assert len(processes) == 1  # the run actor (nobody subscribed: no stream yet)
     error = refused(lambda: adk.runs.start(runner, "u", "other", "hi", run_id="run-fixed"))
     assert error.reason == "already_exists"
     assert adk.runs.stats() == before and before["pending_handoffs"] == 0

@@ -1,0 +1,244 @@
+"""A run's credit stream is started for its first subscriber (issue 20 §4, session 29).
+
+A run that is only waited for never starts a second process; its server keeps what a
+subscriber would be replayed (at most ``max_buffered_events``; one more starts the
+stream, which evicts from then on) and answers the window itself. Whoever subscribes
+first, mid-run or after the end, sees exactly what a stream started with the run
+would show: the replay from any cursor, the live items in order, the terminal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+import adk_actors as adk
+import supervision as sv
+from adk_actors.runner.request import run_name, stream_name
+from supervision.process import live_processes
+from tests.helpers import wait_until
+
+
+@pytest.fixture
+def sessions():
+    service = adk.sessions.InMemorySessionService()
+    yield service
+    service.close()
+
+
+@adk.tool
+def lookup(city: str) -> dict:
+    """Look a city up."""
+    return {"city": city}
+
+
+def echo(history, tools):
+    return {"text": f"echo: {history[-1].text_value()}"}
+
+
+def runner_for(sessions, name, provider=None, tools=()):
+    agent = adk.spawn_agent(
+        name, {"provider": provider or adk.ScriptedProvider(fn=echo)}, tools=list(tools)
+    )
+    return adk.Runner(agent, "app", sessions)
+
+
+def one_tool_round(final_delay=0.0):
+    """Four events (user, tool call, tool response, final answer), then the terminal."""
+    return adk.ScriptedProvider(
+        [
+            {"tool_calls": [{"name": "lookup", "args": {"city": "Paris"}}]},
+            {"text": "done", "delay": final_delay},
+        ]
+    )
+
+
+def stream_processes():
+    return {p.pid for p in live_processes() if p.label == "_StreamServer"}
+
+
+def run_stream(run_id):
+    return sv.whereis(stream_name(run_id))
+
+
+def session_event_ids(sessions, session_id):
+    return [event.id for event in sessions.get_session("app", "u", session_id).events]
+
+
+def test_a_run_nobody_subscribes_to_never_starts_a_stream(sessions):
+    before = stream_processes()
+    run_id = adk.runs.start(runner_for(sessions, "Echo"), "u", "s", "hi")
+    assert adk.runs.wait(run_id, timeout=10) == adk.Completed("echo: hi")
+    info = adk.runs.status(run_id)  # answered by the server: no stream for it either
+    assert info["state"] == "completed" and info["terminal_sequence"] == 3
+    assert info["subscribers"] == 0
+    assert info["latest_sequence"] == 2 and info["oldest_available_sequence"] == 1
+    assert run_stream(run_id) is None and stream_processes() - before == set()
+
+
+def test_the_first_subscriber_after_the_end_gets_the_whole_run_and_the_next_finds_it_by_name(
+    sessions,
+):
+    runner = runner_for(sessions, "Tooler", one_tool_round(), tools=[lookup])
+    run_id = adk.runs.start(runner, "u", "s", "where?")
+    outcome = adk.runs.wait(run_id, timeout=10)
+    assert run_stream(run_id) is None
+    first = adk.runs.subscribe(run_id)
+    stream = run_stream(run_id)
+    assert stream is not None and first._stream == stream  # registered once started
+    items = list(first)
+    assert [item.seq for item in items] == [1, 2, 3, 4, 5]
+    assert [item.event.id for item in items[:-1]] == session_event_ids(sessions, "s")
+    assert items[-1].outcome == outcome
+    later = adk.runs.subscribe(run_id, after=2)  # the registered stream, no round trip
+    assert later._stream == stream
+    assert [item.seq for item in later] == [3, 4, 5]
+    with pytest.raises(adk.runs.RunError) as ahead:
+        adk.runs.subscribe(run_id, after=6)
+    assert ahead.value.reason == "cursor_ahead"
+
+
+def test_the_first_subscriber_mid_run_gets_the_replay_then_the_live_items(sessions):
+    runner = runner_for(sessions, "Tooler", one_tool_round(final_delay=0.5), tools=[lookup])
+    run_id = adk.runs.start(runner, "u", "s", "where?")
+    wait_until(lambda: adk.runs.status(run_id)["latest_sequence"] == 3, timeout=10)
+    info = adk.runs.status(run_id)
+    assert info["state"] == "running" and info["subscribers"] == 0
+    assert info["oldest_available_sequence"] == 1 and run_stream(run_id) is None
+    with adk.runs.subscribe(run_id, after=1) as subscription:
+        items = list(subscription)
+    assert [item.seq for item in items] == [2, 3, 4, 5]
+    assert [item.event.id for item in items[:-1]] == session_event_ids(sessions, "s")[1:]
+    assert items[-1].outcome == adk.runs.wait(run_id, timeout=10)
+
+
+def test_a_credit_subscriber_first_mid_run_holds_the_items_until_it_acks(sessions):
+    runner = runner_for(sessions, "Tooler", one_tool_round(final_delay=0.3), tools=[lookup])
+    run_id = adk.runs.start(runner, "u", "s", "where?")
+    wait_until(lambda: adk.runs.status(run_id)["latest_sequence"] == 3, timeout=10)
+    subscription = adk.runs.subscribe_credit(run_id)
+    first = subscription.next(timeout=5)
+    assert first.seq == 1
+    with pytest.raises(adk.runs.RunTimeout):
+        subscription.next(timeout=0.1)  # one unacknowledged item at most
+    assert adk.runs.status(run_id)["subscribers"] == 1
+    seen = [first]
+    while not isinstance(seen[-1], adk.runs.RunTerminal):
+        subscription.ack(seen[-1].seq)
+        seen.append(subscription.next(timeout=5))
+    assert [item.seq for item in seen] == [1, 2, 3, 4, 5]
+
+
+def test_an_async_first_subscriber_starts_the_stream_without_blocking_the_loop(sessions):
+    runner = runner_for(sessions, "Tooler", one_tool_round(final_delay=0.3), tools=[lookup])
+    run_id = adk.runs.start(runner, "u", "s", "where?")
+
+    async def follow():
+        subscription = await adk.runs.subscribe_credit_async(run_id)
+        seen = [await subscription.anext(timeout=5)]
+        while not isinstance(seen[-1], adk.runs.RunTerminal):
+            await subscription.ack_async(seen[-1].seq)
+            seen.append(await subscription.anext(timeout=5))
+        return seen
+
+    seen = asyncio.run(follow())
+    assert [item.seq for item in seen] == [1, 2, 3, 4, 5]
+    assert seen[-1].outcome == adk.runs.wait(run_id, timeout=10)
+
+
+def test_past_its_window_before_any_subscriber_a_run_starts_its_stream_which_evicts(sessions):
+    """Case: more than ``max_buffered_events`` published before the first subscriber:
+    the window and the gap are what a stream started with the run shows."""
+    runner = runner_for(sessions, "Tooler", one_tool_round(final_delay=0.5), tools=[lookup])
+    run_id = adk.runs.start(runner, "u", "s", "where?", max_buffered_events=2)
+    wait_until(lambda: run_stream(run_id) is not None, timeout=10)  # at its third event
+    info = adk.runs.status(run_id)
+    assert info["state"] == "running"
+    assert (info["oldest_available_sequence"], info["latest_sequence"]) == (2, 3)
+    with pytest.raises(adk.runs.RunError) as gap:
+        adk.runs.subscribe(run_id, after=0)
+    assert gap.value.reason == "replay_gap"
+    assert gap.value.gap == {
+        "after_sequence": 0,
+        "oldest_available_sequence": 2,
+        "latest_sequence": 3,
+        "terminal": False,
+    }
+    items = list(adk.runs.subscribe(run_id, after=1))
+    assert [item.seq for item in items] == [2, 3, 4, 5]
+    assert [item.event.id for item in items[:-1]] == session_event_ids(sessions, "s")[1:]
+
+
+def test_at_its_window_a_run_keeps_every_event_without_a_stream(sessions):
+    runner = runner_for(sessions, "Tooler", one_tool_round(), tools=[lookup])
+    run_id = adk.runs.start(runner, "u", "s", "where?", max_buffered_events=4)
+    adk.runs.wait(run_id, timeout=10)
+    assert run_stream(run_id) is None
+    assert [item.seq for item in adk.runs.subscribe(run_id)] == [1, 2, 3, 4, 5]
+
+
+def test_concurrent_first_subscribers_share_one_stream(sessions):
+    run_id = adk.runs.start(runner_for(sessions, "Echo"), "u", "s", "hi")
+    adk.runs.wait(run_id, timeout=10)
+    before = stream_processes()
+    barrier = threading.Barrier(8)
+    results: list[tuple[sv.Pid, list[int]]] = []
+    lock = threading.Lock()
+
+    def subscribe():
+        barrier.wait(5)
+        subscription = adk.runs.subscribe(run_id)
+        seqs = [item.seq for item in subscription]
+        with lock:
+            results.append((subscription._stream, seqs))
+
+    threads = [threading.Thread(target=subscribe) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert len(results) == 8
+    assert {stream for stream, _ in results} == {run_stream(run_id)}
+    assert all(seqs == [1, 2, 3] for _, seqs in results)
+    assert stream_processes() - before == {run_stream(run_id)}
+
+
+def test_status_is_the_same_before_and_after_the_stream_starts(sessions):
+    run_id = adk.runs.start(runner_for(sessions, "Echo"), "u", "s", "hi")
+    adk.runs.wait(run_id, timeout=10)
+    window = ("latest_sequence", "oldest_available_sequence", "terminal_sequence", "state")
+    before = adk.runs.status(run_id)
+    subscription = adk.runs.subscribe_credit(run_id)  # holds one item: still subscribed
+    after = adk.runs.status(run_id)
+    assert {k: before[k] for k in window} == {k: after[k] for k in window}
+    assert (before["subscribers"], after["subscribers"]) == (0, 1)
+    subscription.close()
+    wait_until(lambda: adk.runs.status(run_id)["subscribers"] == 0, timeout=5)
+
+
+def test_after_its_retention_a_run_nobody_subscribed_to_is_not_found(sessions):
+    run_id = adk.runs.start(runner_for(sessions, "Echo"), "u", "s", "hi", retention=0.2)
+    adk.runs.wait(run_id, timeout=10)
+    deadline = time.monotonic() + 5
+    while sv.whereis(run_name(run_id)) is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for subscribe in (adk.runs.subscribe, adk.runs.subscribe_credit):
+        with pytest.raises(adk.runs.RunError) as gone:
+            subscribe(run_id)
+        assert gone.value.reason == "not_found"
+
+
+def test_a_run_killed_before_anyone_subscribed_is_not_found_to_subscribers(sessions):
+    runner = runner_for(sessions, "Slow", adk.ScriptedProvider([{"text": "x", "delay": 5}]))
+    run_id = adk.runs.start(runner, "u", "s", "hi")
+    server = sv.whereis(run_name(run_id))
+    sv.exit(server, "kill")
+    wait_until(lambda: sv.whereis(run_name(run_id)) is None, timeout=5)
+    with pytest.raises(adk.runs.RunError) as gone:
+        adk.runs.subscribe(run_id)
+    assert gone.value.reason == "not_found"
+    outcome = adk.runs.wait(run_id, timeout=5)
+    assert isinstance(outcome, adk.Failed) and outcome.reason[0] == "run_actor_exit"
