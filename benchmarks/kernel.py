@@ -5,8 +5,12 @@ thread per server, like a pykka ThreadingActor; ``pooled``: the default, shared 
 
 1. cast throughput: `supervision.cast` to a GenServer vs `ActorRef.tell` to a pykka actor.
 2. call round trip: `supervision.call` vs `ActorRef.ask`.
-3. spawn + stop: a temporary child under a DynamicSupervisor vs `Actor.start()` + `ref.stop()`.
-4. restart latency: kill a named permanent child of a Supervisor until its replacement
+3. relay: one message at a time through a chain of `RELAY_HOPS` servers (each handler
+   casts to the next, the last sends it back to the waiting inbox) vs pykka actors that
+   `tell` the next: hand-offs between processes, not only from a plain thread (on the
+   pool, the worker that readies the next server runs it itself).
+4. spawn + stop: a temporary child under a DynamicSupervisor vs `Actor.start()` + `ref.stop()`.
+5. restart latency: kill a named permanent child of a Supervisor until its replacement
    answers a call (raw pykka has no supervisor: no peer figure).
 
 The sides of a comparison run in turn, round by round, the first side rotating (thread,
@@ -24,6 +28,7 @@ import argparse
 import functools
 import logging
 import os
+import queue
 import statistics
 import sys
 import time
@@ -47,6 +52,9 @@ import supervision
 from supervision import ChildSpec, DynamicSupervisor, From, GenServer, Reply, Supervisor
 
 RESTART_NAME = "bench.restart.worker"
+
+RELAY_HOPS = 4
+"""Servers (actors) in the relay row's chain."""
 
 
 # -- the actors under test ---------------------------------------------------------------------
@@ -282,7 +290,115 @@ def bench_call(config: Config) -> list[Compared]:
     ]
 
 
-# -- 3. spawn + stop ---------------------------------------------------------------------------
+# -- 3. relay: server-to-server hand-offs ------------------------------------------------------
+
+
+class Relay(GenServer):
+    """Passes each cast to the next server of the chain; the last one sends it to the
+    waiting inbox (its state: the next pid, or ``("inbox", pid)``)."""
+
+    def handle_cast(self, msg: Any, state: Any) -> Any:
+        if type(state) is tuple:
+            supervision.send(state[1], msg)
+        else:
+            supervision.cast(state, msg)
+        return state
+
+
+class ThreadRelay(Relay):
+    dispatcher = "thread"
+
+
+class PooledRelay(Relay):
+    dispatcher = "pooled"
+
+
+RELAYS: dict[str, type[Relay]] = {"thread": ThreadRelay, "pooled": PooledRelay}
+
+
+class RelayActor(pykka.ThreadingActor):
+    """The peer: tells the next actor of the chain; the last one puts the message on
+    the queue the main thread waits on."""
+
+    use_daemon_thread = True
+
+    def __init__(self, after: pykka.ActorRef[Any] | queue.SimpleQueue[Any]) -> None:
+        super().__init__()
+        self.after = after
+
+    def on_receive(self, message: Any) -> Any:
+        if isinstance(self.after, queue.SimpleQueue):
+            self.after.put(message)
+        else:
+            self.after.tell(message)
+        return None
+
+
+def ours_relay(server: type[Relay], n: int) -> float:
+    """Mean µs for one message to pass a chain of `RELAY_HOPS` servers and come back
+    to this thread's inbox, one message at a time (so each hop is a hand-off)."""
+    with supervision.Inbox() as inbox:
+        after: Any = ("inbox", inbox.pid)
+        chain = []
+        for _ in range(RELAY_HOPS):
+            after = server.start(after)
+            chain.append(after)
+        head, cast, receive = after, supervision.cast, inbox.receive
+        start = time.perf_counter()
+        for i in range(n):
+            cast(head, i)
+            assert receive(10.0) == i
+        elapsed = time.perf_counter() - start
+        for pid in chain:
+            supervision.stop(pid)
+    return elapsed / n * 1e6
+
+
+def pykka_relay(n: int) -> float:
+    """Mean µs for the same trip through a chain of pykka actors."""
+    back: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    after: Any = back
+    chain = []
+    for _ in range(RELAY_HOPS):
+        after = RelayActor.start(after)
+        chain.append(after)
+    head, get = after, back.get
+    start = time.perf_counter()
+    for i in range(n):
+        head.tell(i)
+        assert get(timeout=10.0) == i
+    elapsed = time.perf_counter() - start
+    for ref in chain:
+        ref.stop()
+    return elapsed / n * 1e6
+
+
+def bench_relay(config: Config) -> list[Compared]:
+    n = config.calls
+    sides: dict[str, Side] = {
+        kind: functools.partial(ours_relay, server, n) for kind, server in RELAYS.items()
+    }
+    sides["pykka"] = lambda: pykka_relay(n)
+    others: list[float | None] = []
+    runs = measured(sides, config.repeats, others)
+    return [
+        Compared(
+            name=f"relay [{kind}]",
+            unit="µs/msg",
+            ours_runs=runs[kind],
+            peer_runs=runs["pykka"],
+            others=others,
+            goal=goal("relay"),
+            detail=(
+                f"{n:,} messages one at a time through {RELAY_HOPS} servers and back; mean "
+                f"µs {fmt_list(runs[kind])} vs pykka {fmt_list(runs['pykka'])}"
+            ),
+        )
+        for kind in RELAYS
+    ]
+
+
+# -- 4. spawn + stop ---------------------------------------------------------------------------
 
 
 def ours_spawn(server: type[Counter], n: int) -> float:
@@ -329,7 +445,7 @@ def bench_spawn(config: Config) -> list[Compared]:
     ]
 
 
-# -- 4. restart latency ------------------------------------------------------------------------
+# -- 5. restart latency ------------------------------------------------------------------------
 
 
 def wait_replacement(old: supervision.Pid) -> None:
@@ -422,7 +538,7 @@ def main(argv: list[str] | None = None) -> int:
     print_facts("supervision kernel vs raw pykka" + (" (quick)" if args.quick else ""), "pykka")
     started, meter = time.perf_counter(), OtherCpu()
     rows: list[Compared] = []
-    for bench in (bench_cast, bench_call, bench_spawn, bench_restart):
+    for bench in (bench_cast, bench_call, bench_relay, bench_spawn, bench_restart):
         rows.extend(bench(config))
     print_table(rows, ours="supervision", peer="pykka", met=met)
     print(

@@ -6,14 +6,25 @@ servers wait in one queue, and pool threads take them in turn, run at most
 mail. So a server never runs on two threads at once, its messages stay in order,
 and a busy server cannot starve the others.
 
+A worker that readies a server (a message sent from a handler) does not wake an
+idle thread for it: it takes that server itself once its handler returns (the
+`wakeups` module's deferred wake-up). On a GIL a second thread would only take turns
+with it, at the price of a futex wake, a GIL hand-over and, as often as not, a thread
+that wakes to find the work taken. The worker wakes the threads it owes as soon as it
+is not about to come back to the ready queue: before it runs its server's next message,
+and before a kernel wait blocks its handler (a `call`, a `receive`, `wait_dead`).
+
 A watchdog notices a handler that has run longer than `block_warning` seconds,
 logs ``supervision.dispatch.handler_blocked`` once for it, and adds a spare thread
 (up to `max_threads`) so the other servers keep moving. Spare threads leave again
-when they have been idle for a while.
+when they have been idle for a while. Every `block_warning / 2` it also wakes the
+threads owed by workers still in a handler (one blocked in user code, `time.sleep`
+or sync I/O), so a deferred server waits at most that long.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -28,7 +39,7 @@ from supervision.logs import get_logger
 from supervision.process import Process, _current
 from supervision.reply_slot import From
 from supervision.server_process import ServerProcess
-from supervision.wakeups import held_lock, sleep, wake_one
+from supervision.wakeups import held_lock, on_blocking, sleep, wake_one
 
 _log = get_logger("supervision")
 
@@ -44,10 +55,13 @@ WORKER_PREFIX = "supervision-pool-"
 
 
 class _Worker:
-    __slots__ = ("current", "index", "started", "wake", "warned")
+    __slots__ = ("current", "index", "owed", "started", "wake", "warned")
 
     def __init__(self, index: int) -> None:
         self.index = index
+        # Wake-ups this worker deferred: servers it readied that wait in the ready
+        # queue for it (changed under the pool's `_wake_lock` only).
+        self.owed = 0
         self.current: PooledServerProcess | None = None
         self.started = 0.0
         self.warned = False
@@ -56,12 +70,24 @@ class _Worker:
         self.wake = held_lock()
 
 
+class _ThisWorker(threading.local):
+    """The pool worker running on this thread; a class-level None on any other thread
+    (no AttributeError raised and caught per look)."""
+
+    worker: _Worker | None = None
+
+
 class Pool:
     """The shared threads that run pooled servers."""
 
-    def __init__(self, threads: int, max_threads: int, block_warning: float) -> None:
+    def __init__(
+        self, threads: int, max_threads: int, block_warning: float, prefix: str = WORKER_PREFIX
+    ) -> None:
+        """`prefix` names the threads; another than `WORKER_PREFIX` keeps a private
+        pool's threads (the pool's own tests') out of `thread_pools`' count."""
         if threads < 1 or max_threads < threads:
             raise ValueError("need 1 <= threads <= max_threads")
+        self.prefix = prefix
         self.threads = threads
         self.max_threads = max_threads
         self.block_warning = block_warning
@@ -71,9 +97,10 @@ class Pool:
         # The `wake` locks of the idle workers (see `supervision.wakeups`); the last one
         # to go idle is woken first, so a spare at the bottom can time out and retire.
         self._sleeping: list[LockType] = []
+        self._this_worker = _ThisWorker()  # `worker`: set on this pool's threads
         for _ in range(threads):
             self._add_worker(spare=False)
-        threading.Thread(target=self._watch, name="supervision-pool-watchdog", daemon=True).start()
+        threading.Thread(target=self._watch, name=f"{prefix}watchdog", daemon=True).start()
 
     def _add_worker(self, spare: bool) -> None:
         worker = _Worker(len(self._workers))
@@ -81,15 +108,35 @@ class Pool:
         threading.Thread(
             target=self._run_worker,
             args=(worker, spare),
-            name=f"{WORKER_PREFIX}{worker.index}",
+            name=f"{self.prefix}{worker.index}",
             daemon=True,
         ).start()
 
     def schedule(self, process: PooledServerProcess) -> None:
         with self._wake_lock:
             self._ready.append(process)
-            if self._sleeping:  # `wakeups.wake_one`, inline: once per hand-off
-                self._sleeping.pop().release()
+            if self._sleeping:
+                worker = self._this_worker.worker
+                if worker is not None:  # this worker comes back for it: defer the wake-up
+                    worker.owed += 1
+                else:  # `wakeups.wake_one`, inline: once per hand-off
+                    self._sleeping.pop().release()
+
+    def _pay(self, worker: _Worker, keep: int) -> None:
+        """Wake the threads `worker` owes, but `keep` (the servers it takes itself), and
+        none for servers other threads took meanwhile (hold `_wake_lock`)."""
+        sleeping = self._sleeping
+        wakes = min(worker.owed, len(self._ready)) - keep
+        worker.owed = 0
+        while wakes > 0 and sleeping:
+            sleeping.pop().release()
+            wakes -= 1
+
+    def _hand_over(self, worker: _Worker) -> None:
+        """`worker` is not coming back to the ready queue yet: wake whom it owes."""
+        if worker.owed:
+            with self._wake_lock:
+                self._pay(worker, 0)
 
     def thread_count(self) -> int:
         with self._wake_lock:
@@ -98,9 +145,16 @@ class Pool:
     def _run_worker(self, worker: _Worker, spare: bool) -> None:
         ready, sleeping, wake_lock, wake = self._ready, self._sleeping, self._wake_lock, worker.wake
         idle_timeout = SPARE_IDLE_SECONDS if spare else -1
+        self._this_worker.worker = worker
+        on_blocking(functools.partial(self._hand_over, worker))
         while True:
             wake_lock.acquire()  # not `with`: two special-method calls fewer per turn
             try:
+                if worker.owed:  # this worker takes one of them itself, now
+                    if worker.owed > 1:
+                        self._pay(worker, 1)
+                    else:
+                        worker.owed = 0
                 while not ready:
                     try:
                         woken = sleep(wake_lock, sleeping, wake, idle_timeout)
@@ -128,6 +182,8 @@ class Pool:
                         process._scheduled = False
                         return
                     envelope = mailbox.popleft()
+                if worker.owed:  # staying with this server: others run what it readied
+                    self._hand_over(worker)
                 worker.started = monotonic()
                 worker.current = process
                 handle(envelope)
@@ -146,6 +202,9 @@ class Pool:
             blocked = 0
             with self._wake_lock:
                 workers = list(self._workers)
+                for worker in workers:  # still in a handler since the last look
+                    if worker.owed:
+                        self._pay(worker, 0)
             for worker in workers:
                 process = worker.current
                 if process is None or now - worker.started < self.block_warning:
@@ -203,12 +262,12 @@ class PooledServerProcess(ServerProcess):
 
     __slots__ = ("_mailbox", "_mailbox_lock", "_pool", "_scheduled")
 
-    def __init__(self, server: Any, parent: Process | None) -> None:
+    def __init__(self, server: Any, parent: Process | None, pool: Pool | None = None) -> None:
         super().__init__(server, parent)
         self._mailbox: deque[tuple[Any, ...]] | None = None  # until the first message
         self._mailbox_lock = threading.Lock()
         self._scheduled = True  # held until `release` so nothing runs before init returns
-        self._pool = get_pool()
+        self._pool = get_pool() if pool is None else pool  # another: the pool's own tests
 
     def run_init(self, args: Any, name: Hashable | None, started: From) -> None:
         """Run `init` on the calling thread (bound to this process), then let the pool

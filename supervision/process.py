@@ -23,7 +23,7 @@ from supervision.names import lookup, release
 from supervision.pid import Exited, Pid
 from supervision.signals import Down, ExitSignal, Reason, Ref
 from supervision.timer_service import cancel_for_exit
-from supervision.wakeups import sleep, wake_all
+from supervision.wakeups import before_blocking, sleep, wake_all
 
 _table: dict[int, Process] = {}
 """Every live process by pid number (dict operations are atomic under the GIL)."""
@@ -252,6 +252,7 @@ class Process:
             if self._dead is None:
                 self._dead = threading.Event()
             dead = self._dead
+        before_blocking()  # on a pool worker: hand what it readied to other threads first
         return dead.wait(timeout)
 
     # -- introspection -----------------------------------------------------------------
@@ -419,6 +420,7 @@ class PseudoProcess(Process):
                     wake.acquire()
                 else:
                     self._spare_wake = None
+                before_blocking()  # a pool worker wakes the threads it owes first
                 sleep(self._arrived_lock, sleepers, wake, remaining)
                 self._spare_wake = wake  # held again: `sleep` promises it
 

@@ -15,6 +15,7 @@ from supervision import crash_report
 from supervision.errors import ProcessExit
 from supervision.pid import Pid
 from supervision.signals import Reason
+from supervision.wakeups import blocking_hook
 
 
 class From:
@@ -75,7 +76,12 @@ class From:
         self.settle(reason, True)
 
     def wait(self, timeout: float | None) -> bool:
-        """Block until settled; False on timeout (and the slot is then closed)."""
+        """Block until settled; False on timeout (and the slot is then closed). A pool
+        worker that is about to block first wakes the threads it owes (`wakeups`): the
+        server it called may be waiting for exactly that."""
+        hand_over = blocking_hook.hand_over  # `wakeups.before_blocking`, inline
+        if hand_over is not None:
+            hand_over()
         if self._lock.acquire(True, -1 if timeout is None else max(0.0, timeout)):
             return True
         if self.claim_for_timeout():

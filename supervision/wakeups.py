@@ -12,14 +12,57 @@ let the guard go, wait, take the guard back, and whatever ended the wait (a wake
 the timeout, or an exception such as Ctrl-C in the main thread) leave the list and
 hold the wake lock again. Then a thread may keep one wake lock for all its sleeps,
 and no waiter that is gone stays registered (as `Condition.wait` promised too).
+
+A dispatch-pool worker may *defer* a wake-up: a process it readies waits for this
+same worker, which takes it as soon as its handler returns, instead of waking another
+thread that, on a GIL, would only take turns with it (a futex wake, a GIL hand-over,
+and often a woken thread that finds the work already taken). A kernel wait that is
+about to block calls `before_blocking` first: on such a worker it wakes the threads
+it owes, so a handler blocked in a `call`, a `receive` or `wait_dead` never holds up
+the processes it readied. (A handler blocked in user code is the pool watchdog's.)
 """
 
 from __future__ import annotations
 
 import threading
 from _thread import LockType
+from collections.abc import Callable
 
-__all__ = ["held_lock", "sleep", "wake_all", "wake_one"]
+__all__ = [
+    "before_blocking",
+    "blocking_hook",
+    "held_lock",
+    "on_blocking",
+    "sleep",
+    "wake_all",
+    "wake_one",
+]
+
+
+class _ThisThread(threading.local):
+    """What `before_blocking` runs on this thread; a class-level None for every other
+    thread (a missing attribute would cost a raised and caught AttributeError)."""
+
+    hand_over: Callable[[], object] | None = None
+
+
+blocking_hook = _ThisThread()
+"""This thread's `hand_over` (None on all but pool workers): `before_blocking` reads
+it, and so does `From.wait` inline (a call's every reply wait)."""
+
+
+def on_blocking(hand_over: Callable[[], object] | None) -> None:
+    """Make `hand_over()` what `before_blocking` runs on the calling thread (None: no
+    more): a dispatch-pool worker registers the wake-ups it deferred."""
+    blocking_hook.hand_over = hand_over
+
+
+def before_blocking() -> None:
+    """Called by a kernel wait just before it blocks (and not when it need not): on a
+    pool worker, wake the threads its deferred wake-ups owe first."""
+    hand_over = blocking_hook.hand_over
+    if hand_over is not None:
+        hand_over()
 
 
 def held_lock() -> LockType:
