@@ -230,9 +230,13 @@ def invalid_request(request: object, why: str | None = None) -> Refused:
 
 
 class ChildStartFailed(Exception):
-    def __init__(self, reason: Reason) -> None:
+    """A child's start failed with `reason`; `pid` is the process the start returned,
+    if the failure came after (the link to it failed): whoever started it stops it."""
+
+    def __init__(self, reason: Reason, pid: Pid | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.pid = pid
 
 
 def start_child_process(spec: ChildSpec, taken: Callable[[Pid], bool]) -> Pid | None:
@@ -268,7 +272,7 @@ def start_child_process(spec: ChildSpec, taken: Callable[[Pid], bool]) -> Pid | 
     try:
         link(pid)  # a plain start() child is supervised too
     except KernelError as exc:
-        raise ChildStartFailed(exc.reason) from None
+        raise ChildStartFailed(exc.reason, pid) from None
     return pid
 
 

@@ -4,13 +4,32 @@ Every child is independent (one_for_one). Runs, Live sessions, plugin instances,
 shards and tasks live under one. On shutdown every child is told at once and the
 supervisor waits for them together, so stopping 10,000 children does not take
 10,000 sequential waits.
+
+Direct starts. `start_child` (without a timeout) does not send the supervisor a
+message: the calling thread runs the child's start itself, as the supervisor (its
+thread is bound to the supervisor's process for the start, so the child is linked to
+the supervisor and has it as parent, exactly as when the supervisor's own thread ran
+it), then records the child and returns. That saves the two cross-thread wake-ups of
+a call (the supervisor's and the caller's) per start. Starts stay serial, as in OTP:
+whoever runs a start (a caller, or the supervisor's thread for a restart) holds the
+supervisor's start lock until the child is recorded, and the supervisor takes that
+lock before it restarts a child, answers a call (which_children, terminate_child...:
+answered after a start under way, as a call queued behind a StartChild was), handles
+the exit of a pid it does not know yet (a child that died before its starter recorded
+it), or shuts down. The children table itself is read and written under a second,
+short lock. The main thread's starts stay calls: Python runs signal handlers there, so
+a Ctrl-C must land in the caller's wait, never halfway through a child's init. So do
+starts from an event loop's thread: a child's init never runs on a running loop.
 """
 
 from __future__ import annotations
 
 import itertools
+import threading
+from asyncio import _get_running_loop
 from collections.abc import Hashable
-from typing import Any, NamedTuple
+from threading import get_ident, main_thread
+from typing import Any, NamedTuple, NoReturn
 
 from supervision import crash_report
 from supervision.carried_context import Context, capture, run_in
@@ -36,11 +55,11 @@ from supervision.child_spec import (
     start_child_process,
     wants_restart,
 )
-from supervision.errors import MaxChildrenReached, SupervisorError
+from supervision.errors import MaxChildrenReached, ProcessExit, SupervisorError
 from supervision.gen_server import From, GenServer, Reply, Stop, call
 from supervision.pid import Pid
 from supervision.primitives import send, trap_exit
-from supervision.process import self_pid
+from supervision.process import Process, _current, bind_thread, current_process, resolve, self_pid
 from supervision.protocol import Answer, Ok, Refused, log_unexpected, unwrap
 from supervision.signals import ExitSignal, Reason
 
@@ -61,15 +80,44 @@ def _spec(child: _Child) -> ChildSpec:
 
 
 class _State:
-    def __init__(self, max_children: int | None, intensity: RestartIntensity) -> None:
+    """The supervisor's state, shared with the callers that start children directly.
+
+    `children` is read and written under `lock` (held briefly, never across a start);
+    `start_lock` is held by whoever runs a child's start until the child is recorded,
+    so starts are serial (OTP) and `max_children` is checked against a table nobody
+    else is adding to. `stopping` is set (under `start_lock`) when `terminate` begins.
+    """
+
+    def __init__(
+        self, max_children: int | None, intensity: RestartIntensity, direct_starts: bool
+    ) -> None:
         self.max_children = max_children
         self.intensity = intensity
+        self.direct_starts = direct_starts
         # by pid: a running child's, or a restarting child's last one; in start order
         self.children: dict[Pid, _Child] = {}
         self.me = self_pid()
+        self.lock = threading.Lock()
+        self.start_lock = threading.RLock()  # a child's init may start a sibling
+        self.stopping = False
+        self.stop_reason: Reason = None
 
     def taken(self, pid: Pid) -> bool:
         return pid == self.me or pid in self.children
+
+    def get(self, pid: Pid) -> _Child | None:
+        with self.lock:
+            return self.children.get(pid)
+
+    def record(self, pid: Pid, child: _Child) -> None:
+        with self.lock:
+            self.children[pid] = child
+
+    def full(self) -> Refused | None:
+        """The refusal if `max_children` children exist (call with `start_lock` held)."""
+        if self.max_children is not None and len(self.children) >= self.max_children:
+            return Refused(MaxChildrenReached(self.max_children))
+        return None
 
     @staticmethod
     def info(pid: Pid, child: _Child) -> ChildInfo:
@@ -96,25 +144,37 @@ class _DynamicSupervisorServer(GenServer):
     # would hold a pool thread the child may need for its own `terminate`.
     dispatcher = "thread"
 
-    def init(self, args: tuple[int | None, RestartIntensity]) -> _State:
+    shared: _State | None = None
+    """The state, for direct starts from other threads (None until init has run)."""
+
+    def init(self, args: tuple[int | None, RestartIntensity, bool]) -> _State:
         trap_exit(True)
-        return _State(*args)
+        self.shared = state = _State(*args)
+        return state
 
     def handle_call(self, request: object, from_: From, state: _State) -> Reply:
+        # Answered after any start under way on a caller's thread has recorded its
+        # child, as a call queued behind a StartChild was: whoever learned a child's
+        # pid from its init (a task it spawned, a message) finds it in the table.
+        with state.start_lock:
+            return self._answer(request, state)
+
+    def _answer(self, request: object, state: _State) -> Reply:
         match request:
             case StartChild(spec, None | Context() as context):
                 return Reply(run_in(context, self._start, state, spec), state)
             case TerminateChild(Pid() as pid):
                 return Reply(self._terminate(state, pid), state)
             case WhichChildren():
-                rows = [state.info(pid, child) for pid, child in state.children.items()]
+                with state.lock:
+                    rows = [state.info(pid, child) for pid, child in state.children.items()]
                 return Reply(Ok(rows), state)
             case WhichChild(Pid() as pid):
-                child = state.children.get(pid)
+                child = state.get(pid)
                 found = None if child is None else state.info(pid, child)
                 return Reply(refuse("not_found") if found is None else Ok(found), state)
             case GetChildSpec(Pid() as pid):
-                child = state.children.get(pid)
+                child = state.get(pid)
                 return Reply(refuse("not_found") if child is None else Ok(_spec(child)), state)
             case TerminateChild() | WhichChild() | GetChildSpec():
                 why = "a dynamic supervisor's children are named by pid"
@@ -130,32 +190,50 @@ class _DynamicSupervisorServer(GenServer):
     def handle_info(self, msg: Any, state: _State) -> Any:
         match msg:
             case ExitSignal(Pid() as pid, reason):
-                child = state.children.get(pid)
+                child = state.get(pid)
+                if child is None:
+                    # Perhaps a child that died before its starter recorded it: the
+                    # starter holds the start lock until it has, so wait for it.
+                    with state.start_lock:
+                        child = state.get(pid)
                 if child is None or isinstance(child, _Restarting):
                     return state
-                del state.children[pid]
                 if not wants_restart(child.restart, reason):
+                    with state.lock:
+                        del state.children[pid]
                     report_exit(self_pid(), child.id, pid, reason, "no_restart")
                     return state
                 report_exit(self_pid(), child.id, pid, reason, "restart")
-                return self._restart(state, pid, child, reason)
+                with state.start_lock:
+                    with state.lock:
+                        del state.children[pid]
+                    return self._restart(state, pid, child, reason)
             case _RetryStart(pid, token, reason):
-                child = state.children.get(pid)
-                if not isinstance(child, _Restarting) or child.token != token:
-                    return state  # terminated, or failed again, since: stale
-                del state.children[pid]
-                return self._restart(state, pid, child.spec, reason)
+                with state.start_lock:
+                    child = state.get(pid)
+                    if not isinstance(child, _Restarting) or child.token != token:
+                        return state  # terminated, or failed again, since: stale
+                    with state.lock:
+                        del state.children[pid]
+                    return self._restart(state, pid, child.spec, reason)
         return state
 
     def terminate(self, reason: Reason, state: Any) -> None:
         if not isinstance(state, _State):
             return
-        children = [
-            (pid, child)
-            for pid, child in reversed(state.children.items())
-            if not isinstance(child, _Restarting)
-        ]
-        state.children.clear()
+        # A start under way on a caller's thread ends first (it holds the start lock
+        # until its child is recorded), as OTP's shutdown waits behind a start_child;
+        # a start that comes later finds `stopping` and fails as a call would.
+        with state.start_lock:
+            state.stopping = True
+            state.stop_reason = reason
+            with state.lock:
+                children = [
+                    (pid, child)
+                    for pid, child in reversed(state.children.items())
+                    if not isinstance(child, _Restarting)
+                ]
+                state.children.clear()
         deadlines = []
         for pid, spec in children:
             begin_shutdown(pid, spec.shutdown)  # type: ignore[arg-type]
@@ -166,7 +244,7 @@ class _DynamicSupervisorServer(GenServer):
     def _restart(self, state: _State, old_pid: Pid, spec: ChildSpec, reason: Reason) -> Any:
         """Count a restart and start `spec` again (the child exited with `reason`); on
         failure keep it restarting under `old_pid` and queue a retry (OTP's
-        ``{restarting, OldPid}``)."""
+        ``{restarting, OldPid}``). The caller holds the start lock."""
         if not state.intensity.add_restart():
             crash_report.supervisor_event(
                 "supervision.supervisor.max_intensity_reached",
@@ -185,11 +263,11 @@ class _DynamicSupervisorServer(GenServer):
                 reason=failed.reason,
             )
             token = next(_tokens)
-            state.children[old_pid] = _Restarting(spec, token)
+            state.record(old_pid, _Restarting(spec, token))
             send(self_pid(), _RetryStart(old_pid, token, reason))
             return state
         if pid is not None:  # a restart that returns None drops the child, as OTP
-            state.children[pid] = spec
+            state.record(pid, spec)
             crash_report.child_restarted(self_pid(), spec.id, pid, reason)
         return state
 
@@ -201,26 +279,102 @@ class _DynamicSupervisorServer(GenServer):
             return Refused(error)
         if checked.significant:
             return _refuse_significant()
-        if state.max_children is not None and len(state.children) >= state.max_children:
-            return Refused(MaxChildrenReached(state.max_children))
-        try:
-            pid = start_child_process(checked, state.taken)
-        except ChildStartFailed as failed:
-            return refuse(failed.reason)
-        if pid is not None:
-            state.children[pid] = checked
+        with state.start_lock:
+            full = state.full()
+            if full is not None:
+                return full
+            try:
+                pid = start_child_process(checked, state.taken)
+            except ChildStartFailed as failed:
+                return refuse(failed.reason)
+            if pid is not None:
+                state.record(pid, checked)
         return Ok(pid)
 
     @staticmethod
     def _terminate(state: _State, pid: Pid) -> Answer:
         """OTP's simple_one_for_one ``terminate_child``: a restarting child (named by its
         last pid) stops restarting; a pid that is no child but already dead is ok."""
-        child = state.children.pop(pid, None)
+        with state.lock:
+            child = state.children.pop(pid, None)
         if child is None:
             return Ok(None) if not pid.is_alive() else refuse("not_found")
         if not isinstance(child, _Restarting):
             shutdown_child(pid, child.shutdown)  # type: ignore[arg-type]
         return Ok(None)
+
+
+def _start_directly(sup: Pid | Hashable, spec: object) -> Answer | None:
+    """`start_child` on the calling thread: the supervisor's answer, or None where the
+    start must be a call (not a dynamic supervisor whose init has run, one started with
+    ``direct_starts=False``, the main thread or an event loop's, or the caller is the
+    supervisor itself, which a call refuses with ``calling_self``). Raises `ProcessExit`
+    as a call to the supervisor would: ``noproc`` if it is dead, its exit reason if it
+    stops before the start."""
+    process = resolve(sup)
+    server = getattr(process, "server", None)
+    if type(server) is not _DynamicSupervisorServer or process is None:
+        return None  # no such process, or not a dynamic supervisor: as a call answers
+    state = server.shared
+    if state is None or not state.direct_starts:
+        return None
+    if get_ident() == main_thread().ident or _get_running_loop() is not None:
+        return None  # signals, or an event loop's thread: see `start_child`
+    me = current_process(create=False)
+    if me is process:
+        return None
+    if me is not None and not me.alive and not me.is_pseudo:
+        raise ProcessExit(me.exit_reason, "this thread's process was killed")
+    if not process.alive:
+        raise ProcessExit("noproc", f"{sup!r} is not alive")
+    # The start runs in a copy of the caller's context, as the call's start did.
+    return capture().run(_start_as_supervisor, state, process, spec)
+
+
+def _start_as_supervisor(state: _State, supervisor: Process, spec: object) -> Answer:
+    """Check `spec`, run its start with this thread bound to `supervisor` (so the child
+    is linked to it and has it as parent), record the child; all under the start lock."""
+    try:
+        checked = check_spec(spec)
+    except SupervisorError as error:
+        return Refused(error)
+    if checked.significant:
+        return _refuse_significant()
+    caller = getattr(_current, "process", None)
+    with state.start_lock:
+        if not supervisor.alive or state.stopping:  # it went while this start waited
+            _supervisor_gone(supervisor.exit_reason if not supervisor.alive else state.stop_reason)
+        full = state.full()
+        if full is not None:
+            return full
+        bind_thread(supervisor)
+        try:
+            pid = start_child_process(checked, state.taken)
+            answer: Answer = Ok(pid)
+        except ChildStartFailed as failed:
+            pid = failed.pid  # not None if the start returned a child it could not link
+            answer = refuse(failed.reason)
+        finally:
+            bind_thread(caller)
+        if not supervisor.alive:  # killed while the child started: it goes too
+            _kill_orphan(supervisor, pid)
+            _supervisor_gone(supervisor.exit_reason)
+        if pid is not None and type(answer) is Ok:
+            state.record(pid, checked)
+    return answer
+
+
+def _supervisor_gone(reason: Reason) -> NoReturn:
+    """What a call raises when its server exits before it replies."""
+    raise ProcessExit(reason, f"the supervisor exited: {crash_report.format_reason(reason)}")
+
+
+def _kill_orphan(supervisor: Process, pid: Pid | None) -> None:
+    """A child started while its supervisor was being killed may have missed the link
+    (a dead process links to nothing): give it the exit signal the link would have."""
+    child = None if pid is None else resolve(pid)
+    if child is not None:
+        child.exit_signal(supervisor, supervisor.exit_reason, from_link=True)
 
 
 def _refuse_significant() -> Refused:
@@ -235,7 +389,8 @@ def _refuse_significant() -> Refused:
 
 def _count(state: _State) -> dict[str, int]:
     """Every child is a spec (a restarting one too); active: running and alive."""
-    children = state.children
+    with state.lock:
+        children = dict(state.children)
     return {
         "specs": len(children),
         "active": sum(
@@ -256,9 +411,12 @@ class DynamicSupervisor:
         intensity: int = 3,
         period: float = 5.0,
         name: Hashable | None = None,
+        direct_starts: bool = True,
     ) -> Pid:
+        """A dynamic supervisor linked to the caller. With `direct_starts` False, every
+        `start_child` is a call the supervisor's thread answers (the start runs there)."""
         return _DynamicSupervisorServer.start_link(
-            _check_args(max_children, intensity, period), name=name
+            _check_args(max_children, intensity, period, direct_starts), name=name
         )
 
     @staticmethod
@@ -268,9 +426,10 @@ class DynamicSupervisor:
         intensity: int = 3,
         period: float = 5.0,
         name: Hashable | None = None,
+        direct_starts: bool = True,
     ) -> Pid:
         return _DynamicSupervisorServer.start(
-            _check_args(max_children, intensity, period), name=name
+            _check_args(max_children, intensity, period, direct_starts), name=name
         )
 
     @staticmethod
@@ -279,7 +438,20 @@ class DynamicSupervisor:
     ) -> Pid | None:
         """Start a child; raises `MaxChildrenReached` when `max_children` children (running
         or restarting) exist, ``("invalid_child_spec", what)`` for a malformed or a
-        significant spec."""
+        significant spec.
+
+        Returns once the child is in the supervisor's table. Without a `timeout` the
+        calling thread runs the start itself, as the supervisor (see the module's
+        docstring); with one, or from the supervisor itself, it is a call. So it is on
+        the main thread: Python runs signal handlers there, and a Ctrl-C (or any
+        handler that raises) must interrupt the caller's wait, as it always did, not
+        land in the middle of a child's init and abort the start the supervisor owns.
+        And so it is on a thread running an asyncio event loop: the child's init must
+        not find itself on a running loop (where blocking helpers refuse to block)."""
+        if timeout is None:
+            answer = _start_directly(sup, spec)
+            if answer is not None:
+                return unwrap(answer)  # type: ignore[no-any-return]
         request = StartChild(spec, capture())  # the child starts in the caller's context
         return unwrap(call(sup, request, timeout))  # type: ignore[no-any-return]
 
@@ -311,12 +483,14 @@ class DynamicSupervisor:
 
 
 def _check_args(
-    max_children: int | None, intensity: int, period: float
-) -> tuple[int | None, RestartIntensity]:
+    max_children: int | None, intensity: int, period: float, direct_starts: bool
+) -> tuple[int | None, RestartIntensity, bool]:
     if max_children is not None and (
         not isinstance(max_children, int) or isinstance(max_children, bool) or max_children < 0
     ):
         raise SupervisorError(
             ("invalid_max_children", max_children), "max_children must be None or an int >= 0"
         )
-    return max_children, RestartIntensity(intensity, period)
+    if type(direct_starts) is not bool:
+        raise SupervisorError(("invalid_direct_starts", direct_starts), "direct_starts is a bool")
+    return max_children, RestartIntensity(intensity, period), direct_starts
