@@ -69,8 +69,10 @@ class ScriptedProvider:
     ) -> None:
         if (steps is None) == (fn is None):
             raise AdkError("invalid_script", "give either steps or fn")
-        if steps is not None and (
-            not isinstance(steps, Sequence) or isinstance(steps, (str, bytes))
+        if (
+            steps is not None
+            and type(steps) is not list
+            and (not isinstance(steps, Sequence) or isinstance(steps, (str, bytes)))
         ):
             raise AdkError("invalid_script", "steps is a list of step mappings")
         self._steps = [_check_step(step) for step in steps] if steps is not None else []
@@ -81,7 +83,11 @@ class ScriptedProvider:
         self._next = 0
         self._lock = threading.Lock()
         self.calls = 0
-        self._record_histories = _check_record_histories(record_histories)
+        self._record_histories = (
+            0  # the default, as most providers (one per scripted agent) are made
+            if type(record_histories) is int and record_histories == 0
+            else _check_record_histories(record_histories)
+        )
         self._histories: deque[list[Content]] | None = (
             deque(maxlen=self._record_histories) if self._record_histories else None
         )
@@ -388,13 +394,14 @@ def _check_step(step: Step) -> Mapping[str, Any]:
         raise AdkError(
             "invalid_script_step", f"a step has exactly one of {_STEP_KINDS} (and optional 'delay')"
         )
-    delay = step.get("delay", 0)
-    if (
-        isinstance(delay, bool)
-        or not isinstance(delay, int | float)
-        or not 0 <= delay <= MAX_DELAY_SECONDS
-    ):
-        raise AdkError("invalid_script_step", f"delay must be 0..{MAX_DELAY_SECONDS} seconds")
+    if type(step) is not dict or "delay" in step:  # a dict without one: its delay is 0
+        delay = step.get("delay", 0)
+        if (
+            isinstance(delay, bool)
+            or not isinstance(delay, int | float)
+            or not 0 <= delay <= MAX_DELAY_SECONDS
+        ):
+            raise AdkError("invalid_script_step", f"delay must be 0..{MAX_DELAY_SECONDS} seconds")
     if kind == "stream" and not (
         isinstance(step["stream"], list) and all(isinstance(c, str) for c in step["stream"])
     ):

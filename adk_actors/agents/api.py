@@ -135,7 +135,9 @@ def spawn_agent(name: str, config: dict[str, Any], tools: Sequence[Tool] = ()) -
 def _split_restart_intensity(config: Any) -> tuple[Any, Any]:
     """`config` without ``restart_intensity`` (the spec passes unknown keys to the
     provider, which refuses them), and that key's value (None if absent)."""
-    if not isinstance(config, Mapping) or RESTART_INTENSITY_KEY not in config:
+    if (type(config) is not dict and not isinstance(config, Mapping)) or (
+        RESTART_INTENSITY_KEY not in config
+    ):
         return config, None
     rest = {key: value for key, value in config.items() if key != RESTART_INTENSITY_KEY}
     return rest, config[RESTART_INTENSITY_KEY]

@@ -30,7 +30,17 @@ MAX_FAILURES = 10_000
 
 
 def check_agent_name(name: Any) -> str:
-    """Agent names are identifiers; ``user`` is reserved for the human."""
+    """Agent names are identifiers; ``user`` is reserved for the human. An ASCII
+    identifier is exactly ``[A-Za-z_][A-Za-z0-9_]*`` (two C calls, no regex); anything
+    else takes the regex, which is what decides."""
+    if (
+        type(name) is str
+        and name.isascii()
+        and name.isidentifier()
+        and len(name) <= MAX_NAME_BYTES
+        and (len(name) != 4 or name.lower() != "user")
+    ):
+        return name
     if not isinstance(name, str) or not _IDENTIFIER.match(name) or len(name) > MAX_NAME_BYTES:
         raise AdkError(
             "invalid_identifier", "agent names match [A-Za-z_][A-Za-z0-9_]* (at most 128)"
@@ -130,7 +140,11 @@ def agent_failure(name: str) -> AgentFailure | None:
 
 def forget_failure(name: str, only: AgentFailure | None = None) -> bool:
     """Drop the failure recorded under `name` (only the record `only`, if given);
-    True if there was one."""
+    True if there was one. A name without a record (every spawn asks) is answered
+    without the lock: a dict lookup is atomic, and a record made after it is as new
+    to this call as one made after the lock was released."""
+    if name not in _failures:
+        return False
     with _failures_lock:
         failure = _failures.get(name)
         if failure is None or (only is not None and failure is not only):

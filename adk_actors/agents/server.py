@@ -209,7 +209,7 @@ class _Request:
         children of the caller's current span (an AgentTool's `execute_tool`, say)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _State:
     spec: AgentSpec
     lifeline: AgentLifeline

@@ -65,8 +65,11 @@ DEFAULT_TOOL_MAX_CONCURRENCY = 4
 DEFAULT_TOOL_TIMEOUT = 30.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AgentSpec:
+    """An agent's checked config. Slots, no instance dict: every running agent holds
+    one, idle ones too."""
+
     name: str
     provider_config: Mapping[str, Any]
     catalog: ToolCatalog
@@ -93,11 +96,17 @@ class AgentSpec:
 
 
 def compile_spec(name: Any, config: Mapping[str, Any], tools: Sequence[Tool] = ()) -> AgentSpec:
-    """Check everything once: name, runtime limits, provider config, tool catalog."""
+    """Check everything once: name, runtime limits, provider config, tool catalog.
+
+    A plain dict config without any runtime key (most of them) takes every runtime
+    default as it is: nothing is looked up or checked for them (the spawn path, issue
+    20 §4; what it builds is exactly what the general path builds)."""
     check_agent_name(name)
-    if not isinstance(config, Mapping):
+    plain = type(config) is dict
+    if not plain and not isinstance(config, Mapping):
         raise AdkError("invalid_config", "an agent config is a mapping")
     provider_config = {key: value for key, value in config.items() if key not in RUNTIME_KEYS}
+    defaults_only = plain and len(provider_config) == len(config)
     instructions = provider_config.get("instructions")
     instruction_keys: tuple[str, ...] = ()
     if callable(instructions):
@@ -113,8 +122,21 @@ def compile_spec(name: Any, config: Mapping[str, Any], tools: Sequence[Tool] = (
         provider_config["provider"] = (
             script if isinstance(script, ScriptedProvider) else ScriptedProvider(script)
         )
-    protocol.validate_config(provider_config)
-    _check_credentials(provider_config)
+    _check_provider(provider_config)
+    if defaults_only:
+        return AgentSpec(
+            name=name,
+            provider_config=MappingProxyType(provider_config),
+            catalog=ToolCatalog([*tools]),
+            instructions=instructions,
+            instruction_keys=instruction_keys,
+            callbacks=_NO_CALLBACKS,
+            max_tool_threads=check_max_tool_threads(None),
+            turn_timeout=DEFAULT_TURN_TIMEOUT,
+            call_timeout=DEFAULT_CALL_TIMEOUT,
+            max_tool_rounds=DEFAULT_MAX_TOOL_ROUNDS,
+            max_concurrent_invocations=DEFAULT_MAX_CONCURRENT_INVOCATIONS,
+        )
     sub_agents = _sub_agent_tools(name, config.get("sub_agents"))
     tool_mode, tool_max_concurrency, tool_timeout = _tool_execution(config.get("tool_execution"))
     history_policy = config.get("history_policy", "include")
@@ -154,12 +176,19 @@ def compile_spec(name: Any, config: Mapping[str, Any], tools: Sequence[Tool] = (
     )
 
 
-def _check_credentials(provider_config: Mapping[str, Any]) -> None:
-    """A provider that needs a credential to answer (Gemini's API key) says so now, at
+def _check_provider(provider_config: Mapping[str, Any]) -> None:
+    """`protocol.validate_config`, then the credential check, on the one provider the
+    config resolves to (resolved once: the provider config is our own fresh dict).
+
+    A provider that needs a credential to answer (Gemini's API key) says so now, at
     spawn, rather than at the agent's first call: its optional
     ``check_credentials(config)`` raises (``missing_api_key``). `validate_config` alone
     does not, so a config can be checked before its key is set."""
-    check = getattr(protocol.resolve_provider(provider_config), "check_credentials", None)
+    provider = protocol.resolve_provider(provider_config)
+    validate = getattr(provider, "validate_config", None)
+    if callable(validate):
+        validate(provider_config)
+    check = getattr(provider, "check_credentials", None)
     if callable(check):
         check(provider_config)
 

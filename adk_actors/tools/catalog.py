@@ -31,8 +31,8 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 import fastjsonschema
 
@@ -65,12 +65,31 @@ _RULE_KINDS = {
 }
 
 
-@dataclass(frozen=True)
-class _Entry:
+class _Entry(NamedTuple):
+    """One tool of a catalog (a tuple: every agent holds one per tool, and a tuple is
+    the smallest and quickest to make of the immutable records)."""
+
     tool: Tool
     declaration: dict[str, Any]
     validate: Callable[[Any], Any]
     source: str
+
+
+_NOT_RESERVED: Mapping[str, str] = MappingProxyType({})
+_SOURCES: dict[str, str] = {}
+"""``tool <class qualname>`` by qualname: one string shared by every catalog of a tool
+class (each idle agent held its own copy), at most `_MAX_SOURCES` of them."""
+_MAX_SOURCES = 256
+
+
+def _class_source(tool: Tool) -> str:
+    qualname = type(tool).__qualname__
+    source = _SOURCES.get(qualname)
+    if source is None:
+        source = f"tool {qualname}"
+        if len(_SOURCES) < _MAX_SOURCES:
+            source = _SOURCES.setdefault(qualname, source)
+    return source
 
 
 class ToolCatalog:
@@ -83,12 +102,15 @@ class ToolCatalog:
         reserved: Mapping[str, str] | None = None,
     ) -> None:
         entries: dict[str, _Entry] = {}
-        taken = dict(reserved or {})  # name -> source, e.g. sub-agents
+        taken = reserved or _NOT_RESERVED  # name -> source, e.g. sub-agents (only read)
         expanded: list[Tool] = []
         for tool in tools:  # a toolset contributes its snapshot's tools
             if isinstance(tool, Toolset):
                 tool = tool.snapshot()
-            expanded.extend(tool.tools if isinstance(tool, ToolsetSnapshot) else [tool])
+            if isinstance(tool, ToolsetSnapshot):
+                expanded.extend(tool.tools)
+            else:
+                expanded.append(tool)
         for tool in expanded:
             if not isinstance(tool, Tool):
                 raise AdkError(
@@ -100,9 +122,7 @@ class ToolCatalog:
             if not isinstance(declaration.get("description", ""), str):
                 raise AdkError(("invalid_tool_schema", name), "a tool's description is a string")
             source = getattr(tool, "source", None) or (
-                f"sub-agent {name}"
-                if type(tool).__name__ == "AgentTool"
-                else f"tool {type(tool).__qualname__}"
+                f"sub-agent {name}" if type(tool).__name__ == "AgentTool" else _class_source(tool)
             )
             if name in entries or name in taken:
                 first = entries[name].source if name in entries else taken[name]

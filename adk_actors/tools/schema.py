@@ -82,7 +82,9 @@ def compile_schema(schema: Any, *, allow_bool: bool = False) -> Callable[[Any], 
     """The validator of `schema` (raises `fastjsonschema.JsonSchemaValueException` on
     invalid data), or `InvalidSchema`. Nothing is fetched, ever. Equal JSON schemas
     share one validator (see the module docstring)."""
-    if isinstance(schema, bool):
+    if type(schema) is dict:
+        pass  # read as it is: the validator is compiled code, the key a copy (bytes)
+    elif isinstance(schema, bool):
         if not allow_bool:
             raise InvalidSchema("not_a_mapping")
     elif not isinstance(schema, Mapping):
@@ -93,10 +95,13 @@ def compile_schema(schema: Any, *, allow_bool: bool = False) -> Callable[[Any], 
     if key is None:
         return _compile(schema)
     with _lock:
+        validator = _recent.get(key)  # held strongly there: the same as in `_shared`
+        if validator is not None:
+            _recent.move_to_end(key)
+            return validator
         validator = _shared.get(key)
         if validator is not None:
             _recent[key] = validator
-            _recent.move_to_end(key)
             return validator
     validator = _compile(schema)  # outside the lock: a race compiles twice, keeps one
     with _lock:
