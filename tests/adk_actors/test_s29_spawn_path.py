@@ -119,8 +119,8 @@ def test_the_shortcut_refuses_what_the_general_path_refuses(monkeypatch, read_on
 
 
 def test_the_environment_is_read_at_every_spawn_through_os_environ():
-    """`check_max_tool_threads` reads `os.environ`'s own store: a change made through
-    `os.environ` shows at once, and a removed variable is the default again."""
+    """`check_max_tool_threads` reads `os.environ` at every spawn: a change shows at
+    once, and a removed variable is the default again."""
     try:
         os.environ[MAX_TOOL_THREADS_ENV] = " 12 "
         assert check_max_tool_threads(None) == 12
