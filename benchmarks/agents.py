@@ -12,6 +12,11 @@ Rows (see docs/BENCHMARKS.md), no peer:
    ``@adk.tool``, a closure over the agent's data), built before the timer. Same goal.
 5. the same with the ``@adk.tool`` definition inside the timed loop (about 30 us each,
    most of it `typing.get_type_hints`). No goal.
+   Rows 3 and 4 run twice: from the main thread, and from a worker thread (as the
+   daemon, runner lanes and `aio.run_blocking` spawn). Off the main thread
+   `DynamicSupervisor.start_child` runs the child's start on the calling thread; the
+   main thread keeps the round trip through the supervisor's thread, so a signal
+   handler's exception lands in the caller's wait, never inside a child's `init`.
 6. memory per idle agent, one shared tool / a tool object per agent: RSS added by N
    agents divided by N, each in a fresh process (so nothing an earlier row allocated
    is reused). Goal: < 20 KB.
@@ -135,17 +140,30 @@ def concurrent(count: int, width: int) -> float:
     return rate
 
 
-def spawn_rate(count: int, tools: str) -> float:
+def spawn_rate(count: int, tools: str, worker_thread: bool = False) -> float:
     """Agents spawned per second: `count` scripted agents, one after another, with one
     shared tool (``"shared"``), a tool object each built beforehand (``"own"``), or a
-    tool object each defined in the timed loop (``"defined"``)."""
+    tool object each defined in the timed loop (``"defined"``); from the main thread,
+    or from a worker thread with `worker_thread`."""
     prefix = f"Spawn{tools}{next(_names)}_"
     built = [own_tool(n) for n in range(count)] if tools == "own" else []
-    started = time.perf_counter()
-    for n in range(count):
-        tool = built[n] if built else own_tool(n) if tools == "defined" else get_weather
-        adk.spawn_agent(f"{prefix}{n}", {"provider": "scripted", "script": SCRIPT}, tools=[tool])
-    rate = count / (time.perf_counter() - started)
+    elapsed: list[float] = []
+
+    def spawn_all() -> None:
+        started = time.perf_counter()
+        for n in range(count):
+            tool = built[n] if built else own_tool(n) if tools == "defined" else get_weather
+            config = {"provider": "scripted", "script": SCRIPT}
+            adk.spawn_agent(f"{prefix}{n}", config, tools=[tool])
+        elapsed.append(time.perf_counter() - started)
+
+    if worker_thread:
+        spawner = threading.Thread(target=spawn_all, name="spawner")
+        spawner.start()
+        spawner.join()
+    else:
+        spawn_all()
+    rate = count / elapsed[0]
     for n in range(count):
         adk.stop_agent(f"{prefix}{n}")
     return rate
@@ -204,16 +222,20 @@ def rows(prompts: int, spawns: int, idle: int, only_spawn: bool) -> list[Row]:
             Row(f"{trips}, 64 agents x 64 threads", "/s", lambda: concurrent(prompts, 64)),
         ]
     spawn_goal = f">= {SPAWN_GOAL:,}/s (before {SPAWN_BEFORE})"
-    for tools, label, goal in (
-        ("shared", "one shared tool", True),
-        ("own", "a tool object each", True),
-        ("defined", "@adk.tool defined in the loop", False),
+    for tools, label, goal, worker_thread in (
+        ("shared", "one shared tool", True, False),
+        ("own", "a tool object each", True, False),
+        ("shared", "one shared tool, from a worker thread", True, True),
+        ("own", "a tool object each, from a worker thread", True, True),
+        ("defined", "@adk.tool defined in the loop", False, False),
     ):
         table.append(
             Row(
                 f"spawn {spawns:,} agents, {label}",
                 "/s",
-                lambda tools=tools: spawn_rate(spawns, tools),
+                lambda tools=tools, worker_thread=worker_thread: spawn_rate(
+                    spawns, tools, worker_thread
+                ),
                 spawn_goal if goal else "",
                 (lambda v: v >= SPAWN_GOAL) if goal else None,
             )
