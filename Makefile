@@ -58,8 +58,13 @@ $(MCP_NODE_STAMP):
 	npm install --prefix $(MCP_NODE) --no-audit --no-fund @modelcontextprotocol/server-everything@2026.8.31
 	touch $(MCP_NODE_STAMP)
 
+# Two worker processes (pytest-xdist), tests handed out one at a time: the suite mostly
+# waits (sleeps, subprocesses, sockets), so two workers on two cores shorten it.
+# `make pytest PYTEST_WORKERS=auto` uses every core; 0 runs it in one process.
+PYTEST_WORKERS ?= 2
+
 pytest: $(STAMP) browser-deps $(MCP_NODE_STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS)
 
 test: lint contracts typecheck pytest
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import os
 import re
 from types import MappingProxyType
 from typing import Any
@@ -118,18 +117,18 @@ def test_the_shortcut_refuses_what_the_general_path_refuses(monkeypatch, read_on
     assert compile_spec("A", config).max_tool_threads == DEFAULT_MAX_TOOL_THREADS
 
 
-def test_the_environment_is_read_at_every_spawn_through_os_environ():
+def test_the_environment_is_read_at_every_spawn_through_os_environ(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """`check_max_tool_threads` reads `os.environ` at every spawn: a change shows at
     once, and a removed variable is the default again."""
-    try:
-        os.environ[MAX_TOOL_THREADS_ENV] = " 12 "
-        assert check_max_tool_threads(None) == 12
-        os.environ[MAX_TOOL_THREADS_ENV] = ""
-        assert check_max_tool_threads(None) == DEFAULT_MAX_TOOL_THREADS
-        os.environ[MAX_TOOL_THREADS_ENV] = "257"
-        assert _reason(lambda: check_max_tool_threads(None)) == "invalid_max_tool_threads"
-    finally:
-        os.environ.pop(MAX_TOOL_THREADS_ENV, None)
+    monkeypatch.setenv(MAX_TOOL_THREADS_ENV, " 12 ")
+    assert check_max_tool_threads(None) == 12
+    monkeypatch.setenv(MAX_TOOL_THREADS_ENV, "")
+    assert check_max_tool_threads(None) == DEFAULT_MAX_TOOL_THREADS
+    monkeypatch.setenv(MAX_TOOL_THREADS_ENV, "257")
+    assert _reason(lambda: check_max_tool_threads(None)) == "invalid_max_tool_threads"
+    monkeypatch.delenv(MAX_TOOL_THREADS_ENV)
     assert check_max_tool_threads(None) == DEFAULT_MAX_TOOL_THREADS
 
 

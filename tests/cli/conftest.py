@@ -66,10 +66,15 @@ def write_config(tmp_path: Path) -> Callable[[Any], str]:
     return write
 
 
-def free_port() -> int:
+@pytest.fixture
+def refused_url() -> Iterator[str]:
+    """A loopback URL nothing answers: its port is a socket bound to port 0 and never
+    listened on, so connecting is refused. The socket stays bound for the whole test
+    (a port closed again could be taken by a test on the other pytest-xdist worker, or
+    by any process on the machine, before the command connects)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
 class RawServer(NamedTuple):

@@ -15,7 +15,7 @@ import pytest
 
 from adk_actors.cli.devapi import MAX_RESPONSE_BYTES, api_path, check_base_url
 from adk_actors.cli.output import CliError
-from tests.cli.conftest import DEV_TOKEN, base_env, free_port, run_adk
+from tests.cli.conftest import DEV_TOKEN, base_env, run_adk
 
 ENV = base_env(ADK_DEV_TOKEN=DEV_TOKEN)
 
@@ -63,15 +63,14 @@ def test_refused_base_urls(url, code):
     assert (caught.value.reason, caught.value.exit_code) == (code, 2)
 
 
-def test_nothing_listening_is_developer_api_unavailable_connection_refused():
+def test_nothing_listening_is_developer_api_unavailable_connection_refused(refused_url):
     """Follows adk_cli_test: developer_connection_failure_is_structured_case."""
-    url = f"http://127.0.0.1:{free_port()}"
-    error = failure("inspect", "agents", "--url", url)
+    error = failure("inspect", "agents", "--url", refused_url)
     assert (error["reason"], error["details"]) == (
         "developer_api_unavailable",
         ["connection_refused"],
     )
-    human = run_adk("inspect", "agents", "--url", url, env=ENV)
+    human = run_adk("inspect", "agents", "--url", refused_url, env=ENV)
     assert human.returncode == 1
     assert "developer_api_unavailable" in human.stderr and "connection_refused" in human.stderr
 
@@ -162,12 +161,13 @@ def test_an_oversized_error_is_bounded(raw_http):
     )
 
 
-def test_bad_json_arguments_are_refused_before_any_request():
-    url = f"http://127.0.0.1:{free_port()}"
-    error = failure("resume", "run-1", "--response-json", "{nope", "--url", url, exit_code=2)
+def test_bad_json_arguments_are_refused_before_any_request(refused_url):
+    error = failure(
+        "resume", "run-1", "--response-json", "{nope", "--url", refused_url, exit_code=2
+    )
     assert error["reason"] == "invalid_response_json"
     error = failure(
-        "session", "state", "a", "u", "s", "--delta-json", "[]", "--url", url, exit_code=2
+        "session", "state", "a", "u", "s", "--delta-json", "[]", "--url", refused_url, exit_code=2
     )
     assert error["reason"] == "state_delta_must_be_nonempty_object"
 
@@ -196,12 +196,11 @@ def test_path_segments_are_percent_encoded():
         ("resume", "..", "--response-json", '{"confirmed": true}'),
     ],
 )
-def test_a_dot_segment_never_becomes_another_route(args):
+def test_a_dot_segment_never_becomes_another_route(args, refused_url):
     """`adk session delete .. runs RUN_ID` would be DELETE /dev/v1/runs/RUN_ID once the
     HTTP client removed the dot segment: it is refused before any request (nothing
     listens at the URL, so a request would fail with connection_refused, exit 1)."""
-    url = f"http://127.0.0.1:{free_port()}"
-    error = failure(*args, "--url", url, exit_code=2)
+    error = failure(*args, "--url", refused_url, exit_code=2)
     assert error["reason"] == "invalid_path_segment"
 
 
@@ -219,12 +218,11 @@ def test_a_dot_segment_never_becomes_another_route(args):
         ("cancel", "/"),
     ],
 )
-def test_an_id_with_a_slash_is_refused_before_any_request(args):
+def test_an_id_with_a_slash_is_refused_before_any_request(args, refused_url):
     """Review M1: the daemon decodes ``%2F`` before routing, so ``app/user sess`` would
     be read as ``app``, ``user``, ``sess``; the CLI refuses it (nothing listens at the
     URL: a request would fail with connection_refused, exit 1)."""
-    url = f"http://127.0.0.1:{free_port()}"
-    error = failure(*args, "--url", url, exit_code=2)
+    error = failure(*args, "--url", refused_url, exit_code=2)
     assert error["reason"] == "invalid_path_segment"
 
 

@@ -367,17 +367,19 @@ def test_a_reset_connection_is_retried(server, sync):
 
 
 def test_a_refused_connection_is_retried_within_the_budget():
-    with socket.socket() as probe:  # a port nobody listens on
+    # a port nobody listens on: bound to port 0, never listened on (connecting is
+    # refused), and held until the end so no other test or process can take it
+    with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    cfg = {
-        "provider": "gemini",
-        "model": "m",
-        "api_key": KEY,
-        "base_url": f"http://127.0.0.1:{port}",
-        "retry": QUICK,
-    }
-    assert failure(lambda: protocol.agenerate(cfg, HISTORY)).reason == "unavailable"
+        cfg = {
+            "provider": "gemini",
+            "model": "m",
+            "api_key": KEY,
+            "base_url": f"http://127.0.0.1:{port}",
+            "retry": QUICK,
+        }
+        assert failure(lambda: protocol.agenerate(cfg, HISTORY)).reason == "unavailable"
 
 
 def test_a_stream_retries_only_before_its_first_chunk(server):

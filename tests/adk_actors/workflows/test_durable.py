@@ -494,12 +494,14 @@ def test_resume_refuses_another_version_with_a_typed_reason(ledger):
 
 def test_a_long_action_keeps_its_lease(ledger):
     """An action running for many leases: the coordinator renews while it works, so no
-    one can take the invocation over, and the run completes."""
+    one can take the invocation over, and the run completes. (The lease is 1.5 s, renewed
+    every 0.5 s: a renewal up to a second late, as on a loaded machine running the suite
+    on parallel workers, still keeps it; at 0.4 s it lapsed after a 0.53 s stall.)"""
     run = Blocked("long-action")
-    ref = run.start(ledger, "inv-long", lease=0.4)
+    ref = run.start(ledger, "inv-long", lease=1.5)
     me = self_pid()
-    for _ in range(5):  # 1.5 s: almost four leases
-        time.sleep(0.3)
+    for _ in range(5):  # 5.5 s: almost four leases
+        time.sleep(1.1)
         record = workflows.durable_status("inv-long", ledger=ledger)
         assert record.lease_until > time.time()
         assert reason(lambda: ledger.claim("inv-long", me, "c" * 64, time.time(), 30)) == (

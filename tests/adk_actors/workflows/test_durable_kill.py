@@ -64,6 +64,10 @@ from ._durable_child import (
 ROOT = Path(__file__).resolve().parents[3]
 NEW = 16
 MIN_KILLS = 50
+MAX_GENERATIONS = 4 * MIN_KILLS
+"""Generations go on past `MIN_KILLS` kills until the ledger holds `5 * NEW` invocations
+and one completed in the generation that created it (on a loaded machine a child does
+less before its kill), but never past this many: the checks below then fail."""
 KILL_WINDOW = 0.12
 """A kill comes uniformly within this many seconds after the child reports ready."""
 
@@ -122,7 +126,15 @@ def _kill_and_resume(tmp_path: Path, seed: int) -> None:
             completed_after.setdefault(iid, after)
         return committed
 
-    while kills < MIN_KILLS:
+    def enough_work() -> bool:
+        """Work for every check below: `5 * NEW` invocations in the ledger, and one that
+        completed in the generation that created it (so every start it had was in that
+        generation: the budget check of an uninterrupted invocation)."""
+        ids = ledger.invocation_ids(limit=10_000)
+        whole = [iid for iid in ids if completed_after.get(iid) == int(iid.split("-")[1])]
+        return len(ids) >= 5 * NEW and bool(whole)
+
+    while (kills < MIN_KILLS or not enough_work()) and generation < MAX_GENERATIONS:
         generation += 1
         child = _generation(ledger_path, effects_path, generation, NEW, seed)
         try:
