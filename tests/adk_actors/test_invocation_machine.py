@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,13 +100,24 @@ class InvocationMachine(RuleBasedStateMachine):
     @rule(confirmed=st.booleans())
     def resume(self, confirmed: bool) -> None:
         run_id = self.runs[-1]
-        try:
-            outcome = adk.runs.wait(run_id, timeout=2)
-        except adk.AdkError:
+        outcome = self._outcome_unless_a_call_waits(run_id, timeout=2)
+        if outcome is None:
             return  # still running
         if isinstance(outcome, adk.Paused) and run_id not in self.resumed:
             self.resumed.add(run_id)
             self.runs.append(adk.runs.resume(run_id, {"confirmed": confirmed}))
+
+    def _outcome_unless_a_call_waits(self, run_id: str, timeout: float) -> Any:
+        """The run's outcome once it ends within `timeout`; None if it has not, or as
+        soon as a model call waits for this machine's answer (rules run one at a time,
+        so no rule answers it while this one waits: the run cannot pause meanwhile)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return adk.runs.wait(run_id, timeout=0.02)
+            except adk.AdkError:
+                if not self.calls.empty() or time.monotonic() >= deadline:
+                    return None
 
     @rule()
     def cancel(self) -> None:
