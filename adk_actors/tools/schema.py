@@ -83,7 +83,7 @@ def compile_schema(schema: Any, *, allow_bool: bool = False) -> Callable[[Any], 
     invalid data), or `InvalidSchema`. Nothing is fetched, ever. Equal JSON schemas
     share one validator (see the module docstring)."""
     if type(schema) is dict:
-        pass  # read as it is: the validator is compiled code, the key a copy (bytes)
+        pass  # read as it is here; compiled from a private copy (see `_compile` below)
     elif isinstance(schema, bool):
         if not allow_bool:
             raise InvalidSchema("not_a_mapping")
@@ -93,7 +93,7 @@ def compile_schema(schema: Any, *, allow_bool: bool = False) -> Callable[[Any], 
         schema = dict(schema)
     key = _cache_key(schema)
     if key is None:
-        return _compile(schema)
+        return _compile(dict(schema) if type(schema) is dict else schema)
     with _lock:
         validator = _recent.get(key)  # held strongly there: the same as in `_shared`
         if validator is not None:
@@ -101,16 +101,26 @@ def compile_schema(schema: Any, *, allow_bool: bool = False) -> Callable[[Any], 
             return validator
         validator = _shared.get(key)
         if validator is not None:
-            _recent[key] = validator
+            _remember(key, validator)
             return validator
-    validator = _compile(schema)  # outside the lock: a race compiles twice, keeps one
+    # Compiled from a copy decoded from the key, outside the lock (a race compiles twice,
+    # keeps one): fastjsonschema rewrites `$ref`s under a `$id` in the dict it compiles,
+    # and the caller's schema must stay as it was (it may be compiled again, or shown
+    # to the model); the copy is also exactly what the key says, whatever the caller
+    # changes meanwhile.
+    validator = _compile(msgspec.json.decode(key))
     with _lock:
         validator = _shared.setdefault(key, validator)
-        _recent[key] = validator
-        _recent.move_to_end(key)
-        while len(_recent) > RECENT_VALIDATORS:
-            _recent.popitem(last=False)
+        _remember(key, validator)
     return validator
+
+
+def _remember(key: bytes, validator: Callable[[Any], Any]) -> None:
+    """Hold `validator` among the `RECENT_VALIDATORS` last used (under `_lock`)."""
+    _recent[key] = validator
+    _recent.move_to_end(key)
+    while len(_recent) > RECENT_VALIDATORS:
+        _recent.popitem(last=False)
 
 
 _lock = threading.Lock()

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import json
 import re
+import weakref
 from types import MappingProxyType
 from typing import Any
 
@@ -31,7 +33,8 @@ from adk_actors.agents.thread_limits import (
     check_max_tool_threads,
 )
 from adk_actors.tools import ToolCatalog
-from adk_actors.tools.schema import compile_schema
+from adk_actors.tools import schema as schema_module
+from adk_actors.tools.schema import RECENT_VALIDATORS, compile_schema
 from providers.errors import AdkError
 from providers.scripted import ScriptedProvider
 
@@ -226,12 +229,45 @@ def test_a_validator_is_found_again_while_held_and_compiled_again_once_dropped()
     first = compile_schema(dict(schema))
     assert compile_schema(dict(schema)) is first
     assert compile_schema(MappingProxyType(dict(schema))) is first  # a mapping: same text
+    dropped = weakref.ref(first)
     del first
     for index in range(300):  # push it out of the recent ones; nothing else holds it
         compile_schema({"type": "object", "properties": {f"s29_{index}": {"type": "string"}}})
     gc.collect()
+    assert dropped() is None  # no cache held on to it
     again = compile_schema(dict(schema))
     assert again({"s29_only": 1}) == {"s29_only": 1}
+
+
+def test_a_shared_hit_keeps_the_recent_validators_bounded():
+    """Review of 64d0f55 (Low): a validator found again through the weak cache joined
+    the recent ones without trimming them, so they grew past `RECENT_VALIDATORS`."""
+    held = [
+        compile_schema({"type": "object", "properties": {f"s29_held_{n}": {"type": "string"}}})
+        for n in range(RECENT_VALIDATORS + 50)
+    ]
+    for n in range(RECENT_VALIDATORS + 50):  # found again in `_shared`, not the recent ones
+        compile_schema({"type": "object", "properties": {f"s29_held_{n}": {"type": "string"}}})
+    assert len(schema_module._recent) <= RECENT_VALIDATORS
+    del held
+
+
+def test_compiling_leaves_the_callers_schema_as_it_was():
+    """Review of 64d0f55 (Medium): fastjsonschema rewrites `$ref`s under a `$id` in the
+    dict it compiles; compiled in place, the caller's schema changed and its second
+    compile (a second spawn with the same tool) was refused as ``remote_ref``."""
+    schema = {
+        "$id": "https://example.test/s29.json",
+        "$ref": "#/definitions/point",
+        "definitions": {
+            "point": {"type": "object", "properties": {"x": {"$ref": "#/definitions/n"}}},
+            "n": {"type": "integer"},
+        },
+    }
+    before = json.dumps(schema, sort_keys=True)
+    validator = compile_schema(schema)
+    assert json.dumps(schema, sort_keys=True) == before
+    assert compile_schema(schema) is validator
 
 
 def test_spawned_agents_answer_with_the_shortcut_spec():
