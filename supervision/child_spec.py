@@ -21,7 +21,7 @@ from supervision.carried_context import Context
 from supervision.errors import KernelError, SupervisorError
 from supervision.pid import Exited, Pid
 from supervision.primitives import exit, link, unlink
-from supervision.process import current_process, resolve
+from supervision.process import Process, current_process, resolve
 from supervision.protocol import Refused, describe
 from supervision.signals import Crash, Reason, is_normal_exit
 
@@ -231,7 +231,8 @@ def invalid_request(request: object, why: str | None = None) -> Refused:
 
 class ChildStartFailed(Exception):
     """A child's start failed with `reason`; `pid` is the process the start returned,
-    if the failure came after (the link to it failed): whoever started it stops it."""
+    if the failure came after (the link to it failed). `start_child_process` has given
+    such a child the exit signal of its dead supervisor already, on every path."""
 
     def __init__(self, reason: Reason, pid: Pid | None = None) -> None:
         super().__init__(reason)
@@ -272,8 +273,25 @@ def start_child_process(spec: ChildSpec, taken: Callable[[Pid], bool]) -> Pid | 
     try:
         link(pid)  # a plain start() child is supervised too
     except KernelError as exc:
+        _signal_orphan(supervisor, child)
         raise ChildStartFailed(exc.reason, pid) from None
+    _signal_orphan(supervisor, child)  # the supervisor may have died during the link
     return pid
+
+
+def _signal_orphan(supervisor: Process | None, child: Process | None) -> None:
+    """A plain `start()` child whose supervisor died (killed by the start itself, or
+    meanwhile) before the link was made: a dead process links to nothing, so give the
+    child the exit signal that link would have given, whichever thread runs the start
+    (a caller's direct start, the supervisor's own thread, a restart, a `Supervisor`).
+
+    It is a link's signal, so trappable, as in OTP: a child that traps exits gets an
+    `ExitSignal(supervisor, reason)` message and lives on (it has no parent to stop
+    for), exactly as it would had the link been made just before the supervisor died.
+    A second signal, if the link was made after all, is harmless (ignored, or one more
+    message to a trapping child)."""
+    if supervisor is not None and child is not None and not supervisor.alive:
+        child.exit_signal(supervisor, supervisor.exit_reason, from_link=True)
 
 
 def begin_shutdown(pid: Pid, shutdown: Shutdown) -> None:

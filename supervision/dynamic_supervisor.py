@@ -20,13 +20,20 @@ it), or shuts down. The children table itself is read and written under a second
 short lock. The main thread's starts stay calls: Python runs signal handlers there, so
 a Ctrl-C must land in the caller's wait, never halfway through a child's init. So do
 starts from an event loop's thread: a child's init never runs on a running loop.
+
+The start lock is reentrant: a pooled child's init runs on its starter's thread, so a
+sibling it starts re-enters the lock. `max_children` therefore counts the starts under
+way (`_State.starting`) with the recorded children: the outer child is not in the
+table yet when its init starts the sibling. A pool worker that must wait for the lock
+first pays the wake-ups it deferred (`wakeups.before_blocking`), as every kernel wait
+does: a server it readied must not sit in the ready queue while it waits.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
-from asyncio import _get_running_loop
+from asyncio import _get_running_loop  # in `asyncio.events.__all__`; no raise when none
 from collections.abc import Hashable
 from threading import get_ident, main_thread
 from typing import Any, NamedTuple, NoReturn
@@ -62,6 +69,7 @@ from supervision.primitives import send, trap_exit
 from supervision.process import Process, _current, bind_thread, current_process, resolve, self_pid
 from supervision.protocol import Answer, Ok, Refused, log_unexpected, unwrap
 from supervision.signals import ExitSignal, Reason
+from supervision.wakeups import before_blocking
 
 
 class _Restarting(NamedTuple):
@@ -84,8 +92,11 @@ class _State:
 
     `children` is read and written under `lock` (held briefly, never across a start);
     `start_lock` is held by whoever runs a child's start until the child is recorded,
-    so starts are serial (OTP) and `max_children` is checked against a table nobody
-    else is adding to. `stopping` is set (under `start_lock`) when `terminate` begins.
+    so starts are serial (OTP). The lock is reentrant (a pooled child's init, run on
+    its starter's thread, may start a sibling), so `starting` counts the starts under
+    way on the lock's holder (changed under `start_lock` only) and `max_children`
+    counts them with the table. `stopping` is set (under `start_lock`) when
+    `terminate` begins.
     """
 
     def __init__(
@@ -99,6 +110,7 @@ class _State:
         self.me = self_pid()
         self.lock = threading.Lock()
         self.start_lock = threading.RLock()  # a child's init may start a sibling
+        self.starting = 0  # starts under way (nested ones included): not in `children` yet
         self.stopping = False
         self.stop_reason: Reason = None
 
@@ -114,8 +126,12 @@ class _State:
             self.children[pid] = child
 
     def full(self) -> Refused | None:
-        """The refusal if `max_children` children exist (call with `start_lock` held)."""
-        if self.max_children is not None and len(self.children) >= self.max_children:
+        """The refusal if `max_children` children exist or are being started (call with
+        `start_lock` held): a nested start must count the outer child, not yet recorded."""
+        if (
+            self.max_children is not None
+            and len(self.children) + self.starting >= self.max_children
+        ):
             return Refused(MaxChildrenReached(self.max_children))
         return None
 
@@ -253,6 +269,7 @@ class _DynamicSupervisorServer(GenServer):
                 period=state.intensity.period,
             )
             return Stop("shutdown", state)
+        state.starting += 1  # its init may start a sibling: count this child (M2)
         try:
             pid = start_child_process(spec, state.taken)
         except ChildStartFailed as failed:
@@ -266,6 +283,8 @@ class _DynamicSupervisorServer(GenServer):
             state.record(old_pid, _Restarting(spec, token))
             send(self_pid(), _RetryStart(old_pid, token, reason))
             return state
+        finally:
+            state.starting -= 1
         if pid is not None:  # a restart that returns None drops the child, as OTP
             state.record(pid, spec)
             crash_report.child_restarted(self_pid(), spec.id, pid, reason)
@@ -283,10 +302,13 @@ class _DynamicSupervisorServer(GenServer):
             full = state.full()
             if full is not None:
                 return full
+            state.starting += 1
             try:
                 pid = start_child_process(checked, state.taken)
             except ChildStartFailed as failed:
                 return refuse(failed.reason)
+            finally:
+                state.starting -= 1
             if pid is not None:
                 state.record(pid, checked)
         return Ok(pid)
@@ -341,40 +363,41 @@ def _start_as_supervisor(state: _State, supervisor: Process, spec: object) -> An
     if checked.significant:
         return _refuse_significant()
     caller = getattr(_current, "process", None)
-    with state.start_lock:
+    lock = state.start_lock
+    if not lock.acquire(blocking=False):
+        # A kernel wait: a pool worker first wakes the servers it readied and owes
+        # (28b5589), or they would wait in the ready queue until this start ends.
+        before_blocking()
+        lock.acquire()
+    try:
         if not supervisor.alive or state.stopping:  # it went while this start waited
             _supervisor_gone(supervisor.exit_reason if not supervisor.alive else state.stop_reason)
         full = state.full()
         if full is not None:
             return full
+        state.starting += 1
         bind_thread(supervisor)
         try:
             pid = start_child_process(checked, state.taken)
             answer: Answer = Ok(pid)
         except ChildStartFailed as failed:
-            pid = failed.pid  # not None if the start returned a child it could not link
+            pid = None  # an orphan it could not link is stopped already (L1)
             answer = refuse(failed.reason)
         finally:
             bind_thread(caller)
-        if not supervisor.alive:  # killed while the child started: it goes too
-            _kill_orphan(supervisor, pid)
+            state.starting -= 1
+        if not supervisor.alive:  # killed while the child started: linked, it goes too
             _supervisor_gone(supervisor.exit_reason)
-        if pid is not None and type(answer) is Ok:
+        if pid is not None:
             state.record(pid, checked)
-    return answer
+        return answer
+    finally:
+        lock.release()
 
 
 def _supervisor_gone(reason: Reason) -> NoReturn:
     """What a call raises when its server exits before it replies."""
     raise ProcessExit(reason, f"the supervisor exited: {crash_report.format_reason(reason)}")
-
-
-def _kill_orphan(supervisor: Process, pid: Pid | None) -> None:
-    """A child started while its supervisor was being killed may have missed the link
-    (a dead process links to nothing): give it the exit signal the link would have."""
-    child = None if pid is None else resolve(pid)
-    if child is not None:
-        child.exit_signal(supervisor, supervisor.exit_reason, from_link=True)
 
 
 def _refuse_significant() -> Refused:

@@ -8,8 +8,9 @@ import pytest
 
 import supervision as sv
 from tests.helpers import wait_dead, wait_until
+from tests.supervision.dynamic_start_paths import each_start_path  # noqa: F401 (a fixture)
 
-pytestmark = pytest.mark.usefixtures("each_dispatcher")
+pytestmark = pytest.mark.usefixtures("each_dispatcher", "each_start_path")
 
 
 class Job(sv.GenServer):

@@ -1,0 +1,39 @@
+"""`each_start_path`: run a test's `DynamicSupervisor.start_child` calls both ways.
+
+pytest runs a test on the main thread, whose starts stay calls to the supervisor's
+thread (signals: see `DynamicSupervisor.start_child`), so without this a suite only
+ever exercises the call path. With the ``worker_thread`` param every `start_child`
+the test body makes from the main thread runs on a fresh thread instead (in a copy of
+the caller's context, re-raising what it raised), where a start without a timeout is a
+direct start: the caller runs the child's start itself (session 29 review, L4).
+Calls made elsewhere (a child's init, a server's handler) are left as they are.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from collections.abc import Hashable
+from typing import Any
+
+import pytest
+
+import supervision as sv
+from tests.helpers import in_thread
+
+
+@pytest.fixture(params=["main_thread", "worker_thread"])
+def each_start_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "worker_thread":
+        original = sv.DynamicSupervisor.start_child
+
+        def from_a_worker_thread(
+            sup: sv.Pid | Hashable, spec: sv.ChildSpec, timeout: float | None = None
+        ) -> Any:
+            if threading.current_thread() is not threading.main_thread():
+                return original(sup, spec, timeout)
+            context = contextvars.copy_context()
+            return in_thread(lambda: context.run(original, sup, spec, timeout))
+
+        monkeypatch.setattr(sv.DynamicSupervisor, "start_child", staticmethod(from_a_worker_thread))
+    return str(request.param)
