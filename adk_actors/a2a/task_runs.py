@@ -1,14 +1,24 @@
 """The bridge from a stable run to its A2A task: one small coroutine task per run.
 
-Why a bridge and not the store itself: following a run means waiting on its credit
-subscription (`runs.subscribe_credit_async`, `anext`, `ack_async`) and starting,
-resuming or cancelling it (`runs.start`, `runs.resume`, `runs.cancel`, blocking facade
-calls made with `aio.run_blocking`). Done in the store, each of those would hold its
-mailbox; done in a kernel `Task` whose function is a coroutine (on the reactor, like
-the ambient jobs), it holds no thread while it waits and the store only ever receives
-small typed casts (`RunStarted`, `RunRefused`, `RunEnded`). The bridge also owns the
-run's deadline: past ``task_timeout`` it cancels the run with reason
-``"task_timeout"`` and reports the outcome that follows.
+Why a bridge and not the store itself: following a run means waiting for its outcome
+(`runs.wait_async`) and starting, resuming or cancelling it (`runs.start`,
+`runs.resume`, `runs.cancel`, blocking facade calls made with `aio.run_blocking`).
+Done in the store, each of those would hold its mailbox; done in a kernel `Task`
+whose function is a coroutine (on the reactor, like the ambient jobs), it holds no
+thread while it waits and the store only ever receives small typed casts
+(`RunStarted`, `RunRefused`, `RunEnded`). The bridge also owns the run's deadline:
+past ``task_timeout`` it cancels the run with reason ``"task_timeout"`` and reports
+the outcome that follows.
+
+The task needs the run's outcome only, so the bridge waits for it (one `Wait` request
+the run's server answers with its terminal) rather than subscribing to the run's
+events: the run then never starts a credit stream (`adk.runs` starts one for a first
+subscriber only), and no request of the bridge has a bound of its own but the task's
+deadline. A subscription's first request goes to the run's server, which may be busy
+in a blocking session write for longer than a subscribe waits (``unavailable``); the
+bridge would then have reported a live run lost (review of 3142f62, 1). A wait is only
+answered later: the task fails ``run_lost`` only when the run is gone without an
+outcome the registry knows.
 
 The bridge is owned by the store: if the store dies, the kernel stops the bridge at
 its next ``await``. Its run is then cancelled by the store's successor, which finds
@@ -168,45 +178,21 @@ def _start_recorded(plan: RunPlan) -> str:
 
 
 async def _terminal(run_id: str, deadline: float) -> Outcome:
-    """The run's outcome, read from its credit subscription; past `deadline` the run is
-    cancelled with `TIMEOUT_REASON` and its outcome (``Cancelled("task_timeout")``) read."""
+    """The run's outcome (`runs.wait_async`); past `deadline` the run is cancelled with
+    `TIMEOUT_REASON` and its outcome (``Cancelled("task_timeout")``) read, for at most
+    `AFTER_CANCEL_WAIT` more (then ``Failed("task_timeout")``)."""
     try:
-        subscription = await runs.subscribe_credit_async(run_id)
+        return await runs.wait_async(run_id, timeout=max(deadline - time.monotonic(), 0.001))
+    except runs.RunTimeout:
+        pass
+    except AdkError as error:  # its server is gone, and the registry knows no outcome
+        return Failed(("run_lost", str(error.reason)))
+    await cancel_run_async(run_id, TIMEOUT_REASON)
+    try:
+        return await runs.wait_async(run_id, timeout=AFTER_CANCEL_WAIT)
+    except runs.RunTimeout:
+        return Failed(TIMEOUT_REASON)
     except AdkError as error:
-        return await _outcome_of_lost(run_id, error)
-    timed_out = False
-    try:
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 and not timed_out:
-                timed_out = True
-                await cancel_run_async(run_id, TIMEOUT_REASON)
-                deadline = time.monotonic() + AFTER_CANCEL_WAIT
-                continue
-            try:
-                item = await subscription.anext(timeout=max(remaining, 0.001))
-            except runs.RunTimeout:
-                if timed_out:
-                    return Failed(TIMEOUT_REASON)
-                continue
-            except AdkError as error:
-                return await _outcome_of_lost(run_id, error)
-            if isinstance(item, runs.RunTerminal):
-                return item.outcome
-            try:
-                await subscription.ack_async(item.seq)
-            except AdkError as error:
-                return await _outcome_of_lost(run_id, error)
-    finally:
-        subscription.close()
-
-
-async def _outcome_of_lost(run_id: str, error: AdkError) -> Outcome:
-    """The outcome of a run whose stream went away: what `runs.wait` still knows, else
-    ``Failed(("run_lost", reason))``."""
-    try:
-        return await runs.wait_async(run_id, timeout=1.0)
-    except AdkError:
         return Failed(("run_lost", str(error.reason)))
 
 

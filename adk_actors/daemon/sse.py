@@ -16,7 +16,11 @@ Nothing here blocks the event loop, and no thread waits for a connection:
   small inboxes and no thread;
 * subscribing (`runs.subscribe_credit_async`) and acknowledging (`ack_async`) are one
   request each to the run's stream server, awaited on the loop (the kernel's awaitable
-  credit-stream requests): no thread is held, even while the stream is busy;
+  credit-stream requests): no thread is held, even while the stream is busy. A run's
+  first subscribe is one request more, to the run's server, which starts the stream
+  (`adk.runs` starts a run's stream for its first subscriber only), awaited the same
+  way; a server or stream that does not answer within 5 s is ``unavailable``, a 503
+  ``run_service_unavailable`` the client retries;
 * the status read before subscribing (`run_status`, shared with the runs routes) is
   one short call on Starlette's worker threads.
 

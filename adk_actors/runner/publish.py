@@ -7,14 +7,21 @@ items itself. Everything is sent without waiting.
 
 A run's stream is started only when it is needed (`open_stream`): for the first
 subscriber (``OpenStream``, which `adk.runs` sends when no stream is registered
-under the run's name), for a subscriber given at the start, or once the run has
-published one event more than its stream may buffer. Until then the server keeps the
-events itself (`InvocationState.backlog`, at most ``max_buffered_events``, so none is
-ever evicted there) and answers the window (`state.window_view`); the stream it starts
-is handed the backlog, then the terminal if the run has ended, before its name is
-registered, so every subscriber (the first, or a later one that finds the name)
-sees exactly what a stream started with the run would show. Most runs are only
-waited for: they never start a second process, nor send it a message per event.
+under the run's name), for a subscriber given at the start, once the run has
+published one event more than its stream may buffer, or when the server stops with
+the run still in flight (`open_for_shutdown`: a subscriber arriving while it ends
+finds the stream by name and reads the shutdown terminal). Until then the server
+keeps the events itself (`InvocationState.backlog`, at most ``max_buffered_events``,
+so none is ever evicted there) and answers the window (`state.window_view`); the
+stream it starts is handed the backlog, then the terminal if the run has ended,
+before its name is registered, so every subscriber (the first, or a later one that
+finds the name) sees exactly what a stream started with the run would show. Most runs
+are only waited for: they never start a second process, nor send it a message per
+event.
+
+A run id is refused while its stream name is still held (`start_stream`), as it was
+when the stream started with the server: a subscriber that finds a stream under the
+run's name always finds this run's.
 
 The terminal is heard by the run registry first, so no subscriber or waiter can know
 the end before `adk.runs.status` does (even should the server die right after); the
@@ -24,6 +31,7 @@ caller may reuse both at once.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterable
 
@@ -37,6 +45,7 @@ from adk_actors.runner.request import InvocationRequest, run_name, stream_name
 from adk_actors.runner.state import InvocationState
 from supervision import (
     CreditStream,
+    KernelError,
     NameTaken,
     Pid,
     StreamError,
@@ -47,6 +56,9 @@ from supervision import (
     reply,
     self_pid,
     send,
+    unlink,
+    unregister,
+    whereis,
 )
 from supervision.logs import get_logger
 
@@ -60,10 +72,17 @@ def start_stream(request: InvocationRequest) -> Pid | None:
     has a subscriber from the start (else it starts lazily: `open_stream`), none for a
     plain invocation with a caller, an unnamed one for a plain invocation without.
     Raises `NameTaken` or `AlreadyStarted` when the run exists: the name is the first
-    step, so nothing was started."""
+    step, so nothing was started. A run id whose stream name is still held (the stream
+    of an earlier run with this id, whose server has exited but whose linked stream is
+    not gone yet) is refused the same way, as when the stream started with the server:
+    no later stream can take that name (only this server registers it), so whoever
+    finds a stream under the run's name finds this run's (review of 3142f62, 3)."""
     run = request.run
     if run is not None:
         register(run_name(run.run_id), self_pid())
+        earlier = whereis(stream_name(run.run_id))
+        if earlier is not None:
+            raise NameTaken(("already_registered", earlier), "an earlier run's stream")
         if request.subscriber is None:
             return None  # started for its first subscriber, if it ever has one
         return _start_run_stream(run.run_id, run.max_buffered_events, (), None)
@@ -97,19 +116,45 @@ def _start_run_stream(
 ) -> Pid:
     """Start a run's stream (linked to its server), hand it `backlog` (items 1, 2, ...)
     and the terminal `ended`, and only then register its name: a subscriber that finds
-    the name is queued behind all of them, so its window is the whole run so far. A
-    name still held (a stream of an earlier run with this id, not yet gone) is left
-    alone: subscribers then reach this stream through the server (`OpenStream`)."""
+    the name is queued behind all of them, so its window is the whole run so far. The
+    name is free: `start_stream` refused the run if an earlier stream held it, and only
+    this server registers it (so `NameTaken` here would be a bug, and crashes it)."""
     stream = CreditStream.start_link(max_buffered=max_buffered, push_bound=PUSH_BOUND)
     for event in backlog:
         CreditStream.publish_async(stream, event)
     if ended is not None:
         CreditStream.finish_async(stream, ended)
-    try:
-        register(stream_name(run_id), stream)
-    except NameTaken:
-        _log.warning("adk.run.stream_name_taken", run_id=run_id)
+    register(stream_name(run_id), stream)
     return stream
+
+
+def open_for_shutdown(state: InvocationState) -> None:
+    """The server stops (`terminate`) with its run still in flight: start the run's
+    stream now if it has none, so a subscriber that arrives while the end is being
+    recorded (a session write) finds it by name and reads the shutdown terminal, as it
+    did when every run had its stream from the start. (One whose `OpenStream` is queued
+    behind the exit signal is never answered: ``not_found``, as a subscriber that came
+    after the stream's `Close` always was.) A run that has ended starts none."""
+    if state.backlog is not None and not state.phase.terminal:
+        open_stream(state)
+
+
+def close_stream(state: InvocationState) -> None:
+    """The server stops: its run's stream, if any, stops once it has handled what was
+    sent before (the terminal included). Its name goes first, so no new subscriber
+    finds a stream that is closing (nor a later run with this id an earlier stream:
+    `start_stream`), and it is unlinked, so the server's own exit signal cannot kill it
+    before it has handed its subscribers that terminal. (A killed server runs no
+    `terminate`: its stream then dies with it through the link, and its name with it.)"""
+    stream = state.stream
+    if stream is None:
+        return
+    run = state.request.run
+    if run is not None and whereis(stream_name(run.run_id)) == stream:
+        with contextlib.suppress(KernelError):  # it died meanwhile: its name went with it
+            unregister(stream_name(run.run_id))
+    unlink(stream)
+    CreditStream.close_async(stream)  # after the items it still has to send
 
 
 def announce_stream(request: InvocationRequest, stream: Pid | None) -> None:

@@ -3,8 +3,9 @@
 A `temporary` child of the invocation supervisor (``adk.runs``). It owns everything
 of one invocation: its admission permit, its lane slot in the agent, the opening
 event, the turn task it starts and monitors, every session write, its credit stream
-(a run's is started only once someone subscribes: `publish.open_stream`) and its
-single terminal. Its phase (`Phase`) only moves forward:
+(a run's is started only when needed: its first subscriber, a subscriber given at the
+start, one event more than its window, or a stop while in flight; see `publish`) and
+its single terminal. Its phase (`Phase`) only moves forward:
 
     ADMITTING -> QUEUED_IN_LANE -> OPEN -> PAUSED | COMPLETED | FAILED | CANCELLED
 
@@ -18,8 +19,8 @@ deadline and the owner's exit are messages too. Only this process writes the
 invocation's events, and a step that arrives after the terminal is dropped, so a
 late or killed turn can never write. A plain invocation (`Runner.run`, `run_async`)
 stops once its terminal is published (`run` and `resume` subscribe for the terminal
-alone, `outcome_only`); a stable run stays, answering `Wait`/`Status`, until the run
-registry ends its retention.
+alone, `outcome_only`); a stable run stays, answering `Wait`, `Status`, `RunStatus` and
+`OpenStream`, until the run registry ends its retention.
 
 The server traps exits, so a shutdown from its supervisor (``adk.stop()``) runs
 `terminate`, which ends an invocation still in flight the way a failure does: an
@@ -84,7 +85,9 @@ from adk_actors.runner.messages import (
 from adk_actors.runner.phase import Phase, advance
 from adk_actors.runner.publish import (
     announce_stream,
+    close_stream,
     new_backlog,
+    open_for_shutdown,
     open_stream,
     publish,
     start_stream,
@@ -103,7 +106,6 @@ from providers.errors import AdkError
 from supervision import (
     DEADLINE_REASON,
     AlreadyStarted,
-    CreditStream,
     Down,
     ExitSignal,
     From,
@@ -266,8 +268,7 @@ class InvocationServer(GenServer):
             if not state.phase.terminal:
                 self._end_in_terminate(state, reason)
             release(state)
-            if state.stream is not None:
-                CreditStream.close_async(state.stream)  # after the items it still has to send
+            close_stream(state)
 
     def _end_in_terminate(self, state: InvocationState, reason: Any) -> None:
         """The server stops with the invocation in flight (a shutdown, or a crash):
@@ -282,6 +283,7 @@ class InvocationServer(GenServer):
             )
         state.stopping = True  # no plugin notification while the server stops
         try:
+            open_for_shutdown(state)  # a subscriber arriving meanwhile gets the end
             kill_tasks(state)
             if state.phase is Phase.OPEN:
                 state.partials.clear()  # an unfinished round's deltas are not stored

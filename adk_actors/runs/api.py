@@ -12,10 +12,18 @@ subscriber: a subscribe finds it by name (a registry read), or, if there is none
 yet, asks the run's server for it (`OpenStream`, one round trip; the server hands it
 every event so far and the terminal). `wait`, `status`, `cancel` and `resume` talk
 to the server alone, so a run that is only waited for never starts a stream.
+
+So a run's first subscribe waits for its server, which may be busy in a blocking
+session read or write: a server that does not answer within
+`subscription.ROUND_TRIP_TIMEOUT` (5 s) makes it ``RunError("unavailable")`` (sync or
+async; try again), never a kernel `CallTimeout`. A follower that wants only the
+outcome should `wait` (or `wait_async`), which no busy server can refuse: the A2A
+bridge does (review of 3142f62, 1).
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -121,8 +129,9 @@ async def subscribe_credit_async(run_id: str, after: int = 0) -> CreditSubscript
     """`subscribe_credit` for asyncio code: the subscribe request is awaited, so the
     event loop never blocks and no thread waits. Read it with ``await
     sub.anext(timeout)`` and acknowledge with ``await sub.ack_async(seq)`` (awaited
-    too). A stream that does not answer within 5 s is ``unavailable``; a cancelled
-    await leaves nothing subscribed."""
+    too). The run's first subscribe also asks its server to start the stream (see the
+    module doc): a server or a stream that does not answer within 5 s (each) is
+    ``unavailable``; a cancelled await leaves nothing subscribed."""
     stream = await _stream_async(run_id)  # a registry read once the stream is started
     return await CreditSubscription.open_async(run_id, stream, check_cursor(after))
 
@@ -160,6 +169,9 @@ async def wait_async(run_id: str, timeout: float | None = None) -> Outcome:
         raise RunTimeout(f"the run did not end within {timeout} s") from None
     except ProcessExit:
         return _lost(run_id)
+    except asyncio.CancelledError:
+        cast(server, Unwait(token))  # the server forgets this waiter now, not at the end
+        raise
 
 
 def status(run_id: str) -> dict[str, Any]:
@@ -468,12 +480,19 @@ def _lookup(run_id: str) -> Pid:
 
 def _stream(run_id: str) -> Pid:
     """The run's credit stream: by its registered name (no message round trip), or
-    started by its server for this first subscriber (`OpenStream`)."""
+    started by its server for this first subscriber (`OpenStream`); ``unavailable`` if
+    the server does not answer within `ROUND_TRIP_TIMEOUT`."""
     server = _lookup(run_id)
     stream = whereis(stream_name(run_id))
     if stream is not None:
         return stream
-    return _answer(server, OpenStream())  # type: ignore[no-any-return]
+    try:
+        answer = call(server, OpenStream(), subscription.ROUND_TRIP_TIMEOUT)
+    except ProcessExit:
+        raise RunError("not_found", "the run is no longer retained") from None
+    except CallTimeout:
+        raise RunError("unavailable", "the run's server did not answer in time") from None
+    return _opened(answer)
 
 
 async def _stream_async(run_id: str) -> Pid:
@@ -485,11 +504,16 @@ async def _stream_async(run_id: str) -> Pid:
     if stream is not None:
         return stream
     try:
-        status, value = await aio.call(server, OpenStream(), subscription.ROUND_TRIP_TIMEOUT)
+        answer = await aio.call(server, OpenStream(), subscription.ROUND_TRIP_TIMEOUT)
     except ProcessExit:
         raise RunError("not_found", "the run is no longer retained") from None
     except CallTimeout:
-        raise RunError("unavailable", "the run did not answer in time") from None
+        raise RunError("unavailable", "the run's server did not answer in time") from None
+    return _opened(answer)
+
+
+def _opened(answer: Any) -> Pid:
+    status, value = answer
     if status != "ok":
         raise RunError(value, "refused by the run")
     return value  # type: ignore[no-any-return]

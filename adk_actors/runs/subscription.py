@@ -22,9 +22,11 @@ thread waits:
   (`ack_async`) are one round trip each to the run's stream, awaited with the kernel's
   own awaitable requests (`CreditStream.subscribe_async`, `ack_async`): no thread is
   held even while the stream is busy, so a thousand subscribers cost a thousand small
-  inboxes and nothing more. A stream that does not answer within `ROUND_TRIP_TIMEOUT`
-  is ``RunError("unavailable")``. The inbox is made on the caller's thread (an event
-  loop's thread outlives its connections).
+  inboxes and nothing more. (A run's first subscribe is one round trip more, awaited
+  too, before this module is reached: `runs.api` asks the run's server to start the
+  stream.) A stream that does not answer within `ROUND_TRIP_TIMEOUT` is
+  ``RunError("unavailable")``, in the blocking forms too. The inbox is made on the
+  caller's thread (an event loop's thread outlives its connections).
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ from supervision import (
 
 Item = RunEvent | RunTerminal
 ROUND_TRIP_TIMEOUT = 5.0
-"""How long `open_async` and `ack_async` wait for the stream before ``unavailable``."""
+"""How long a subscribe or an ack waits for the run's stream (and a first subscribe
+for the run's server: `runs.api._stream`) before ``unavailable``."""
 
 
 class _Base:
@@ -62,7 +65,12 @@ class _Base:
         with self._subscribing():
             self._inbox.monitor(stream)
             CreditStream.subscribe(
-                stream, after=after, mode=self.mode, credit=1, subscriber=self._inbox.pid
+                stream,
+                after=after,
+                mode=self.mode,
+                credit=1,
+                subscriber=self._inbox.pid,
+                timeout=ROUND_TRIP_TIMEOUT,
             )
 
     @classmethod
@@ -74,19 +82,16 @@ class _Base:
         nothing subscribed (the inbox closes, and the stream withdraws the request)."""
         subscription = cls.__new__(cls)
         subscription._open(run_id, stream)
-        try:
-            with subscription._subscribing():
-                subscription._inbox.monitor(stream)  # on this thread, as the inbox was made
-                await CreditStream.subscribe_async(
-                    stream,
-                    after=after,
-                    mode=cls.mode,
-                    credit=1,
-                    subscriber=subscription._inbox.pid,
-                    timeout=ROUND_TRIP_TIMEOUT,
-                )
-        except CallTimeout:
-            raise RunError("unavailable", "the run's stream did not answer in time") from None
+        with subscription._subscribing():  # a timeout: ``unavailable``
+            subscription._inbox.monitor(stream)  # on this thread, as the inbox was made
+            await CreditStream.subscribe_async(
+                stream,
+                after=after,
+                mode=cls.mode,
+                credit=1,
+                subscriber=subscription._inbox.pid,
+                timeout=ROUND_TRIP_TIMEOUT,
+            )
         return subscription
 
     def _open(self, run_id: str, stream: Pid) -> None:
@@ -107,6 +112,9 @@ class _Base:
         except ProcessExit:
             self._inbox.close()
             raise RunError("not_found", "the run ended and is no longer retained") from None
+        except CallTimeout:  # the request was withdrawn: nothing stays subscribed
+            self._inbox.close()
+            raise RunError("unavailable", "the run's stream did not answer in time") from None
         except BaseException:
             self._inbox.close()
             raise

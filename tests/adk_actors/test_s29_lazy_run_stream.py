@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 import pytest
 
@@ -64,6 +63,15 @@ def run_stream(run_id):
     return sv.whereis(stream_name(run_id))
 
 
+def read_all(subscription, timeout=5.0):
+    """Every item to the terminal, each read with a timeout (a lost terminal fails
+    here instead of hanging until pytest's timeout)."""
+    items = [subscription.next(timeout=timeout)]
+    while not isinstance(items[-1], adk.runs.RunTerminal):
+        items.append(subscription.next(timeout=timeout))
+    return items
+
+
 def session_event_ids(sessions, session_id):
     return [event.id for event in sessions.get_session("app", "u", session_id).events]
 
@@ -89,13 +97,13 @@ def test_the_first_subscriber_after_the_end_gets_the_whole_run_and_the_next_find
     first = adk.runs.subscribe(run_id)
     stream = run_stream(run_id)
     assert stream is not None and first._stream == stream  # registered once started
-    items = list(first)
+    items = read_all(first)
     assert [item.seq for item in items] == [1, 2, 3, 4, 5]
     assert [item.event.id for item in items[:-1]] == session_event_ids(sessions, "s")
     assert items[-1].outcome == outcome
     later = adk.runs.subscribe(run_id, after=2)  # the registered stream, no round trip
     assert later._stream == stream
-    assert [item.seq for item in later] == [3, 4, 5]
+    assert [item.seq for item in read_all(later)] == [3, 4, 5]
     with pytest.raises(adk.runs.RunError) as ahead:
         adk.runs.subscribe(run_id, after=6)
     assert ahead.value.reason == "cursor_ahead"
@@ -109,7 +117,7 @@ def test_the_first_subscriber_mid_run_gets_the_replay_then_the_live_items(sessio
     assert info["state"] == "running" and info["subscribers"] == 0
     assert info["oldest_available_sequence"] == 1 and run_stream(run_id) is None
     with adk.runs.subscribe(run_id, after=1) as subscription:
-        items = list(subscription)
+        items = read_all(subscription)
     assert [item.seq for item in items] == [2, 3, 4, 5]
     assert [item.event.id for item in items[:-1]] == session_event_ids(sessions, "s")[1:]
     assert items[-1].outcome == adk.runs.wait(run_id, timeout=10)
@@ -132,7 +140,9 @@ def test_a_credit_subscriber_first_mid_run_holds_the_items_until_it_acks(session
     assert [item.seq for item in seen] == [1, 2, 3, 4, 5]
 
 
-def test_an_async_first_subscriber_starts_the_stream_without_blocking_the_loop(sessions):
+def test_an_async_first_subscriber_mid_run_reads_every_item(sessions):
+    """(The loop is measured while the first subscribe waits on a busy server in
+    test_s29_stream_review.py.)"""
     runner = runner_for(sessions, "Tooler", one_tool_round(final_delay=0.3), tools=[lookup])
     run_id = adk.runs.start(runner, "u", "s", "where?")
 
@@ -167,7 +177,7 @@ def test_past_its_window_before_any_subscriber_a_run_starts_its_stream_which_evi
         "latest_sequence": 3,
         "terminal": False,
     }
-    items = list(adk.runs.subscribe(run_id, after=1))
+    items = read_all(adk.runs.subscribe(run_id, after=1))
     assert [item.seq for item in items] == [2, 3, 4, 5]
     assert [item.event.id for item in items[:-1]] == session_event_ids(sessions, "s")[1:]
 
@@ -177,7 +187,7 @@ def test_at_its_window_a_run_keeps_every_event_without_a_stream(sessions):
     run_id = adk.runs.start(runner, "u", "s", "where?", max_buffered_events=4)
     adk.runs.wait(run_id, timeout=10)
     assert run_stream(run_id) is None
-    assert [item.seq for item in adk.runs.subscribe(run_id)] == [1, 2, 3, 4, 5]
+    assert [item.seq for item in read_all(adk.runs.subscribe(run_id))] == [1, 2, 3, 4, 5]
 
 
 def test_concurrent_first_subscribers_share_one_stream(sessions):
@@ -191,7 +201,7 @@ def test_concurrent_first_subscribers_share_one_stream(sessions):
     def subscribe():
         barrier.wait(5)
         subscription = adk.runs.subscribe(run_id)
-        seqs = [item.seq for item in subscription]
+        seqs = [item.seq for item in read_all(subscription)]
         with lock:
             results.append((subscription._stream, seqs))
 
@@ -220,23 +230,36 @@ def test_status_is_the_same_before_and_after_the_stream_starts(sessions):
 
 
 def test_after_its_retention_a_run_nobody_subscribed_to_is_not_found(sessions):
+    """Its end (the retention's shutdown runs `terminate`) starts no stream either: a
+    stream is started for a run stopped in flight only (test_s29_stream_review.py)."""
+    before = stream_processes()
     run_id = adk.runs.start(runner_for(sessions, "Echo"), "u", "s", "hi", retention=0.2)
     adk.runs.wait(run_id, timeout=10)
-    deadline = time.monotonic() + 5
-    while sv.whereis(run_name(run_id)) is not None and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: sv.whereis(run_name(run_id)) is None, timeout=5)
+    assert stream_processes() - before == set() and run_stream(run_id) is None
     for subscribe in (adk.runs.subscribe, adk.runs.subscribe_credit):
         with pytest.raises(adk.runs.RunError) as gone:
             subscribe(run_id)
         assert gone.value.reason == "not_found"
 
 
-def test_a_run_killed_before_anyone_subscribed_is_not_found_to_subscribers(sessions):
+def test_a_run_killed_while_a_first_subscriber_reads_it_is_not_found_to_it(sessions):
+    """The lazily started stream is linked to its server: killed with it, its reader is
+    told ``not_found`` at once (a stream left unlinked would leave it waiting), and
+    later subscribers are ``not_found`` (a subscribe killed while it waits on the
+    server: test_s29_stream_review.py)."""
     runner = runner_for(sessions, "Slow", adk.ScriptedProvider([{"text": "x", "delay": 5}]))
     run_id = adk.runs.start(runner, "u", "s", "hi")
-    server = sv.whereis(run_name(run_id))
-    sv.exit(server, "kill")
+    wait_until(lambda: adk.runs.status(run_id)["latest_sequence"] == 1, timeout=5)
+    subscription = adk.runs.subscribe(run_id)  # starts the stream: the OpenStream path
+    assert subscription._stream == run_stream(run_id) is not None
+    assert subscription.next(timeout=5).seq == 1
+    sv.exit(sv.whereis(run_name(run_id)), "kill")
+    with pytest.raises(adk.runs.RunError) as lost:
+        subscription.next(timeout=5)
+    assert lost.value.reason == "not_found"
     wait_until(lambda: sv.whereis(run_name(run_id)) is None, timeout=5)
+    assert run_stream(run_id) is None
     with pytest.raises(adk.runs.RunError) as gone:
         adk.runs.subscribe(run_id)
     assert gone.value.reason == "not_found"
