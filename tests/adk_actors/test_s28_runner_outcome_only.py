@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 
 import pytest
 
@@ -255,7 +256,13 @@ def test_leaving_while_the_server_is_busy_keeps_the_callers_exception(reader, mo
         return server
 
     def interrupt() -> None:
+        # the server is stuck in its write AND the caller holds the server's pid (under
+        # load the write can begin before the caller's start call has returned: the
+        # signal must land in the caller's wait, not in its start)
+        deadline = time.monotonic() + 10
         if sessions.blocked.wait(10):
+            while not started and time.monotonic() < deadline:
+                time.sleep(0.001)
             signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
 
     def raise_interrupted(signum, frame):
