@@ -28,8 +28,9 @@ import supervision as sv
 from supervision.child_spec import GetChildSpec, TerminateChild, WhichChild
 from supervision.protocol import Refused
 from tests.helpers import wait_dead
+from tests.supervision.dynamic_start_paths import each_start_path  # noqa: F401 (a fixture)
 
-pytestmark = pytest.mark.usefixtures("each_dispatcher")
+pytestmark = pytest.mark.usefixtures("each_dispatcher", "each_start_path")
 
 WAIT = 10.0
 """Seconds to wait for something that must happen; reached only if the kernel misbehaves."""

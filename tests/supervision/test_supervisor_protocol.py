@@ -25,8 +25,9 @@ from supervision.child_spec import (
 )
 from supervision.protocol import Ok, Refused
 from tests.helpers import wait_dead
+from tests.supervision.dynamic_start_paths import each_start_path  # noqa: F401 (a fixture)
 
-pytestmark = pytest.mark.usefixtures("leak_check")
+pytestmark = pytest.mark.usefixtures("leak_check", "each_start_path")
 
 
 class Idle(sv.GenServer):
