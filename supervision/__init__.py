@@ -103,6 +103,15 @@ from supervision.tasks import (
 )
 from supervision.timer_service import TimerRef
 from supervision.timers import cancel_timer, send_after
+from supervision.wakeups import before_blocking
+
+# `before_blocking()`: call it in a pooled server's handler just before code that may
+# block where the kernel cannot see it (a store's write transaction or fsync, a lock
+# another thread may hold, `time.sleep`, sync I/O). A message the handler sent to
+# another pooled server waits for this worker until the handler returns; this call
+# hands it to an idle thread at once, instead of after the block (or the watchdog's
+# next look, up to `block_warning / 2`). Kernel waits (`call`, `receive`, `wait_dead`)
+# call it themselves; elsewhere, or when nothing is owed, it is one thread-local read.
 
 __all__ = [
     "DEADLINE_REASON",
@@ -167,6 +176,7 @@ __all__ = [
     "TimerRef",
     "UnknownHandoff",
     "aio",
+    "before_blocking",
     "call",
     "cancel_request",
     "cancel_timer",

@@ -19,12 +19,15 @@ logs ``supervision.dispatch.handler_blocked`` once for it, and adds a spare thre
 (up to `max_threads`) so the other servers keep moving. Spare threads leave again
 when they have been idle for a while. Every `block_warning / 2` it also wakes the
 threads owed by workers still in a handler (one blocked in user code, `time.sleep`
-or sync I/O), so a deferred server waits at most that long.
+or sync I/O), so a deferred server waits at most that long; code that knows it is
+about to block calls `supervision.before_blocking` (`wakeups`) and pays at once. A look
+that fails is logged (``supervision.dispatch.watchdog_failed``) and the watchdog goes
+on. `Pool.stop` ends a private pool's threads (its tests'); the shared pool runs for
+the life of the process.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 import time
@@ -39,7 +42,7 @@ from supervision.logs import get_logger
 from supervision.process import Process, _current
 from supervision.reply_slot import From
 from supervision.server_process import ServerProcess
-from supervision.wakeups import held_lock, on_blocking, sleep, wake_one
+from supervision.wakeups import Owing, held_lock, on_blocking, sleep, wake_all, wake_one
 
 _log = get_logger("supervision")
 
@@ -54,20 +57,25 @@ WORKER_PREFIX = "supervision-pool-"
 """A pool worker thread's name, before its index."""
 
 
-class _Worker:
-    __slots__ = ("current", "index", "owed", "started", "wake", "warned")
+class _Worker(Owing):
+    __slots__ = ("current", "index", "pool", "started", "wake", "warned")
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, pool: Pool, index: int) -> None:
+        super().__init__()
+        # `owed`: wake-ups this worker deferred, servers it readied that wait in the
+        # ready queue for it (changed under the pool's `_wake_lock` only).
+        self.pool = pool
         self.index = index
-        # Wake-ups this worker deferred: servers it readied that wait in the ready
-        # queue for it (changed under the pool's `_wake_lock` only).
-        self.owed = 0
         self.current: PooledServerProcess | None = None
         self.started = 0.0
         self.warned = False
         # Held while the worker is idle: `schedule` releases it to wake this one worker
         # (a one-shot wake-up, cheaper than a `threading.Condition`'s notify).
         self.wake = held_lock()
+
+    def hand_over(self) -> None:
+        """`before_blocking` on this worker's thread: wake whom it owes."""
+        self.pool._hand_over(self)
 
 
 class _ThisWorker(threading.local):
@@ -98,19 +106,40 @@ class Pool:
         # to go idle is woken first, so a spare at the bottom can time out and retire.
         self._sleeping: list[LockType] = []
         self._this_worker = _ThisWorker()  # `worker`: set on this pool's threads
+        self._stopping = threading.Event()  # set by `stop`: the watchdog's sleep too
+        self._threads: list[threading.Thread] = []  # every thread started, for `stop`
         for _ in range(threads):
             self._add_worker(spare=False)
-        threading.Thread(target=self._watch, name=f"{prefix}watchdog", daemon=True).start()
+        watchdog = threading.Thread(target=self._watch, name=f"{prefix}watchdog", daemon=True)
+        self._threads.append(watchdog)
+        watchdog.start()
+
+    def stop(self, timeout: float = 5.0) -> bool:
+        """Stop the pool's threads (a private pool's: its tests'; never the shared
+        one): the watchdog at once, each worker once it finishes its handler and finds
+        no ready server. Servers still on the pool are not run any more. True if every
+        thread left within `timeout` seconds."""
+        self._stopping.set()
+        with self._wake_lock:
+            wake_all(self._sleeping)
+        deadline = monotonic() + timeout
+        me = threading.current_thread()
+        for thread in list(self._threads):
+            if thread is not me:
+                thread.join(max(0.0, deadline - monotonic()))
+        return not any(thread.is_alive() for thread in self._threads if thread is not me)
 
     def _add_worker(self, spare: bool) -> None:
-        worker = _Worker(len(self._workers))
-        self._workers.append(worker)
-        threading.Thread(
+        worker = _Worker(self, len(self._workers))
+        thread = threading.Thread(
             target=self._run_worker,
             args=(worker, spare),
             name=f"{self.prefix}{worker.index}",
             daemon=True,
-        ).start()
+        )
+        thread.start()  # first: a thread that cannot start (RuntimeError) is not counted
+        self._workers.append(worker)
+        self._threads = [t for t in self._threads if t.is_alive()] + [thread]
 
     def schedule(self, process: PooledServerProcess) -> None:
         with self._wake_lock:
@@ -146,7 +175,7 @@ class Pool:
         ready, sleeping, wake_lock, wake = self._ready, self._sleeping, self._wake_lock, worker.wake
         idle_timeout = SPARE_IDLE_SECONDS if spare else -1
         self._this_worker.worker = worker
-        on_blocking(functools.partial(self._hand_over, worker))
+        on_blocking(worker)
         while True:
             wake_lock.acquire()  # not `with`: two special-method calls fewer per turn
             try:
@@ -156,6 +185,9 @@ class Pool:
                     else:
                         worker.owed = 0
                 while not ready:
+                    if self._stopping.is_set():  # `stop`: leave instead of sleeping
+                        self._workers.remove(worker)
+                        return
                     try:
                         woken = sleep(wake_lock, sleeping, wake, idle_timeout)
                     except BaseException:  # no thread to count on: hand its work over
@@ -195,38 +227,61 @@ class Pool:
             _current.process = None
 
     def _watch(self) -> None:
+        """Look every `block_warning / 2` seconds until `stop`. A look that raises (a
+        spare thread that cannot start, a log write that fails) is logged and the next
+        look comes as usual: the watchdog is what pays the wake-ups owed by a handler
+        blocked in user code, so it must outlive any one failure."""
         interval = max(0.01, self.block_warning / 2)
-        while True:
-            time.sleep(interval)
-            now = time.monotonic()
-            blocked = 0
-            with self._wake_lock:
-                workers = list(self._workers)
-                for worker in workers:  # still in a handler since the last look
-                    if worker.owed:
-                        self._pay(worker, 0)
-            for worker in workers:
-                process = worker.current
-                if process is None or now - worker.started < self.block_warning:
-                    continue
-                blocked += 1
-                if not worker.warned:
-                    worker.warned = True
-                    _log.warning(
-                        "supervision.dispatch.handler_blocked",
-                        pid=str(process.pid),
-                        server=process.label,
-                        seconds=round(now - worker.started, 3),
-                        threshold=self.block_warning,
-                    )
-            with self._wake_lock:
-                if (
-                    blocked
-                    and self._ready
-                    and not self._sleeping
-                    and len(self._workers) < self.max_threads
-                ):
-                    self._add_worker(spare=True)
+        failed = ""  # the last failure logged: a failure that repeats is logged once
+        while not self._stopping.wait(interval):
+            try:
+                self._look()
+                failed = ""
+            except BaseException as error:  # the loop must go on
+                if repr(error) != failed:
+                    failed = repr(error)
+                    try:
+                        _log.error(
+                            "supervision.dispatch.watchdog_failed",
+                            error=failed[:300],
+                            pool=self.prefix,
+                        )
+                    except BaseException:  # a log that fails too: nothing more to do
+                        pass
+
+    def _look(self) -> None:
+        """One look of the watchdog: pay what the workers still in a handler owe (first:
+        the rest may fail), warn once per handler blocked past `block_warning`, and add a
+        spare thread (last) if the ready servers have no idle thread."""
+        now = time.monotonic()
+        blocked = 0
+        with self._wake_lock:
+            workers = list(self._workers)
+            for worker in workers:  # still in a handler since the last look
+                if worker.owed:
+                    self._pay(worker, 0)
+        for worker in workers:
+            process = worker.current
+            if process is None or now - worker.started < self.block_warning:
+                continue
+            blocked += 1
+            if not worker.warned:
+                worker.warned = True
+                _log.warning(
+                    "supervision.dispatch.handler_blocked",
+                    pid=str(process.pid),
+                    server=process.label,
+                    seconds=round(now - worker.started, 3),
+                    threshold=self.block_warning,
+                )
+        with self._wake_lock:
+            if (
+                blocked
+                and self._ready
+                and not self._sleeping
+                and len(self._workers) < self.max_threads
+            ):
+                self._add_worker(spare=True)
 
 
 _pool: Pool | None = None

@@ -39,6 +39,7 @@ import msgspec
 
 from supervision.errors import KernelError
 from supervision.process import is_fenced_thread
+from supervision.wakeups import before_blocking
 
 T = TypeVar("T")
 
@@ -300,6 +301,7 @@ class LmdbLeases:
 
     def acquire(self, key: str, owner: str, lease: float) -> Lease:
         _check_args(key, owner, lease)
+        before_blocking()  # every write step: LMDB's writer lock, then a commit with fsync
         with self._env.begin(write=True) as txn:
             new = self._rules.acquire(self._read(txn, key), key, owner, lease)
             self._write(txn, new)
@@ -307,6 +309,7 @@ class LmdbLeases:
 
     def renew(self, key: str, token: str, lease: float) -> Lease:
         _check_seconds(lease)
+        before_blocking()
         with self._env.begin(write=True) as txn:
             current = self._rules.holder(self._read(txn, key), key, token)
             renewed = self._rules.renewed(current, lease)
@@ -314,6 +317,7 @@ class LmdbLeases:
             return renewed
 
     def release(self, key: str, token: str) -> None:
+        before_blocking()
         with self._env.begin(write=True) as txn:
             current = self._read(txn, key)
             if current is None or current.token != token:
@@ -335,6 +339,7 @@ class LmdbLeases:
         raises, nothing commits. Refused with ``fenced`` when called by a killed process.
         """
         _refuse_fenced()
+        before_blocking()
         with self._env.begin(write=True) as txn:
             self._rules.holder(self._read(txn, key), key, token)
             result = apply(txn)

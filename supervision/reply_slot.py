@@ -78,12 +78,17 @@ class From:
     def wait(self, timeout: float | None) -> bool:
         """Block until settled; False on timeout (and the slot is then closed). A pool
         worker that is about to block first wakes the threads it owes (`wakeups`): the
-        server it called may be waiting for exactly that."""
-        hand_over = blocking_hook.hand_over  # `wakeups.before_blocking`, inline
-        if hand_over is not None:
-            hand_over()
-        if self._lock.acquire(True, -1 if timeout is None else max(0.0, timeout)):
+        server it called may be waiting for exactly that. Not when it will not block: a
+        slot already settled, or a poll (`timeout` <= 0), keeps its deferred wake-ups."""
+        lock = self._lock
+        if lock.acquire(False):  # settled already: nothing blocks, nothing to hand over
             return True
+        if timeout is None or timeout > 0:
+            owing = blocking_hook.owing  # `wakeups.before_blocking`, inline
+            if owing is not None and owing.owed:
+                owing.hand_over()
+            if lock.acquire(True, -1 if timeout is None else timeout):
+                return True
         if self.claim_for_timeout():
             return False
         self._lock.acquire()  # settled right at the deadline: the value is on its way

@@ -36,6 +36,7 @@ from supervision.task_supervisor import (
     TaskSupervisorProcess,
     start_task_supervisor,
 )
+from supervision.wakeups import before_blocking
 
 RUNTIME_NAME = "supervision.runtime"
 _lock = threading.Lock()
@@ -94,6 +95,7 @@ def reactor_loop() -> asyncio.AbstractEventLoop:
         except ProcessExit:
             if time.monotonic() > deadline:
                 raise
+            before_blocking()  # a pooled caller hands over what it readied, then waits
             time.sleep(0.001)  # the runtime supervisor is restarting the reactor
             continue
         assert isinstance(found, asyncio.AbstractEventLoop)
@@ -123,4 +125,5 @@ def default_task_supervisor() -> TaskSupervisorProcess:
         if time.monotonic() > deadline:
             raise KernelError("noproc", "the task supervisor is not running")
         ensure_runtime()
+        before_blocking()
         time.sleep(0.001)  # the runtime supervisor is restarting it

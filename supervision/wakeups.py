@@ -19,16 +19,19 @@ thread that, on a GIL, would only take turns with it (a futex wake, a GIL hand-o
 and often a woken thread that finds the work already taken). A kernel wait that is
 about to block calls `before_blocking` first: on such a worker it wakes the threads
 it owes, so a handler blocked in a `call`, a `receive` or `wait_dead` never holds up
-the processes it readied. (A handler blocked in user code is the pool watchdog's.)
+the processes it readied. Code that blocks where the kernel cannot see it (LMDB
+commits, the session lock, `time.sleep`) calls the same hook, exported as
+`supervision.before_blocking`; a handler blocked in user code that does not is the
+pool watchdog's, which pays what it owes within `block_warning / 2`.
 """
 
 from __future__ import annotations
 
 import threading
 from _thread import LockType
-from collections.abc import Callable
 
 __all__ = [
+    "Owing",
     "before_blocking",
     "blocking_hook",
     "held_lock",
@@ -39,30 +42,56 @@ __all__ = [
 ]
 
 
+class Owing:
+    """What a thread that may defer wake-ups registers with `on_blocking`: `owed`, the
+    wake-ups it deferred (0: nothing to pay, the common case), and `hand_over`, which
+    pays them. A dispatch-pool worker is one."""
+
+    __slots__ = ("owed",)
+
+    def __init__(self) -> None:
+        self.owed = 0
+
+    def hand_over(self) -> None:
+        """Wake the threads this one owes (called when `owed` is not 0)."""
+        raise NotImplementedError
+
+
 class _ThisThread(threading.local):
-    """What `before_blocking` runs on this thread; a class-level None for every other
+    """What `before_blocking` pays on this thread; a class-level None for every other
     thread (a missing attribute would cost a raised and caught AttributeError)."""
 
-    hand_over: Callable[[], object] | None = None
+    owing: Owing | None = None
 
 
 blocking_hook = _ThisThread()
-"""This thread's `hand_over` (None on all but pool workers): `before_blocking` reads
-it, and so does `From.wait` inline (a call's every reply wait)."""
+"""This thread's `owing` (None on all but pool workers): `before_blocking` reads it,
+and so does `From.wait` inline (a call's every reply wait)."""
 
 
-def on_blocking(hand_over: Callable[[], object] | None) -> None:
-    """Make `hand_over()` what `before_blocking` runs on the calling thread (None: no
-    more): a dispatch-pool worker registers the wake-ups it deferred."""
-    blocking_hook.hand_over = hand_over
+def on_blocking(owing: Owing | None) -> None:
+    """Make `owing` what `before_blocking` pays on the calling thread (None: no more):
+    a dispatch-pool worker registers itself, whose `owed` counts its deferred wake-ups."""
+    blocking_hook.owing = owing
 
 
 def before_blocking() -> None:
-    """Called by a kernel wait just before it blocks (and not when it need not): on a
-    pool worker, wake the threads its deferred wake-ups owe first."""
-    hand_over = blocking_hook.hand_over
-    if hand_over is not None:
-        hand_over()
+    """Call just before this thread may block (a lock another thread may hold, I/O, a
+    commit with fsync, a sleep, a wait) where the kernel cannot see it.
+
+    In a pooled server's handler, a message the handler sent to another pooled server
+    does not wake a thread for it: the worker runs that server itself once the handler
+    returns. If the handler blocks first, the receiver waits for it, or for the pool
+    watchdog's next look (at most `block_warning / 2`, 50 ms on the shared pool). This
+    call wakes the threads the worker owes, so the receiver runs at once. Every kernel
+    wait (`call`, `receive`, `wait_dead`, `Task.wait`) already calls it; code that
+    blocks otherwise (a store's write transaction, a contended lock, `time.sleep`,
+    sync I/O) calls it itself. Elsewhere, and when nothing is owed, it costs one
+    thread-local read; it never blocks.
+    """
+    owing = blocking_hook.owing
+    if owing is not None and owing.owed:
+        owing.hand_over()
 
 
 def held_lock() -> LockType:

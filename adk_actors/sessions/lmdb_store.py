@@ -54,6 +54,7 @@ from adk_actors.sessions.event_cache import (
 from adk_actors.sessions.service import SessionService
 from providers.errors import AdkError
 from providers.frozen import freeze, share
+from supervision import before_blocking
 from supervision.logs import get_logger
 
 _SEP = b"\x00"
@@ -501,6 +502,10 @@ class LmdbSessionService(SessionService):
         return closed
 
     def _run(self, operation: Callable[..., Any], *args: Any) -> Any:
+        # A write waits for LMDB's process-wide writer lock and commits with fsync: a
+        # pooled handler (the invocation server storing an event after publishing the
+        # last) first hands the servers it readied to idle threads.
+        before_blocking()
         shared = self._shared
         while True:
             seen: int | None = shared.map_size

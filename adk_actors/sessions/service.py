@@ -24,6 +24,7 @@ from typing import Any
 from adk_actors.events import Event
 from adk_actors.sessions import core, query
 from adk_actors.sessions.core import Session
+from supervision import before_blocking
 
 
 class _HeldLock:
@@ -91,8 +92,14 @@ class SessionService:
         sessions never do."""
         _check_ids(app_name, user_id, session_id)
         held = self._locks.get((app_name, user_id, session_id))
-        with held.lock:
+        lock = held.lock
+        if not lock.acquire(False):  # another thread holds it: this thread will wait
+            before_blocking()  # a pooled handler first hands over what it readied
+            lock.acquire()
+        try:
             yield
+        finally:
+            lock.release()
 
     def _locked(
         self,
@@ -110,8 +117,14 @@ class SessionService:
         if session_id is None:
             return step(operation, app, user, session_id, *args)
         held = self._locks.get((app, user, session_id))
-        with held.lock:
+        lock = held.lock
+        if not lock.acquire(False):  # another thread holds it: this thread will wait
+            before_blocking()  # a pooled handler first hands over what it readied
+            lock.acquire()
+        try:
             return step(operation, app, user, session_id, *args)
+        finally:
+            lock.release()
 
     @property
     def _locks(self) -> _SessionLocks:

@@ -32,7 +32,7 @@ import msgspec
 from adk_actors.workflows.ledger import RuleLedger
 from adk_actors.workflows.ledger_rules import MAX_RECORD_BYTES, Phase, StoredInvocation
 from providers.errors import AdkError
-from supervision import get_logger
+from supervision import before_blocking, get_logger
 
 DB_NAME = b"adk.workflows.invocations"
 DEFAULT_MAP_SIZE = 1 << 28
@@ -159,6 +159,7 @@ class LmdbLedger(RuleLedger):
     ) -> StoredInvocation | None:
         shared = self._env()
         key = invocation_id.encode("utf-8")
+        before_blocking()  # a write transaction (fsync): a pooled handler hands over first
         with shared.lock:
             while True:
                 try:
@@ -182,6 +183,7 @@ class LmdbLedger(RuleLedger):
 
     def _read(self, fn: Callable[[Any], Any]) -> Any:
         shared = self._env()
+        before_blocking()  # the lock a write holds through its fsync: hand over first
         with shared.lock:
             while True:
                 try:
