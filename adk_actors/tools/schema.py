@@ -28,6 +28,7 @@ afresh, as before.
 
 from __future__ import annotations
 
+import copy
 import math
 import threading
 import weakref
@@ -92,8 +93,8 @@ def compile_schema(schema: Any, *, allow_bool: bool = False) -> Callable[[Any], 
     else:
         schema = dict(schema)
     key = _cache_key(schema)
-    if key is None:
-        return _compile(dict(schema) if type(schema) is dict else schema)
+    if key is None:  # not plain JSON: a deep copy, fastjsonschema rewrites nested `$ref`s
+        return _compile(copy.deepcopy(schema))
     with _lock:
         validator = _recent.get(key)  # held strongly there: the same as in `_shared`
         if validator is not None:

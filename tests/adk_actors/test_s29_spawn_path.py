@@ -278,3 +278,19 @@ def test_spawned_agents_answer_with_the_shortcut_spec():
     for agent in agents:
         assert adk.prompt(agent, "hi") == "hello"
         assert adk.agent_info(agent)["tools"] == ["get_weather"]
+
+
+def test_compiling_a_schema_that_is_not_plain_json_leaves_it_as_it_was():
+    """Final review of session 29 (Medium): a schema that is not plain JSON (a tuple
+    `enum`) is compiled afresh, never shared; it was copied at the top level only, so
+    fastjsonschema still rewrote its nested `$ref`s and the second compile was refused
+    as ``remote_ref``."""
+    schema = {
+        "$id": "http://example.test/root.json",
+        "type": "object",
+        "properties": {"a": {"$ref": "#/definitions/b"}, "e": {"enum": (1, 2)}},
+        "definitions": {"b": {"type": "integer"}},
+    }
+    compile_schema(schema)
+    assert schema["properties"]["a"] == {"$ref": "#/definitions/b"}
+    assert compile_schema(schema)({"a": 1, "e": 2}) == {"a": 1, "e": 2}
