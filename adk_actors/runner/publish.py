@@ -134,9 +134,17 @@ def open_for_shutdown(state: InvocationState) -> None:
     recorded (a session write) finds it by name and reads the shutdown terminal, as it
     did when every run had its stream from the start. (One whose `OpenStream` is queued
     behind the exit signal is never answered: ``not_found``, as a subscriber that came
-    after the stream's `Close` always was.) A run that has ended starts none."""
+    after the stream's `Close` always was.) A run that has ended starts none. Best
+    effort: a stream that cannot start is logged, and the end is recorded all the same."""
     if state.backlog is not None and not state.phase.terminal:
-        open_stream(state)
+        try:
+            open_stream(state)
+        except Exception as error:
+            _log.warning(
+                "adk.invocation.stream_not_opened",
+                invocation_id=state.invocation_id,
+                kind=type(error).__name__,
+            )
 
 
 def close_stream(state: InvocationState) -> None:

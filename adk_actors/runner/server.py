@@ -30,10 +30,9 @@ deleted, ``temp:`` cleared) and every subscriber and waiter its outcome
 signal but ``normal`` (the run registry's ``("shutdown", why)`` at the end of a
 retention, a linked run stream that fails) still ends the server, as without
 trapping, and its `terminate` runs too (a shutdown reason records ``shutdown``,
-anything else ``("invocation_server_exit", kind)``).
-Only ``kill`` (or the process dying) skips `terminate`: a durable store closes such
-an invocation when it is next opened (``abandoned``, `sessions.owner`), and a run's
-registry closes it at once (`Runner.abandon`).
+anything else ``("invocation_server_exit", kind)``). Only ``kill`` (or the process
+dying) skips `terminate`: a durable store closes such an invocation when it is next
+opened (``abandoned``, `sessions.owner`), a run's registry at once (`Runner.abandon`).
 
 Every session write of the server is fenced by its liveness inside the write's
 atomic step (`session_writes`), so a killed server never writes after whoever closes
@@ -282,8 +281,8 @@ class InvocationServer(GenServer):
                 (kind if isinstance(kind, str) else type(kind).__name__)[:200],
             )
         state.stopping = True  # no plugin notification while the server stops
+        open_for_shutdown(state)  # a subscriber arriving meanwhile gets the end
         try:
-            open_for_shutdown(state)  # a subscriber arriving meanwhile gets the end
             kill_tasks(state)
             if state.phase is Phase.OPEN:
                 state.partials.clear()  # an unfinished round's deltas are not stored
