@@ -12,8 +12,8 @@ Rows (see docs/BENCHMARKS.md), no peer:
    ``@adk.tool``, a closure over the agent's data), built before the timer. Same goal.
 5. the same with the ``@adk.tool`` definition inside the timed loop (about 30 us each,
    most of it `typing.get_type_hints`). No goal.
-   Rows 3 and 4 run twice: from the main thread, and from a worker thread (as the
-   daemon, runner lanes and `aio.run_blocking` spawn). Off the main thread
+   Rows 3 and 4 run twice: from the main thread, and from a worker thread (threads of
+   your own, `aio.run_blocking` and other executor threads). Off the main thread
    `DynamicSupervisor.start_child` runs the child's start on the calling thread; the
    main thread keeps the round trip through the supervisor's thread, so a signal
    handler's exception lands in the caller's wait, never inside a child's `init`.
