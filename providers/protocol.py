@@ -163,8 +163,12 @@ def capabilities(provider: str | Provider) -> dict[str, Any]:
 
 def validate_config(config: Mapping[str, Any]) -> None:
     """Raise `AdkError` if the provider refuses `config` (strict: unknown keys fail)."""
-    found = resolve_provider(config)
-    check = getattr(found, "validate_config", None)
+    validate_with(resolve_provider(config), config)
+
+
+def validate_with(provider: Provider, config: Mapping[str, Any]) -> None:
+    """`validate_config` with the provider `config` resolves to already in hand."""
+    check = getattr(provider, "validate_config", None)
     if callable(check):
         check(config)
 

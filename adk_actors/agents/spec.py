@@ -185,9 +185,7 @@ def _check_provider(provider_config: Mapping[str, Any]) -> None:
     ``check_credentials(config)`` raises (``missing_api_key``). `validate_config` alone
     does not, so a config can be checked before its key is set."""
     provider = protocol.resolve_provider(provider_config)
-    validate = getattr(provider, "validate_config", None)
-    if callable(validate):
-        validate(provider_config)
+    protocol.validate_with(provider, provider_config)
     check = getattr(provider, "check_credentials", None)
     if callable(check):
         check(provider_config)
