@@ -103,7 +103,7 @@ from supervision.tasks import (
 )
 from supervision.timer_service import TimerRef
 from supervision.timers import cancel_timer, send_after
-from supervision.wakeups import before_blocking
+from supervision.wakeups import acquire_or_hand_over, before_blocking
 
 # `before_blocking()`: call it in a pooled server's handler just before code that may
 # block where the kernel cannot see it (a store's write transaction or fsync, a lock
@@ -112,6 +112,8 @@ from supervision.wakeups import before_blocking
 # hands it to an idle thread at once, instead of after the block (or the watchdog's
 # next look, up to `block_warning / 2`). Kernel waits (`call`, `receive`, `wait_dead`)
 # call it themselves; elsewhere, or when nothing is owed, it is one thread-local read.
+# `acquire_or_hand_over(lock)`: acquire a lock another thread may hold, calling
+# `before_blocking()` first only if it is held (one non-blocking try otherwise).
 
 __all__ = [
     "DEADLINE_REASON",
@@ -175,6 +177,7 @@ __all__ = [
     "Timeout",
     "TimerRef",
     "UnknownHandoff",
+    "acquire_or_hand_over",
     "aio",
     "before_blocking",
     "call",

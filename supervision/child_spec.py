@@ -230,14 +230,13 @@ def invalid_request(request: object, why: str | None = None) -> Refused:
 
 
 class ChildStartFailed(Exception):
-    """A child's start failed with `reason`; `pid` is the process the start returned,
-    if the failure came after (the link to it failed). `start_child_process` has given
-    such a child the exit signal of its dead supervisor already, on every path."""
+    """A child's start failed with `reason`. If the start returned a process that could
+    not be linked, `start_child_process` has given it the exit signal of its dead
+    supervisor already, on every path."""
 
-    def __init__(self, reason: Reason, pid: Pid | None = None) -> None:
+    def __init__(self, reason: Reason) -> None:
         super().__init__(reason)
         self.reason = reason
-        self.pid = pid
 
 
 def start_child_process(spec: ChildSpec, taken: Callable[[Pid], bool]) -> Pid | None:
@@ -274,7 +273,7 @@ def start_child_process(spec: ChildSpec, taken: Callable[[Pid], bool]) -> Pid | 
         link(pid)  # a plain start() child is supervised too
     except KernelError as exc:
         _signal_orphan(supervisor, child)
-        raise ChildStartFailed(exc.reason, pid) from None
+        raise ChildStartFailed(exc.reason) from None
     _signal_orphan(supervisor, child)  # the supervisor may have died during the link
     return pid
 

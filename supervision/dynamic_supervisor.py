@@ -69,7 +69,7 @@ from supervision.primitives import send, trap_exit
 from supervision.process import Process, _current, bind_thread, current_process, resolve, self_pid
 from supervision.protocol import Answer, Ok, Refused, log_unexpected, unwrap
 from supervision.signals import ExitSignal, Reason
-from supervision.wakeups import before_blocking
+from supervision.wakeups import acquire_or_hand_over
 
 
 class _Restarting(NamedTuple):
@@ -292,26 +292,7 @@ class _DynamicSupervisorServer(GenServer):
 
     @staticmethod
     def _start(state: _State, spec: object) -> Answer:
-        try:
-            checked = check_spec(spec)
-        except SupervisorError as error:
-            return Refused(error)
-        if checked.significant:
-            return _refuse_significant()
-        with state.start_lock:
-            full = state.full()
-            if full is not None:
-                return full
-            state.starting += 1
-            try:
-                pid = start_child_process(checked, state.taken)
-            except ChildStartFailed as failed:
-                return refuse(failed.reason)
-            finally:
-                state.starting -= 1
-            if pid is not None:
-                state.record(pid, checked)
-        return Ok(pid)
+        return _start_recorded(state, spec, None)
 
     @staticmethod
     def _terminate(state: _State, pid: Pid) -> Answer:
@@ -350,12 +331,20 @@ def _start_directly(sup: Pid | Hashable, spec: object) -> Answer | None:
     if not process.alive:
         raise ProcessExit("noproc", f"{sup!r} is not alive")
     # The start runs in a copy of the caller's context, as the call's start did.
-    return capture().run(_start_as_supervisor, state, process, spec)
+    return capture().run(_start_recorded, state, spec, process)
 
 
-def _start_as_supervisor(state: _State, supervisor: Process, spec: object) -> Answer:
-    """Check `spec`, run its start with this thread bound to `supervisor` (so the child
-    is linked to it and has it as parent), record the child; all under the start lock."""
+def _start_recorded(state: _State, spec: object, supervisor: Process | None) -> Answer:
+    """Check `spec`, run its start and record the child, all under the start lock: the
+    one start path, for a call (on the supervisor's own thread, `supervisor` None) and a
+    direct start (`supervisor` is the supervisor's process).
+
+    A direct start binds this thread to `supervisor` while the start runs, so the child
+    is linked to it and has it as parent. Once the lock is held (the wait may be long,
+    e.g. behind a `terminate_child`) it raises `ProcessExit` if the caller's process was
+    killed meanwhile (the kernel's fence: a killed process starts nothing) or, as a call
+    would, if the supervisor went; and after the start if the supervisor died then.
+    """
     try:
         checked = check_spec(spec)
     except SupervisorError as error:
@@ -364,35 +353,45 @@ def _start_as_supervisor(state: _State, supervisor: Process, spec: object) -> An
         return _refuse_significant()
     caller = getattr(_current, "process", None)
     lock = state.start_lock
-    if not lock.acquire(blocking=False):
-        # A kernel wait: a pool worker first wakes the servers it readied and owes
-        # (28b5589), or they would wait in the ready queue until this start ends.
-        before_blocking()
-        lock.acquire()
+    # A kernel wait: a pool worker first wakes the servers it readied and owes
+    # (28b5589), or they would wait in the ready queue until this start ends.
+    acquire_or_hand_over(lock)
     try:
-        if not supervisor.alive or state.stopping:  # it went while this start waited
-            _supervisor_gone(supervisor.exit_reason if not supervisor.alive else state.stop_reason)
+        if supervisor is not None:
+            _check_still_there(caller, supervisor, state)
         full = state.full()
         if full is not None:
             return full
         state.starting += 1
-        bind_thread(supervisor)
+        if supervisor is not None:
+            bind_thread(supervisor)
         try:
             pid = start_child_process(checked, state.taken)
             answer: Answer = Ok(pid)
         except ChildStartFailed as failed:
-            pid = None  # an orphan it could not link is stopped already (L1)
+            pid = None  # a child it could not link has its exit signal already (L1)
             answer = refuse(failed.reason)
         finally:
-            bind_thread(caller)
+            if supervisor is not None:
+                bind_thread(caller)
             state.starting -= 1
-        if not supervisor.alive:  # killed while the child started: linked, it goes too
-            _supervisor_gone(supervisor.exit_reason)
+        if supervisor is not None and not supervisor.alive:
+            _supervisor_gone(supervisor.exit_reason)  # linked, the child goes too
         if pid is not None:
             state.record(pid, checked)
         return answer
     finally:
         lock.release()
+
+
+def _check_still_there(caller: Process | None, supervisor: Process, state: _State) -> None:
+    """A direct start that waited for the start lock: raise `ProcessExit` if the
+    caller's process was killed meanwhile (as `_start_directly` does before the wait) or
+    the supervisor died or began to stop."""
+    if caller is not None and not caller.alive and not caller.is_pseudo:
+        raise ProcessExit(caller.exit_reason, "this thread's process was killed")
+    if not supervisor.alive or state.stopping:
+        _supervisor_gone(supervisor.exit_reason if not supervisor.alive else state.stop_reason)
 
 
 def _supervisor_gone(reason: Reason) -> NoReturn:

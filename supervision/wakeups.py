@@ -21,17 +21,20 @@ about to block calls `before_blocking` first: on such a worker it wakes the thre
 it owes, so a handler blocked in a `call`, a `receive` or `wait_dead` never holds up
 the processes it readied. Code that blocks where the kernel cannot see it (LMDB
 commits, the session lock, `time.sleep`) calls the same hook, exported as
-`supervision.before_blocking`; a handler blocked in user code that does not is the
-pool watchdog's, which pays what it owes within `block_warning / 2`.
+`supervision.before_blocking` (and, for a lock, `supervision.acquire_or_hand_over`);
+a handler blocked in user code that does not is the pool watchdog's, which pays what
+it owes within `block_warning / 2`.
 """
 
 from __future__ import annotations
 
 import threading
 from _thread import LockType
+from typing import Protocol
 
 __all__ = [
     "Owing",
+    "acquire_or_hand_over",
     "before_blocking",
     "blocking_hook",
     "held_lock",
@@ -92,6 +95,24 @@ def before_blocking() -> None:
     owing = blocking_hook.owing
     if owing is not None and owing.owed:
         owing.hand_over()
+
+
+class Acquirable(Protocol):
+    """A lock: `threading.Lock` or `threading.RLock`."""
+
+    def acquire(self, blocking: bool = ..., timeout: float = ...) -> bool: ...
+
+
+def acquire_or_hand_over(lock: Acquirable) -> None:
+    """Acquire `lock`; if another thread holds it, call `before_blocking` first.
+
+    The uncontended case costs one non-blocking acquire. A contended one will wait
+    where the kernel cannot see it, so a pool worker first wakes the servers it readied
+    and owes, which would otherwise wait in the ready queue until the lock is free.
+    """
+    if not lock.acquire(False):
+        before_blocking()
+        lock.acquire()
 
 
 def held_lock() -> LockType:

@@ -482,16 +482,13 @@ def _stream(run_id: str) -> Pid:
     """The run's credit stream: by its registered name (no message round trip), or
     started by its server for this first subscriber (`OpenStream`); ``unavailable`` if
     the server does not answer within `ROUND_TRIP_TIMEOUT`."""
-    server = _lookup(run_id)
-    stream = whereis(stream_name(run_id))
+    server, stream = _known_stream(run_id)
     if stream is not None:
         return stream
     try:
         answer = call(server, OpenStream(), subscription.ROUND_TRIP_TIMEOUT)
-    except ProcessExit:
-        raise RunError("not_found", "the run is no longer retained") from None
-    except CallTimeout:
-        raise RunError("unavailable", "the run's server did not answer in time") from None
+    except (ProcessExit, CallTimeout) as error:
+        raise _open_error(error) from None
     return _opened(answer)
 
 
@@ -499,17 +496,27 @@ async def _stream_async(run_id: str) -> Pid:
     """`_stream` for asyncio code: the `OpenStream` request is awaited (the event loop
     keeps running); a server that does not answer within `ROUND_TRIP_TIMEOUT` is
     ``unavailable``."""
-    server = _lookup(run_id)
-    stream = whereis(stream_name(run_id))
+    server, stream = _known_stream(run_id)
     if stream is not None:
         return stream
     try:
         answer = await aio.call(server, OpenStream(), subscription.ROUND_TRIP_TIMEOUT)
-    except ProcessExit:
-        raise RunError("not_found", "the run is no longer retained") from None
-    except CallTimeout:
-        raise RunError("unavailable", "the run's server did not answer in time") from None
+    except (ProcessExit, CallTimeout) as error:
+        raise _open_error(error) from None
     return _opened(answer)
+
+
+def _known_stream(run_id: str) -> tuple[Pid, Pid | None]:
+    """The run's server and its stream if one is registered (None: ask the server)."""
+    return _lookup(run_id), whereis(stream_name(run_id))
+
+
+def _open_error(error: ProcessExit | CallTimeout) -> RunError:
+    """The `RunError` for an `OpenStream` request that got no answer: the server is
+    gone (``not_found``) or did not answer in time (``unavailable``)."""
+    if isinstance(error, ProcessExit):
+        return RunError("not_found", "the run is no longer retained")
+    return RunError("unavailable", "the run's server did not answer in time")
 
 
 def _opened(answer: Any) -> Pid:

@@ -24,7 +24,7 @@ from typing import Any
 from adk_actors.events import Event
 from adk_actors.sessions import core, query
 from adk_actors.sessions.core import Session
-from supervision import before_blocking
+from supervision import acquire_or_hand_over
 
 
 class _HeldLock:
@@ -93,9 +93,7 @@ class SessionService:
         _check_ids(app_name, user_id, session_id)
         held = self._locks.get((app_name, user_id, session_id))
         lock = held.lock
-        if not lock.acquire(False):  # another thread holds it: this thread will wait
-            before_blocking()  # a pooled handler first hands over what it readied
-            lock.acquire()
+        acquire_or_hand_over(lock)  # a pooled handler hands over what it readied first
         try:
             yield
         finally:
@@ -118,9 +116,7 @@ class SessionService:
             return step(operation, app, user, session_id, *args)
         held = self._locks.get((app, user, session_id))
         lock = held.lock
-        if not lock.acquire(False):  # another thread holds it: this thread will wait
-            before_blocking()  # a pooled handler first hands over what it readied
-            lock.acquire()
+        acquire_or_hand_over(lock)  # a pooled handler hands over what it readied first
         try:
             return step(operation, app, user, session_id, *args)
         finally:

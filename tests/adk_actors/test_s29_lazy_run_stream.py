@@ -16,8 +16,9 @@ import pytest
 
 import adk_actors as adk
 import supervision as sv
-from adk_actors.runner.request import run_name, stream_name
+from adk_actors.runner.request import run_name
 from supervision.process import live_processes
+from tests.adk_actors.run_stream_helpers import lookup, one_tool_round, run_stream, runner_for
 from tests.helpers import wait_until
 
 
@@ -28,39 +29,8 @@ def sessions():
     service.close()
 
 
-@adk.tool
-def lookup(city: str) -> dict:
-    """Look a city up."""
-    return {"city": city}
-
-
-def echo(history, tools):
-    return {"text": f"echo: {history[-1].text_value()}"}
-
-
-def runner_for(sessions, name, provider=None, tools=()):
-    agent = adk.spawn_agent(
-        name, {"provider": provider or adk.ScriptedProvider(fn=echo)}, tools=list(tools)
-    )
-    return adk.Runner(agent, "app", sessions)
-
-
-def one_tool_round(final_delay=0.0):
-    """Four events (user, tool call, tool response, final answer), then the terminal."""
-    return adk.ScriptedProvider(
-        [
-            {"tool_calls": [{"name": "lookup", "args": {"city": "Paris"}}]},
-            {"text": "done", "delay": final_delay},
-        ]
-    )
-
-
 def stream_processes():
     return {p.pid for p in live_processes() if p.label == "_StreamServer"}
-
-
-def run_stream(run_id):
-    return sv.whereis(stream_name(run_id))
 
 
 def read_all(subscription, timeout=5.0):

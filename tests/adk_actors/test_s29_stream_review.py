@@ -18,8 +18,15 @@ import adk_actors as adk
 import supervision as sv
 from adk_actors.a2a.task_runs import RunEnded, RunLedger, RunPlan, RunStarted, follow_run
 from adk_actors.runner.messages import OpenStream, RunStatus
-from adk_actors.runner.request import run_name, stream_name
-from supervision.process import live_processes
+from adk_actors.runner.request import stream_name
+from supervision.process import live_processes, resolve
+from tests.adk_actors.run_stream_helpers import (
+    lookup,
+    one_tool_round,
+    run_stream,
+    runner_for,
+    server_of,
+)
 from tests.helpers import wait_until
 
 
@@ -30,46 +37,11 @@ def sessions():
     service.close()
 
 
-@adk.tool
-def lookup(city: str) -> dict:
-    """Look a city up."""
-    return {"city": city}
-
-
-def echo(history, tools):
-    return {"text": f"echo: {history[-1].text_value()}"}
-
-
-def runner_for(sessions, name, provider=None, tools=()):
-    agent = adk.spawn_agent(
-        name, {"provider": provider or adk.ScriptedProvider(fn=echo)}, tools=list(tools)
-    )
-    return adk.Runner(agent, "app", sessions)
-
-
-def one_tool_round(final_delay=0.0):
-    """Four events (user, tool call, tool response, final answer), then the terminal."""
-    return adk.ScriptedProvider(
-        [
-            {"tool_calls": [{"name": "lookup", "args": {"city": "Paris"}}]},
-            {"text": "done", "delay": final_delay},
-        ]
-    )
-
-
 def tool_then_answer(history, tools):
     """`one_tool_round` for any number of runs: a tool call, then the answer."""
     if len(history) == 1:  # a fresh session: the user message alone
         return {"tool_calls": [{"name": "lookup", "args": {"city": "Paris"}}]}
     return {"text": "done"}
-
-
-def run_stream(run_id):
-    return sv.whereis(stream_name(run_id))
-
-
-def server_of(run_id):
-    return sv.whereis(run_name(run_id))
 
 
 def read_all(subscription, timeout=5.0):
@@ -355,7 +327,8 @@ def test_a_server_killed_while_a_first_subscribe_waits_on_it_is_not_found(sessio
     with Busy(server):
         subscriber = threading.Thread(target=subscribe)
         subscriber.start()
-        subscriber.join(0.3)
+        # In flight: its OpenStream is queued behind the busy server (finding 11).
+        wait_until(lambda: resolve(server).mailbox_size() >= 1)
         assert subscriber.is_alive() and run_stream(run_id) is None  # waiting on the server
         sv.exit(server, "kill")
         subscriber.join(10)

@@ -20,10 +20,9 @@ from typing import Any
 import pytest
 
 import supervision as sv
-from supervision.dispatch_pool import Pool, PooledServerProcess
-from supervision.process import bind_thread, current_process
-from supervision.reply_slot import From
+from supervision.dispatch_pool import Pool
 from tests.helpers import in_thread, wait_dead, wait_until
+from tests.supervision.private_pools import Driver, all_idle, private_pool, start_on
 
 WAIT = 10.0
 
@@ -53,26 +52,13 @@ class ThreadWorker(Worker):
 
 # -- M1: the start lock is a kernel wait -------------------------------------------------------
 
-NO_WATCHDOG = 3600.0  # the watchdog must not be what rescues the readied server
-
 
 @pytest.fixture
 def quiet_pool() -> Iterator[Pool]:
-    yield Pool(2, 2, block_warning=NO_WATCHDOG, prefix="test-s29-ksup-")
-
-
-def start_on(pool: Pool, server: sv.GenServer) -> PooledServerProcess:
-    """Start `server` on `pool` (init on this thread), as `GenServer.start` does."""
-    process = PooledServerProcess(server, None, pool=pool)
-    started = From()
-    caller = current_process()
-    bind_thread(process)
-    try:
-        process.run_init(None, None, started)
-    finally:
-        bind_thread(caller)
-    assert started.wait(5) and not started.failed
-    return process
+    """A pool of two threads with no watchdog: it must not be what rescues the readied
+    server. Stopped after the test."""
+    with private_pool() as pool:
+        yield pool
 
 
 class Setter(sv.GenServer):
@@ -80,23 +66,6 @@ class Setter(sv.GenServer):
 
     def handle_cast(self, msg: threading.Event, state: Any) -> Any:
         msg.set()
-        return state
-
-
-class Driver(sv.GenServer):
-    """Runs the function it is cast in its handler; keeps the outcome."""
-
-    def init(self, args: Any) -> Any:
-        self.outcomes: list[Any] = []
-        self.done = threading.Event()
-        return None
-
-    def handle_cast(self, msg: Callable[[], Any], state: Any) -> Any:
-        try:
-            self.outcomes.append(msg())
-        except BaseException as exc:
-            self.outcomes.append(exc)
-        self.done.set()
         return state
 
 
@@ -112,7 +81,7 @@ def test_m1_a_pool_worker_waiting_for_the_start_lock_first_wakes_whom_it_owes(
     setter = start_on(quiet_pool, Setter())
     runner = Driver()
     driver = start_on(quiet_pool, runner)
-    wait_until(lambda: len(quiet_pool._sleeping) == quiet_pool.threads)
+    all_idle(quiet_pool)
     gate, entered = threading.Event(), threading.Event()
     holder: dict[str, Any] = {}
 
