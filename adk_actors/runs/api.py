@@ -182,8 +182,12 @@ def status(run_id: str) -> dict[str, Any]:
         info, stream, window = _answer(_lookup(run_id), RunStatus())
         if stream is not None:  # its stream knows the window and the subscribers
             window = CreditStream.status(stream)
-    except (RunError, ProcessExit):
+    except RunError as error:
+        if error.reason == "unavailable":
+            raise  # the server lives, busy: try again
         return _outcome_view(run_id, _lost(run_id))  # its server died: its outcome is left
+    except ProcessExit:
+        return _outcome_view(run_id, _lost(run_id))
     info["subscribers"] = window["subscribers"]
     info["latest_sequence"] = window["latest_sequence"]
     info["oldest_available_sequence"] = window["oldest_available_sequence"]
@@ -527,11 +531,15 @@ def _opened(answer: Any) -> Pid:
 
 
 def _answer(server: Pid, request: Any) -> Any:
-    """Call the run's server; turn its ``("error", reason)`` into a `RunError`."""
+    """Call the run's server; turn its ``("error", reason)`` into a `RunError`, and a
+    server that does not answer within `ROUND_TRIP_TIMEOUT` into ``unavailable`` (try
+    again; the daemon answers 503), never the kernel's `CallTimeout`."""
     try:
-        status, value = call(server, request)
+        status, value = call(server, request, subscription.ROUND_TRIP_TIMEOUT)
     except ProcessExit:
         raise RunError("not_found", "the run is no longer retained") from None
+    except CallTimeout:
+        raise RunError("unavailable", "the run's server did not answer in time") from None
     if status == "ok":
         return value
     if isinstance(value, tuple) and value[:1] == ("already_resumed",):

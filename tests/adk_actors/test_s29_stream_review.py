@@ -387,3 +387,20 @@ def test_a_cancelled_wait_async_leaves_no_waiter_on_the_run(sessions):
     asyncio.run(cancelled_wait())
     wait_until(lambda: not sv.get_state(server_of(run_id)).waiters, timeout=5)
     adk.runs.cancel(run_id)
+
+
+def test_status_and_cancel_of_a_busy_server_are_unavailable_never_a_raw_timeout(
+    sessions, monkeypatch
+):
+    """Session 29 note (Low, kept before): `adk.runs.status` and `cancel` on a server held
+    busy past `ROUND_TRIP_TIMEOUT` raised the kernel's `CallTimeout` (the daemon answered
+    500); they are ``unavailable`` (503 there), and answer again once it is free."""
+    monkeypatch.setattr(adk.runs.subscription, "ROUND_TRIP_TIMEOUT", 0.2)
+    run_id = adk.runs.start(runner_for(sessions, "Echo"), "u", "s", "hi")
+    adk.runs.wait(run_id, timeout=10)
+    with Busy(server_of(run_id)):
+        for ask in (adk.runs.status, adk.runs.cancel):
+            with pytest.raises(adk.runs.RunError) as busy:
+                ask(run_id)
+            assert busy.value.reason == "unavailable"
+    assert adk.runs.status(run_id)["state"] == "completed"
