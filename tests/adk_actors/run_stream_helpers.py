@@ -1,8 +1,10 @@
-"""Helpers shared by the tests of a run's lazily started credit stream
-(`test_s29_lazy_run_stream.py`, `test_s29_stream_review.py`): agents, a scripted tool
-round, and where a run's stream and server are registered."""
+"""Helpers shared by the tests of runs and their credit streams (`test_runs.py`,
+`test_s29_lazy_run_stream.py`, `test_s29_stream_review.py`): agents, a scripted tool
+round, where a run's stream and server are registered, and a server held busy."""
 
 from __future__ import annotations
+
+import threading
 
 import adk_actors as adk
 import supervision as sv
@@ -44,3 +46,32 @@ def run_stream(run_id):
 def server_of(run_id):
     """The run's invocation server (registered under its name)."""
     return sv.whereis(run_name(run_id))
+
+
+class Busy:
+    """Holds a server busy (a `replace_state` whose function waits) until released;
+    a server killed meanwhile just ends the hold."""
+
+    def __init__(self, server):
+        self.inside, self.released = threading.Event(), threading.Event()
+        self.thread = threading.Thread(target=self._replace, args=(server,))
+
+    def _replace(self, server):
+        try:
+            sv.replace_state(server, self._hold, timeout=None)
+        except sv.ProcessExit:
+            pass
+
+    def _hold(self, state):
+        self.inside.set()
+        self.released.wait(10)
+        return state
+
+    def __enter__(self):
+        self.thread.start()
+        assert self.inside.wait(5)
+        return self
+
+    def __exit__(self, *exc_info):
+        self.released.set()
+        self.thread.join(5)

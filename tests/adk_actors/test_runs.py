@@ -17,6 +17,7 @@ from adk_actors.runner.server import InvocationServer
 from adk_actors.runs.values import MAX_RETAINED_TERMINAL_RUNS
 from supervision import default_task_supervisor
 from supervision.process import current_process, live_processes
+from tests.adk_actors.run_stream_helpers import Busy
 from tests.helpers import in_thread, wait_until
 
 
@@ -333,30 +334,6 @@ def test_async_credit_subscription(sessions):
     seen = asyncio.run(consume())
     assert [item.seq for item in seen] == [1, 2, 3]
     assert seen[-1].outcome == adk.runs.wait(run_id, timeout=5)
-
-
-class Busy:
-    """Holds a server busy (a `replace_state` whose function waits) until released."""
-
-    def __init__(self, server):
-        self.inside, self.released = threading.Event(), threading.Event()
-        self.thread = threading.Thread(
-            target=sv.replace_state, args=(server, self._hold), kwargs={"timeout": None}
-        )
-
-    def _hold(self, state):
-        self.inside.set()
-        self.released.wait(10)
-        return state
-
-    def __enter__(self):
-        self.thread.start()
-        assert self.inside.wait(5)
-        return self
-
-    def __exit__(self, *exc_info):
-        self.released.set()
-        self.thread.join(5)
 
 
 def run_stream(run_id):

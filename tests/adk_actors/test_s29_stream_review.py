@@ -21,6 +21,7 @@ from adk_actors.runner.messages import OpenStream, RunStatus
 from adk_actors.runner.request import stream_name
 from supervision.process import live_processes, resolve
 from tests.adk_actors.run_stream_helpers import (
+    Busy,
     lookup,
     one_tool_round,
     run_stream,
@@ -60,35 +61,6 @@ def subscription_inboxes():
 
 def session_event_ids(sessions, session_id):
     return [event.id for event in sessions.get_session("app", "u", session_id).events]
-
-
-class Busy:
-    """Holds a server busy (a `replace_state` whose function waits) until released;
-    a server killed meanwhile just ends the hold."""
-
-    def __init__(self, server):
-        self.inside, self.released = threading.Event(), threading.Event()
-        self.thread = threading.Thread(target=self._replace, args=(server,))
-
-    def _replace(self, server):
-        try:
-            sv.replace_state(server, self._hold, timeout=None)
-        except sv.ProcessExit:
-            pass
-
-    def _hold(self, state):
-        self.inside.set()
-        self.released.wait(10)
-        return state
-
-    def __enter__(self):
-        self.thread.start()
-        assert self.inside.wait(5)
-        return self
-
-    def __exit__(self, *exc_info):
-        self.released.set()
-        self.thread.join(5)
 
 
 class SessionHeld:
