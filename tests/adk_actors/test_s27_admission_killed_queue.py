@@ -126,8 +126,13 @@ def test_requests_that_left_the_queue_are_not_given_back_again(reader):
     ended = _queue_behind(ctl, "DrainedQueue", 2)
     held.release()  # the oldest waiter is granted: it leaves the queue
     wait_until(lambda: admission.status(ctl)["queued"] == 1)
+    # The granted thread's outcome is in before the kill: otherwise the other thread's
+    # `admission_unavailable` may be appended first (the order `ended` records is the
+    # threads' wake-up order, not the controller's).
+    wait_until(lambda: len(ended) == 1)
+    assert isinstance(ended[0], admission.Permit)  # granted before the kill
     assert _queued(reader) == {"DrainedQueue": 1}
     sv.exit(ctl, "kill")
     wait_until(lambda: len(ended) == 2)
-    assert isinstance(ended[0], admission.Permit)  # granted before the kill
+    assert ended[1] == "admission_unavailable"
     wait_until(lambda: _gauge_settles(reader, {"DrainedQueue": 0}))
