@@ -20,6 +20,8 @@ it), or shuts down. The children table itself is read and written under a second
 short lock. The main thread's starts stay calls: Python runs signal handlers there, so
 a Ctrl-C must land in the caller's wait, never halfway through a child's init. So do
 starts from an event loop's thread: a child's init never runs on a running loop.
+Asyncio code awaits `start_child_async` instead, a call whose reply is handed to the
+loop: the loop runs on while the supervisor's thread starts the child.
 
 The start lock is reentrant: a pooled child's init runs on its starter's thread, so a
 sibling it starts re-enters the lock. `max_children` therefore counts the starts under
@@ -38,7 +40,7 @@ from collections.abc import Hashable
 from threading import get_ident, main_thread
 from typing import Any, NamedTuple, NoReturn
 
-from supervision import crash_report
+from supervision import aio, crash_report
 from supervision.carried_context import Context, capture, run_in
 from supervision.child_spec import (
     ChildInfo,
@@ -476,6 +478,19 @@ class DynamicSupervisor:
                 return unwrap(answer)  # type: ignore[no-any-return]
         request = StartChild(spec, capture())  # the child starts in the caller's context
         return unwrap(call(sup, request, timeout))  # type: ignore[no-any-return]
+
+    @staticmethod
+    async def start_child_async(
+        sup: Pid | Hashable, spec: ChildSpec, timeout: float | None = None
+    ) -> Pid | None:
+        """`start_child` for asyncio code: the supervisor's thread runs the start (in a
+        copy of the caller's context) while the event loop runs on, and no thread waits.
+        The same answers and errors, and `CallTimeout` after `timeout` seconds. A cancelled
+        await does not cancel the start: a child it started is the supervisor's like any
+        other (as with a call whose caller left), so a caller that must not leave one
+        behind shields the await and ends the child itself."""
+        request = StartChild(spec, capture())
+        return unwrap(await aio.call(sup, request, timeout))  # type: ignore[no-any-return]
 
     @staticmethod
     def terminate_child(sup: Pid | Hashable, pid: Pid, timeout: float | None = None) -> None:

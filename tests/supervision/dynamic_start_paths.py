@@ -5,12 +5,16 @@ thread (signals: see `DynamicSupervisor.start_child`), so without this a suite o
 ever exercises the call path. With the ``worker_thread`` param every `start_child`
 the test body makes from the main thread runs on a fresh thread instead (in a copy of
 the caller's context, re-raising what it raised), where a start without a timeout is a
-direct start: the caller runs the child's start itself (session 29 review, L4).
-Calls made elsewhere (a child's init, a server's handler) are left as they are.
+direct start: the caller runs the child's start itself (session 29 review, L4). With
+the ``awaited`` param each is `DynamicSupervisor.start_child_async` awaited on an event
+loop of its own on the main thread (session 30: asyncio code's start, a call whose
+reply is handed to the loop). Calls made elsewhere (a child's init, a server's
+handler) are left as they are.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import threading
 from collections.abc import Hashable
@@ -22,7 +26,7 @@ import supervision as sv
 from tests.helpers import in_thread
 
 
-@pytest.fixture(params=["main_thread", "worker_thread"])
+@pytest.fixture(params=["main_thread", "worker_thread", "awaited"])
 def each_start_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "worker_thread":
         original = sv.DynamicSupervisor.start_child
@@ -36,4 +40,16 @@ def each_start_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
             return in_thread(lambda: context.run(original, sup, spec, timeout))
 
         monkeypatch.setattr(sv.DynamicSupervisor, "start_child", staticmethod(from_a_worker_thread))
+    elif request.param == "awaited":
+        awaited = sv.DynamicSupervisor.start_child_async
+        plain = sv.DynamicSupervisor.start_child
+
+        def from_an_event_loop(
+            sup: sv.Pid | Hashable, spec: sv.ChildSpec, timeout: float | None = None
+        ) -> Any:
+            if threading.current_thread() is not threading.main_thread():
+                return plain(sup, spec, timeout)
+            return asyncio.run(awaited(sup, spec, timeout))
+
+        monkeypatch.setattr(sv.DynamicSupervisor, "start_child", staticmethod(from_an_event_loop))
     return str(request.param)
