@@ -8,8 +8,17 @@ generations, which every full collection traverses again with the whole heap: on
 Runner workload a quarter of the CPU went to the collector, and most of what an
 OpenTelemetry SDK's spans cost was collections they caused, not the spans.
 
-`tune` raises the young generation's threshold (10,000 by default) when the process
-still has Python's default thresholds, so an application that set its own keeps them;
+The middle generation is collected after every 50 young collections instead of 10:
+what a run holds for its few seconds in flight (its server, its turn's coroutines, its
+stored events) survives a young collection and would be traversed again by each middle
+one, though reference counting frees nearly all of it once the run ends. At 10 a wave of
+1,024 runs with a 2 s model spent about a sixth of its CPU in the collector; at 50 it
+spends half of that (docs/BENCHMARKS.md). Cycles that outlive a young collection wait
+up to 500,000 net allocations (with the default young threshold) to be freed.
+
+`tune` raises the young generation's threshold (10,000 by default) and the middle one's
+(to 50) when the process still has Python's default thresholds, so an application that
+set its own keeps them;
 `restore` puts Python's back, unless someone changed them meanwhile. Reference
 counting frees acyclic garbage at once either way: the threshold only decides how
 often cycles are looked for. `adk.start(gc_young_threshold=None)` leaves the
@@ -37,6 +46,8 @@ PYTHON_THRESHOLDS: Final = (700, 10, 10)
 """CPython's default thresholds (`gc.get_threshold()` of a fresh interpreter)."""
 DEFAULT_YOUNG_THRESHOLD: Final = 10_000
 """The young generation's threshold while the application runs."""
+MIDDLE_THRESHOLD: Final = 50
+"""Young collections between two of the middle generation while the application runs."""
 MAX_YOUNG_THRESHOLD: Final = 1_000_000
 """The highest young threshold accepted: past it cycles would wait too long."""
 
@@ -114,14 +125,15 @@ def check_young_threshold(young_threshold: object) -> int | None:
 
 
 def tune(young_threshold: int) -> bool:
-    """Set the young generation's threshold to `young_threshold` if the collector
-    still has Python's default thresholds; True if it did."""
+    """Set the young generation's threshold to `young_threshold`, and the middle one's
+    to `MIDDLE_THRESHOLD`, if the collector still has Python's default thresholds; True
+    if it did."""
     global _tuned
     with _lock:
         current = gc.get_threshold()
         if current != PYTHON_THRESHOLDS:
             return False
-        applied = (young_threshold, current[1], current[2])
+        applied = (young_threshold, MIDDLE_THRESHOLD, current[2])
         gc.set_threshold(*applied)
         _tuned = applied
         return True

@@ -28,14 +28,14 @@ def app() -> Iterator[None]:
 
 def test_start_raises_the_young_threshold_and_stop_restores_pythons() -> None:
     adk.start()
-    assert gc.get_threshold() == (collector.DEFAULT_YOUNG_THRESHOLD, 10, 10)
+    assert gc.get_threshold() == (collector.DEFAULT_YOUNG_THRESHOLD, collector.MIDDLE_THRESHOLD, 10)
     adk.stop()
     assert gc.get_threshold() == collector.PYTHON_THRESHOLDS
 
 
 def test_a_chosen_young_threshold_is_applied() -> None:
     adk.start(gc_young_threshold=50_000)
-    assert gc.get_threshold() == (50_000, 10, 10)
+    assert gc.get_threshold() == (50_000, collector.MIDDLE_THRESHOLD, 10)
     adk.stop()
     assert gc.get_threshold() == collector.PYTHON_THRESHOLDS
 
