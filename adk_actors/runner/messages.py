@@ -118,6 +118,18 @@ class StreamOpened(NamedTuple):
     stream: Any
 
 
+class Track(NamedTuple):
+    """Cast to the run registry by a run's server from its `init`: monitor the run
+    `run_id` served by `server` until its terminal (closing: how to end a lost run's
+    session: runner, user, session, invocation id, token). Sent by the server itself,
+    so the registry always hears it before the same server's `Terminal`."""
+
+    run_id: str
+    server: Any
+    retention: float
+    closing: tuple[Any, ...] | None
+
+
 class Terminal(NamedTuple):
     """Cast to the run registry: the run `run_id` (served by `server`) ended with
     `outcome`; retain it for `retention` seconds."""

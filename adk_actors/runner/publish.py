@@ -38,7 +38,7 @@ from collections.abc import Iterable
 from adk_actors.events import Event
 from adk_actors.observability import default_metrics
 from adk_actors.outcomes import Outcome
-from adk_actors.runner.messages import StreamOpened, Terminal
+from adk_actors.runner.messages import StreamOpened, Terminal, Track
 from adk_actors.runner.phase import Phase, advance
 from adk_actors.runner.release import release
 from adk_actors.runner.request import InvocationRequest, run_name, stream_name
@@ -193,6 +193,23 @@ def publish(state: InvocationState, event: Event) -> None:
             open_stream(state)  # past its window: its stream evicts from now on
     elif state.request.subscriber is not None and not state.request.outcome_only:
         send(state.request.subscriber, StreamItem(self_pid(), state.published, event))
+
+
+def track_run(request: InvocationRequest) -> None:
+    """From a run's `init`: its registry monitors it from now on (closing: how to end
+    the session of a run whose server dies before its terminal). Sent by the server,
+    so the registry hears it before this server's `Terminal`, however late the caller
+    that started the run gets its answer. Nothing for a plain invocation."""
+    run = request.run
+    if run is not None:
+        closing = (
+            request.runner,
+            request.user_id,
+            request.session_id,
+            request.invocation_id,
+            request.token,
+        )
+        cast(run.registry, Track(run.run_id, self_pid(), run.retention, closing))
 
 
 def publish_terminal(

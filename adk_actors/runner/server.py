@@ -90,6 +90,7 @@ from adk_actors.runner.publish import (
     open_stream,
     publish,
     start_stream,
+    track_run,
 )
 from adk_actors.runner.release import admission_server, give_back, kill_tasks, release
 from adk_actors.runner.request import Fresh, InvocationRequest, Resumed, handoffs
@@ -167,6 +168,7 @@ class InvocationServer(GenServer):
         collector.finalize(state, state.span.end, KILLED)
         collector.run_deferred()
         trap_exit(True)  # a shutdown runs `terminate`, which records the end
+        track_run(request)  # a run's registry hears of it before anything else of it
         state.deadline_timer = send_after(self_pid(), DeadlineReached(), timeout)
         if request.owner is not None:
             state.owner_ref = monitor(request.owner)

@@ -8,7 +8,11 @@ resolves them at call time, without a message round trip (but a run's first
 subscribe, which asks its server to start the stream).
 
 This GenServer owns what names cannot do: retention, and the outcome of a run whose
-server died. It monitors every run server from its start (`Track`); a server that
+server died. It monitors every run server from its start (`Track`, which the server
+casts from its own `init`: the registry hears it before that server's `Terminal`,
+however late the starter is; a `Track` sent by the starter after the start could come
+after the terminal and the end of the retention, and revive an ended run as tracked,
+to be reported ``run_actor_exit`` once its server had gone); a server that
 dies before its terminal outcome (a kill, a crash) gets one here,
 ``Failed(("run_actor_exit", reason))``, retained like any other, so `wait` and
 `status` still answer exactly once, and its session is closed for it. When a run
@@ -28,7 +32,7 @@ from collections import OrderedDict
 from typing import Any, NamedTuple
 
 from adk_actors.outcomes import Failed, Paused
-from adk_actors.runner.messages import Terminal
+from adk_actors.runner.messages import Terminal, Track
 from adk_actors.runner.request import run_name, stream_name
 from adk_actors.runs.values import MAX_RETAINED_TERMINAL_RUNS
 from supervision import (
@@ -63,15 +67,6 @@ __all__ = [
     "run_name",
     "stream_name",
 ]
-
-
-class Track(NamedTuple):
-    """Cast: monitor the run `run_id` served by `server` until its terminal."""
-
-    run_id: str
-    server: Pid
-    retention: float
-    closing: tuple[Any, ...] | None
 
 
 class Lost(NamedTuple):
