@@ -12,9 +12,11 @@ Rows (see docs/BENCHMARKS.md), a fresh session per run on both sides:
    (width / delay runs/s). Goal (issue 20 §4): the 2 s model with 1,024 in flight
    >= 80% of it.
 
-Ours: `width` asyncio tasks on one event loop, each `waves` times `adk.runs.start`
-then `await adk.runs.wait_async` (every run a supervised invocation server with
-retention; waiting holds no thread); agents admit every run at once
+Ours: `width` asyncio tasks on one event loop, each `waves` times `await
+adk.runs.start_async` then `await adk.runs.wait_async` (every run a supervised
+invocation server with retention; neither the start nor the wait parks the loop's
+thread: the run supervisor's thread starts the server while the loop runs on, and
+waiting holds no thread); agents admit every run at once
 (`max_concurrent_invocations` 4,096). google-adk has no supervised run, so its side is
 its native form: `width` asyncio tasks each consuming `Runner.run_async` to its last
 event. Latency is from the start call to the terminal outcome (p50/p99 over every run
@@ -53,7 +55,7 @@ def our_round(work: Workload, durable: Any | None) -> Timed:
                 began = time.perf_counter()
                 try:
                     # waited for from its start: a run that ended is retained 1 s
-                    run_id = adk.runs.start(
+                    run_id = await adk.runs.start_async(
                         runner, "u", f"s{next(_sessions)}", "weather?", retention=1.0
                     )
                     outcome = await adk.runs.wait_async(run_id, timeout=120.0)

@@ -5,7 +5,10 @@ for `run` and `resume`, whose inbox the server sends the terminal only (no messa
 per event). Each starts the invocation with a fresh inbox as its owner, so a caller
 that leaves early cancels it (``consumer_closed``), its end recorded before it
 returns when the server answers the cancel within `CANCEL_WAIT` seconds; a server
-that dies before its terminal is ``("invocation_exit", kind)``.
+that dies before its terminal is ``("invocation_exit", kind)``. `afollow` awaits its
+start too (`launch.launch_async`): a consumer cancelled while the start is in flight
+leaves once it has answered, an invocation started meanwhile cancelled with
+``consumer_closed`` (`cancel_abandoned`) and its inbox closed.
 
 Leaving early never replaces the caller's own exception (``KeyboardInterrupt``, say)
 and always closes the inbox: a server too busy to answer the cancel in time (a slow
@@ -15,11 +18,13 @@ its inbox owner's exit once it gets to them.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
+from contextlib import contextmanager
 
 from adk_actors.events import Event
-from adk_actors.outcomes import Failed, Outcome
+from adk_actors.outcomes import Cancelled, Completed, Failed, Outcome, Paused
 from adk_actors.runner.messages import Cancel, StreamOpened
+from providers.content import Content
 from providers.errors import AdkError
 from supervision import (
     CallTimeout,
@@ -62,11 +67,15 @@ def follow(
 
 
 async def afollow(
-    start: Callable[[Pid], Pid], started: Callable[[Pid], None] | None = None
+    start: Callable[[Pid], Awaitable[Pid]], started: Callable[[Pid], None] | None = None
 ) -> AsyncGenerator[Event | Outcome, None]:
-    """`follow` for ``async for``: the inbox is awaited, so a consumer waiting for a
-    slow model holds no thread (the event loop runs on meanwhile)."""
-    inbox, server = _open(start, started)
+    """`follow` for ``async for``: the start (`launch.launch_async`) and the inbox are
+    awaited, so a consumer waiting for its server to start or for a slow model holds
+    no thread (the event loop runs on meanwhile)."""
+    inbox = Inbox(label="invocation caller")
+    with _closed_on_failure(inbox):
+        server = await start(inbox.pid)
+    _told(started, server)
     ended = False
     try:
         opened = await inbox.areceive(5.0, _is_opened)
@@ -79,13 +88,23 @@ async def afollow(
     finally:
         try:
             if not ended:
-                await aio.call(server, Cancel("consumer_closed", 0.0), CANCEL_WAIT)
-        except ProcessExit:
-            pass
-        except CallTimeout:
-            _log.warning("adk.invocation.cancel_unanswered", server=repr(server))
+                await cancel_abandoned(server)
         finally:  # also when the cancel could not be awaited (a loop that is closing)
             inbox.close()
+
+
+async def cancel_abandoned(server: Pid) -> None:
+    """Cancel, awaited, an invocation whose caller left before its end (the consumer of
+    an ``async for`` that left early, or one cancelled while its start was in flight):
+    ``consumer_closed``, its end recorded once the server answers. A server gone
+    meanwhile recorded its own end; one too busy to answer within `CANCEL_WAIT` is
+    logged (the cancel stays queued for it)."""
+    try:
+        await aio.call(server, Cancel("consumer_closed", 0.0), CANCEL_WAIT)
+    except ProcessExit:
+        pass
+    except CallTimeout:
+        _log.warning("adk.invocation.cancel_unanswered", server=repr(server))
 
 
 def await_outcome(start: Callable[[Pid], Pid]) -> Outcome:
@@ -114,6 +133,19 @@ def await_outcome(start: Callable[[Pid], Pid]) -> Outcome:
         _leave(server, inbox, ended)
 
 
+def result_of(outcome: Outcome | None) -> str | Content | Paused:
+    """What `run` returns for an outcome: the output, the `Paused` outcome, or a raise
+    (a cancel's as ``("cancelled", reason)``)."""
+    if isinstance(outcome, Completed):
+        return outcome.output
+    if isinstance(outcome, Paused):
+        return outcome
+    if isinstance(outcome, Cancelled):
+        raise AdkError(("cancelled", outcome.reason), "the invocation was cancelled")
+    reason = outcome.reason if outcome is not None else "invocation_worker_exit"
+    raise AdkError(reason, "the invocation failed")
+
+
 def _leave(server: Pid, inbox: Inbox, ended: bool) -> None:
     """A sync reader is done: if the invocation has not ended (the caller left early),
     cancel it with ``consumer_closed`` (its end is recorded once the server answers);
@@ -135,14 +167,26 @@ def _leave(server: Pid, inbox: Inbox, ended: bool) -> None:
 def _open(start: Callable[[Pid], Pid], started: Callable[[Pid], None] | None) -> tuple[Inbox, Pid]:
     """A fresh inbox, and the invocation started with it as owner and subscriber."""
     inbox = Inbox(label="invocation caller")
-    try:
+    with _closed_on_failure(inbox):
         server = start(inbox.pid)
+    _told(started, server)
+    return inbox, server
+
+
+@contextmanager
+def _closed_on_failure(inbox: Inbox) -> Iterator[None]:
+    """Close `inbox` if its invocation's start fails (or its caller is cancelled): a
+    server started after all has it as owner, and so sees its caller gone."""
+    try:
+        yield
     except BaseException:
         inbox.close()
         raise
+
+
+def _told(started: Callable[[Pid], None] | None, server: Pid) -> None:
     if started is not None:
         started(server)
-    return inbox, server
 
 
 def _is_opened(message: object) -> bool:

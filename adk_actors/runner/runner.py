@@ -17,22 +17,22 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from adk_actors.agents.api import AgentLike, _name
 from adk_actors.agents.scope import as_content
 from adk_actors.agents.turn_outcome import Continuation
 from adk_actors.events import Event, EventError
-from adk_actors.outcomes import OUTCOME_TYPES, Cancelled, Completed, Outcome, Paused
+from adk_actors.outcomes import Outcome, Paused
 from adk_actors.plugins import Pipeline
 from adk_actors.policy import RuntimePolicy
 from adk_actors.runner import continuations
 from adk_actors.runner.context import ContextPolicy
-from adk_actors.runner.follow import afollow, await_outcome, follow
+from adk_actors.runner.event_stream import DEFAULT_CANCEL_REASON, EventStream
+from adk_actors.runner.follow import await_outcome, cancel_abandoned, follow, result_of
 from adk_actors.runner.history import model_history, split_events
-from adk_actors.runner.launch import launch
-from adk_actors.runner.messages import Cancel, check_cancel_reason
+from adk_actors.runner.launch import Abandon, launch, launch_async
 from adk_actors.runner.options import (
     DEFAULT_MAX_PARTIAL_EVENTS,
     DEFAULT_MAX_STREAM_OUTPUT_BYTES,
@@ -45,13 +45,10 @@ from providers.content import Content
 from providers.errors import AdkError
 from supervision import (
     Pid,
-    ProcessExit,
-    call,
 )
 
 MAX_INVOCATION_ID_CHARS = 128
 MAX_PENDING_RESULTS = 100
-DEFAULT_CANCEL_REASON = "user_cancelled"
 
 
 class Runner:
@@ -107,7 +104,7 @@ class Runner:
         `resume` later, or a raised `AdkError`. Only the end is sent to the caller (no
         message per event): every event is stored, and seen by the plugins, as when
         streamed."""
-        return _result(
+        return result_of(
             await_outcome(
                 lambda inbox: self.start_invocation(
                     user_id, session_id, message, owner=inbox, subscriber=inbox, outcome_only=True
@@ -121,9 +118,7 @@ class Runner:
         so does `Runner.cancel(stream, reason)` from anywhere."""
         content = as_content(message)
         return EventStream(
-            lambda inbox: self.start_invocation(
-                user_id, session_id, content, owner=inbox, subscriber=inbox
-            )
+            lambda inbox: self._fresh(user_id, session_id, content, None, None, inbox, inbox)
         )
 
     @staticmethod
@@ -155,7 +150,9 @@ class Runner:
         work = Fresh(as_content(message))
         chosen, token = _identity(invocation_id, token)
         yield from follow(
-            lambda inbox: self._launch(user_id, session_id, chosen, token, work, inbox, inbox)
+            lambda inbox: launch(
+                self._request(user_id, session_id, chosen, token, work, inbox, inbox)
+            )
         )
 
     def start_invocation(
@@ -178,9 +175,74 @@ class Runner:
         `StreamTerminal` alone: no `StreamOpened`, no item per event (monitor the
         returned server instead); the events are stored and seen by plugins as ever.
         `outcome_only` with a `run`, or without a `subscriber`, is ``invalid_request``."""
+        return launch(
+            self._fresh(
+                user_id,
+                session_id,
+                message,
+                invocation_id,
+                token,
+                owner,
+                subscriber,
+                run,
+                outcome_only=outcome_only,
+            )
+        )
+
+    async def start_invocation_async(
+        self,
+        user_id: str,
+        session_id: str,
+        message: str | Content,
+        *,
+        invocation_id: str | None = None,
+        token: str | None = None,
+        owner: Pid | None = None,
+        subscriber: Pid | None = None,
+        run: RunIdentity | None = None,
+        outcome_only: bool = False,
+        abandon: Abandon = cancel_abandoned,
+    ) -> Pid:
+        """`start_invocation` for asyncio code (what `adk.runs.start_async` drives): the
+        start is awaited, so the event loop runs on while the invocation supervisor's
+        thread starts the server. The same arguments, checks and refusals. A start once
+        sent cannot be taken back: if the awaiting task is cancelled meanwhile, the
+        start still completes and a server it started is handed to `abandon` (by
+        default cancelled with ``consumer_closed``, nobody being left to follow it)
+        before the `CancelledError` reaches the caller (see `launch.launch_async`)."""
+        return await launch_async(
+            self._fresh(
+                user_id,
+                session_id,
+                message,
+                invocation_id,
+                token,
+                owner,
+                subscriber,
+                run,
+                outcome_only=outcome_only,
+            ),
+            abandon,
+        )
+
+    def _fresh(
+        self,
+        user_id: str,
+        session_id: str,
+        message: str | Content,
+        invocation_id: str | None,
+        token: str | None,
+        owner: Pid | None,
+        subscriber: Pid | None,
+        run: RunIdentity | None = None,
+        *,
+        outcome_only: bool = False,
+    ) -> InvocationRequest:
+        """A fresh invocation's request: its message as content, its id and token (given,
+        checked, or drawn now), the rest as `_request`."""
         work = Fresh(as_content(message))
         chosen, token = _identity(invocation_id, token)
-        return self._launch(
+        return self._request(
             user_id,
             session_id,
             chosen,
@@ -248,10 +310,12 @@ class Runner:
         """Resume a paused invocation to its end, like `run` (it may pause again);
         checked like `resume_invocation` before anything starts."""
         chosen, work = self._resumed(user_id, session_id, response, invocation_id)
-        return _result(
+        return result_of(
             await_outcome(
-                lambda inbox: self._launch(
-                    user_id, session_id, chosen, None, work, inbox, inbox, outcome_only=True
+                lambda inbox: launch(
+                    self._request(
+                        user_id, session_id, chosen, None, work, inbox, inbox, outcome_only=True
+                    )
                 )
             )
         )
@@ -280,7 +344,9 @@ class Runner:
         """
         chosen, work = self._resumed(user_id, session_id, response, invocation_id)
         return follow(
-            lambda inbox: self._launch(user_id, session_id, chosen, token, work, inbox, inbox)
+            lambda inbox: launch(
+                self._request(user_id, session_id, chosen, token, work, inbox, inbox)
+            )
         )
 
     def start_resume(
@@ -300,19 +366,21 @@ class Runner:
         checked now, claimed once admitted. `owner`, `subscriber`, `run` and
         `outcome_only` as for `start_invocation`."""
         chosen, work = self._resumed(user_id, session_id, response, invocation_id)
-        return self._launch(
-            user_id,
-            session_id,
-            chosen,
-            token,
-            work,
-            owner,
-            subscriber,
-            run,
-            outcome_only=outcome_only,
+        return launch(
+            self._request(
+                user_id,
+                session_id,
+                chosen,
+                token,
+                work,
+                owner,
+                subscriber,
+                run,
+                outcome_only=outcome_only,
+            )
         )
 
-    def _launch(
+    def _request(
         self,
         user_id: str,
         session_id: str,
@@ -324,14 +392,14 @@ class Runner:
         run: RunIdentity | None = None,
         *,
         outcome_only: bool = False,
-    ) -> Pid:
-        """Start the invocation's server (see `InvocationRequest` for the fields). An
-        outcome-only caller must be a plain invocation's subscriber: a run's terminal
+    ) -> InvocationRequest:
+        """The request an invocation's server is started with (see `InvocationRequest`
+        for the fields). An outcome-only caller must be a plain invocation's subscriber: a run's terminal
         goes through its credit stream, which such a caller never subscribes to."""
         if outcome_only and (run is not None or subscriber is None):
             raise AdkError("invalid_request", "outcome_only is for a plain invocation's subscriber")
         token = token or continuations.new_token()
-        request = InvocationRequest(
+        return InvocationRequest(
             self,
             user_id,
             session_id,
@@ -343,7 +411,6 @@ class Runner:
             run,
             outcome_only=outcome_only,
         )
-        return launch(request)
 
     def _resumed(
         self, user_id: str, session_id: str, response: Any, invocation_id: str | None
@@ -499,78 +566,3 @@ def _invocation_id(chosen: str | None) -> str:
             "invalid_invocation_id", f"an invocation id is 1..{MAX_INVOCATION_ID_CHARS} chars"
         )
     return chosen
-
-
-def _result(outcome: Outcome | None) -> str | Content | Paused:
-    """What `run` returns for an outcome: the output, the `Paused` outcome, or a raise
-    (a cancel's as ``("cancelled", reason)``)."""
-    if isinstance(outcome, Completed):
-        return outcome.output
-    if isinstance(outcome, Paused):
-        return outcome
-    if isinstance(outcome, Cancelled):
-        raise AdkError(("cancelled", outcome.reason), "the invocation was cancelled")
-    reason = outcome.reason if outcome is not None else "invocation_worker_exit"
-    raise AdkError(reason, "the invocation failed")
-
-
-_NOT_CANCELLED = object()
-
-
-class EventStream:
-    """One invocation's events: iterate with ``for`` or ``async for`` (never both).
-    Nothing starts until iteration does; a failed invocation raises `AdkError` after
-    its last event; a pause ends the stream after the pause event; `cancel` (also
-    `Runner.cancel(stream, reason)`) ends it with the cancel."""
-
-    def __init__(self, start: Callable[[Pid], Pid]) -> None:
-        self._start = start
-        self._server: Pid | None = None
-        self._cancel: Any = _NOT_CANCELLED
-
-    def cancel(self, reason: Any = DEFAULT_CANCEL_REASON) -> None:
-        """Cancel the invocation (see `Runner.cancel`); safe from any thread."""
-        check_cancel_reason(reason)
-        self._cancel = reason  # seen by `_started` if the server is not known yet
-        if self._server is not None:
-            _send_cancel(self._server, reason)
-
-    def _started(self, server: Pid) -> None:
-        self._server = server
-        if self._cancel is not _NOT_CANCELLED:  # cancelled before it started
-            _send_cancel(server, self._cancel)
-
-    def __iter__(self) -> Iterator[Event]:
-        items = follow(self._start, self._started)
-        try:
-            for item in items:
-                if isinstance(item, OUTCOME_TYPES):
-                    _result(item)
-                    return
-                yield item
-        finally:
-            close = getattr(items, "close", None)
-            if close is not None:
-                close()
-
-    def __aiter__(self) -> AsyncIterator[Event]:
-        return self._aiterate()
-
-    async def _aiterate(self) -> AsyncIterator[Event]:
-        items = afollow(self._start, self._started)
-        try:
-            async for item in items:
-                if isinstance(item, OUTCOME_TYPES):
-                    _result(item)
-                    return
-                yield item
-        finally:
-            await items.aclose()
-
-
-def _send_cancel(server: Pid, reason: Any) -> None:
-    """Cancel at once (no grace: the caller asked); an ended invocation ignores it."""
-    try:
-        call(server, Cancel(reason, 0.0))
-    except ProcessExit:
-        pass  # it ended meanwhile: its own terminal stands

@@ -1,6 +1,7 @@
 """Stable runs (`adk.runs`): supervised Runner invocations that outlive their caller.
 
 run_id = adk.runs.start(runner, "user-1", "s", "Explain.")
+run_id = await adk.runs.start_async(runner, "user-1", "s", "Explain.")  # in a coroutine
 for item in adk.runs.subscribe(run_id): ...   # RunEvent(seq, event) ..., RunTerminal(seq, outcome)
 outcome = adk.runs.wait(run_id, timeout=120.0)
 """
@@ -10,6 +11,7 @@ from adk_actors.runs.api import (
     pending,
     resume,
     start,
+    start_async,
     stats,
     status,
     subscribe,
@@ -47,6 +49,7 @@ __all__ = [
     "pending",
     "resume",
     "start",
+    "start_async",
     "stats",
     "status",
     "subscribe",

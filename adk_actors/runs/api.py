@@ -43,10 +43,10 @@ from adk_actors.runner.messages import (
     Wait,
     check_cancel_reason,
 )
-from adk_actors.runner.request import RunIdentity, handoffs, run_name, stream_name
+from adk_actors.runner.request import handoffs, run_name, stream_name
 from adk_actors.runs import subscription
-from adk_actors.runs.options import RunOptions, run_options
-from adk_actors.runs.registry import RUN_REGISTRY, Known, Lost, Stats, Track
+from adk_actors.runs.registry import RUN_REGISTRY, Known, Lost, Stats
+from adk_actors.runs.starting import DEFAULT_CANCEL_REASON, NewRun, refusals, run_identity
 from adk_actors.runs.subscription import CreditSubscription, Subscription
 from adk_actors.runs.values import (
     CANCEL_GRACE,
@@ -55,9 +55,7 @@ from adk_actors.runs.values import (
     RunError,
     RunTimeout,
     check_cursor,
-    check_run_id,
     new_run_id,
-    new_run_keys,
 )
 from providers.errors import AdkError
 from supervision import (
@@ -92,23 +90,45 @@ def start(
     """Start a supervised run of one Runner invocation; returns its id (``run-<uuid4>``).
 
     An explicit `run_id` that is already in use raises ``already_exists``, and
-    nothing of the refused run is left behind.
+    nothing of the refused run is left behind. The caller's thread waits while the
+    invocation supervisor starts the run's server: asyncio code awaits `start_async`.
     """
-    options = _options(retention=retention, max_buffered_events=max_buffered_events)
-    new_id, invocation_id, token = new_run_keys()
-    identity = RunIdentity(
-        run_id=new_id if run_id is None else check_run_id(run_id),
-        retention=options.retention,
-        max_buffered_events=options.max_buffered_events,
-        registry=RUN_REGISTRY,
-    )
-    server = _started(
-        lambda: runner.start_invocation(
-            user_id, session_id, message, invocation_id=invocation_id, token=token, run=identity
+    new = NewRun(retention, max_buffered_events, run_id)
+    with refusals():
+        runner.start_invocation(user_id, session_id, message, **new.keys())
+    return new.identity.run_id
+
+
+async def start_async(
+    runner: Any,
+    user_id: str,
+    session_id: str,
+    message: Any,
+    *,
+    retention: float = DEFAULT_RETENTION,
+    max_buffered_events: int = DEFAULT_MAX_BUFFERED_EVENTS,
+    run_id: str | None = None,
+) -> str:
+    """`start` for asyncio code: the same arguments, checks, refusals (`RunError` with
+    the same reasons) and result, the run tracked the same way; the start is awaited,
+    so the event loop runs on (and no thread waits) while the invocation supervisor's
+    thread starts the run's server. Use it from coroutines; `start` from threads.
+
+    Cancellation: a start once sent cannot be taken back. If the awaiting task is
+    cancelled (or an `asyncio.wait_for` around it times out) while the start is in
+    flight, the start completes in a shielded step: a run it started is tracked by the
+    run registry all the same (its server tells the registry from its `init`, as every
+    run's does), then cancelled at once with the default reason
+    (``Cancelled("cancelled")``; it is listed, and retained, like any other run), and
+    the caller gets its `CancelledError` after that (at once if cancelled again
+    meanwhile; the step still ends the run). A refused start leaves nothing behind.
+    """
+    new = NewRun(retention, max_buffered_events, run_id)
+    with refusals():
+        await runner.start_invocation_async(
+            user_id, session_id, message, abandon=new.abandon, **new.keys()
         )
-    )
-    _track(identity, server, (runner, user_id, session_id, invocation_id, token))
-    return identity.run_id
+    return new.identity.run_id
 
 
 def subscribe(run_id: str, after: int = 0) -> Subscription:
@@ -194,7 +214,7 @@ def status(run_id: str) -> dict[str, Any]:
     return info
 
 
-def cancel(run_id: str, reason: Any = "cancelled") -> None:
+def cancel(run_id: str, reason: Any = DEFAULT_CANCEL_REASON) -> None:
     """Cancel a running run: its outcome becomes `Cancelled(reason)` (the first reason
     wins; its turn has `CANCEL_GRACE` to end on its own); ``already_terminal`` once it
     has ended."""
@@ -314,21 +334,11 @@ def _start_child(
     """Start the run that resumes `parent_run_id`'s pause (checked by the Runner before
     anything starts), tracked by the registry; its id."""
     runner, user_id, session_id = where
-    options = _options(retention=retention, max_buffered_events=max_buffered_events)
-    identity = RunIdentity(
-        run_id=child_id,
-        retention=options.retention,
-        max_buffered_events=options.max_buffered_events,
-        registry=RUN_REGISTRY,
-        parent_run_id=parent_run_id,
-    )
-    token = uuid.uuid4().hex
-    child = _started(
-        lambda: runner.start_resume(
-            user_id, session_id, response, invocation_id, token=token, run=identity
+    identity = run_identity(child_id, retention, max_buffered_events, parent_run_id)
+    with refusals():
+        runner.start_resume(
+            user_id, session_id, response, invocation_id, token=uuid.uuid4().hex, run=identity
         )
-    )
-    _track(identity, child, (runner, user_id, session_id, invocation_id, token))
     return child_id
 
 
@@ -421,33 +431,6 @@ def stats() -> dict[str, int]:
 
 
 # -- helpers -------------------------------------------------------------------------------
-
-
-def _options(**options: Any) -> RunOptions:
-    """A run's options, checked (`RunError` with the spec's reason)."""
-    try:
-        return run_options(**options)
-    except AdkError as error:
-        raise RunError(error.reason, error.detail) from None
-
-
-def _started(start: Any) -> Pid:
-    """Start a run's server; its refusals become `RunError`s with the same reason."""
-    try:
-        return start()  # type: ignore[no-any-return]
-    except RunError:
-        raise
-    except AdkError as error:
-        reason = error.reason
-        if reason == "not_started":
-            raise RunError("not_started", "the application is not running") from None
-        raise RunError(reason, f"the run was not started: {error.detail}") from None
-
-
-def _track(identity: RunIdentity, server: Pid, closing: tuple[Any, ...]) -> None:
-    """The registry monitors the run from now on (closing: how to end a lost run's
-    session: runner, user, session, invocation id, token)."""
-    cast(RUN_REGISTRY, Track(identity.run_id, server, identity.retention, closing))
 
 
 def _unclaimed(error: RunError) -> bool:
