@@ -18,6 +18,7 @@ from supervision.credit_stream import (
     next_message,
 )
 from supervision.dynamic_supervisor import DynamicSupervisor
+from supervision.entropy import MAX_RANDOM_BYTES, random_bytes
 from supervision.errors import (
     AlreadyStarted,
     CallTimeout,
@@ -119,6 +120,7 @@ __all__ = [
     "DEADLINE_REASON",
     "MAX_BUFFERED_CEILING",
     "MAX_CRASH_MESSAGE_CHARS",
+    "MAX_RANDOM_BYTES",
     "MAX_REDACT_CHARS",
     "NO_REPLY",
     "REDACTED",
@@ -201,6 +203,7 @@ __all__ = [
     "monitor",
     "next_message",
     "on_restart",
+    "random_bytes",
     "reactor_loop",
     "receive",
     "redact_loggers",

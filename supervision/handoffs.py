@@ -18,10 +18,10 @@ thread-safe: starters and the children they start run in different threads.
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Generic, TypeVar
 
+from supervision.entropy import random_bytes
 from supervision.errors import KernelError
 
 T = TypeVar("T")
@@ -81,7 +81,7 @@ class OneShotHandoffs(Generic[T]):
     def put(self, value: T) -> str:
         """Store `value`; returns the fresh, opaque reference a child spec may carry.
         Raises `HandoffsFull` when `max_pending` entries are waiting already."""
-        ref = f"{self._prefix}-{os.urandom(16).hex()}"  # unguessable; no UUID object made
+        ref = f"{self._prefix}-{random_bytes(16).hex()}"  # unguessable; no UUID object made
         with self._lock:
             if len(self._pending) >= self._max_pending:
                 raise HandoffsFull(self._max_pending)

@@ -15,7 +15,6 @@ and `Runner.cancel(stream, reason)` cancels the invocation behind such a stream.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -45,6 +44,7 @@ from providers.content import Content
 from providers.errors import AdkError
 from supervision import (
     Pid,
+    random_bytes,
 )
 
 MAX_INVOCATION_ID_CHARS = 128
@@ -553,7 +553,7 @@ def _identity(chosen: str | None, token: str | None) -> tuple[str, str | None]:
     opening token (`token`, or None for `_launch` to draw one); both new ones come from
     one random draw, the token from its other half."""
     if chosen is None and token is None:
-        drawn = os.urandom(32).hex()
+        drawn = random_bytes(32).hex()
         return f"inv-{drawn[:32]}", drawn[32:]
     return _invocation_id(chosen), token
 

@@ -8,7 +8,6 @@ spec's atom); a `replay_gap` carries `gap`, an `already_resumed` the new `run_id
 
 from __future__ import annotations
 
-import os
 import re
 import uuid
 from typing import Any
@@ -20,6 +19,7 @@ from adk_actors.outcomes import Outcome
 from adk_actors.runs.options import DEFAULT_MAX_BUFFERED_EVENTS as DEFAULT_MAX_BUFFERED_EVENTS
 from adk_actors.runs.options import DEFAULT_RETENTION as DEFAULT_RETENTION
 from providers.errors import AdkError
+from supervision import random_bytes
 
 MAX_RETAINED_TERMINAL_RUNS = 100
 CANCEL_GRACE = 0.25
@@ -66,7 +66,7 @@ class RunTimeout(RunError, TimeoutError):
 
 def new_run_id() -> str:
     """A fresh run id, ``run-<uuid4>``."""
-    return f"run-{uuid.uuid4()}"
+    return f"run-{uuid.UUID(bytes=random_bytes(16), version=4)}"
 
 
 def new_run_keys() -> tuple[str, str, str]:
@@ -74,7 +74,7 @@ def new_run_keys() -> tuple[str, str, str]:
     independent parts: the run id ``run-<uuid4>``, the invocation ``inv-<uuid4 hex>``,
     and the token, so none can be told from another (an invocation id is seen in
     events, spans and logs)."""
-    drawn = os.urandom(48)
+    drawn = random_bytes(48)
     run_key = uuid.UUID(bytes=drawn[:16], version=4)
     invocation_key = uuid.UUID(bytes=drawn[16:32], version=4)
     return f"run-{run_key}", f"inv-{invocation_key.hex}", drawn[32:].hex()
