@@ -83,9 +83,10 @@ def start(
 
     `gc_young_threshold`: while the tree runs, CPython's young-generation collection
     threshold (see `adk_actors.collector`; Python's 700 makes the runtime's short-lived
-    objects reach the old generations), set with the middle generation's (50 young
-    collections to one) only when the process has Python's default thresholds, and
-    restored by `stop`; None leaves the collector alone. Decided by the
+    objects reach the old generations). Setting it also sets the middle generation's
+    threshold to 50 young collections (`collector.MIDDLE_THRESHOLD`); both only when
+    the process has Python's default thresholds (an application that set its own keeps
+    all three), restored by `stop`; None leaves the collector alone. Decided by the
     start that starts the tree.
     """
     starter = _starter

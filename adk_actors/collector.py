@@ -13,8 +13,14 @@ what a run holds for its few seconds in flight (its server, its turn's coroutine
 stored events) survives a young collection and would be traversed again by each middle
 one, though reference counting frees nearly all of it once the run ends. At 10 a wave of
 1,024 runs with a 2 s model spent about a sixth of its CPU in the collector; at 50 it
-spends half of that (docs/BENCHMARKS.md). Cycles that outlive a young collection wait
-up to 500,000 net allocations (with the default young threshold) to be freed.
+spends half of that (docs/BENCHMARKS.md). The cost is in cycles: one that outlives a
+young collection waits for the next middle one, up to 500,000 net allocations with the
+default young threshold (100,000 before), and one that becomes garbage only after it
+was promoted past a middle collection waits for a full collection, which CPython runs
+after 10 middle ones: about every 5,000,000 net allocations instead of 1,000,000
+(sooner when the old generation has grown by a quarter). The runtime itself frees its
+processes and runs by reference counting (no cycles left per run); an application
+that makes many cycles can pass its own thresholds.
 
 `tune` raises the young generation's threshold (10,000 by default) and the middle one's
 (to 50) when the process still has Python's default thresholds, so an application that

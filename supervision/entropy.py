@@ -3,7 +3,7 @@
 `os.urandom` is a `getrandom` system call that lets go of the GIL. On a busy process
 (a supervisor starting servers, runs on the pool, an event loop) the thread that lets
 go waits to take the GIL back, up to a switch interval, and the hand-over costs two
-context switches: a run's start drew four such ids. Here the bytes come from the same
+context switches: a run's start drew three such ids. Here the bytes come from the same
 source, `os.urandom`, read `_BLOCK` bytes at a time and handed out in order, each byte
 once. Ids stay as unguessable as `os.urandom`'s (the buffer lives in this process's
 memory, as any user-space generator's state does). A forked child forgets the buffer

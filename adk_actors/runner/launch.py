@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 
@@ -40,6 +41,7 @@ from supervision import (
     ProcessExit,
     SupervisorError,
 )
+from supervision.logs import get_logger
 
 Abandon = Callable[[Pid], Awaitable[None]]
 """Ends a server whose awaited start answered after its caller left (`launch_async`)."""
@@ -47,7 +49,48 @@ Abandon = Callable[[Pid], Awaitable[None]]
 START_WINDOW = 16
 """Awaited starts one event loop has in flight at most (see the module doc)."""
 
-_windows: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+_log = get_logger("adk_actors.runner")
+
+
+class _Window:
+    """At most `START_WINDOW` holders at once, first come first served. Unlike an
+    `asyncio.Semaphore` (which keeps the loop it first waited on) it refers to a loop
+    only through the futures of the callers waiting in it, so a loop's window never
+    keeps that loop alive."""
+
+    __slots__ = ("_free", "_waiting")
+
+    def __init__(self, size: int) -> None:
+        self._free = size
+        self._waiting: deque[asyncio.Future[None]] = deque()
+
+    async def acquire(self) -> None:
+        """A place in the window: at once if one is free and nobody waits before."""
+        if self._free > 0 and not self._waiting:
+            self._free -= 1
+            return
+        turn = asyncio.get_running_loop().create_future()
+        self._waiting.append(turn)
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                self.release()  # given a place as it was cancelled: pass it on
+            else:
+                self._waiting.remove(turn)
+            raise
+
+    def release(self) -> None:
+        """Give a place back: to the first caller still waiting, if any."""
+        while self._waiting:
+            turn = self._waiting.popleft()
+            if not turn.done():
+                turn.set_result(None)
+                return
+        self._free += 1
+
+
+_windows: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Window] = (
     weakref.WeakKeyDictionary()
 )
 """Each event loop's start window, dropped with its loop."""
@@ -81,7 +124,9 @@ async def launch_async(request: InvocationRequest, abandon: Abandon) -> Pid:
     loop (a run's server has told its registry of itself already, from its `init`); a
     refused start leaves nothing behind. If the caller is cancelled again while it
     waits for that answer, it leaves at once and the step still hands the server to
-    `abandon` when the start answers."""
+    `abandon` when the start answers. A loop torn down meanwhile (the end of
+    `asyncio.run` cancels every task left) cancels the step too: the answer is lost and
+    a server already started runs on (a run's server has told its registry)."""
     ensure_started()
     window = _window()
     await window.acquire()
@@ -97,12 +142,12 @@ async def launch_async(request: InvocationRequest, abandon: Abandon) -> Pid:
         raise
 
 
-def _window() -> asyncio.Semaphore:
+def _window() -> _Window:
     """The running loop's start window (made at its first awaited start)."""
     loop = asyncio.get_running_loop()
     window = _windows.get(loop)
     if window is None:
-        window = _windows[loop] = asyncio.Semaphore(START_WINDOW)
+        window = _windows[loop] = _Window(START_WINDOW)
     return window
 
 
@@ -117,7 +162,10 @@ async def _abandon_once_started(starting: asyncio.Future[Pid], abandon: Abandon)
     """Wait for a start whose caller left; hand a server it started to `abandon`."""
     await asyncio.wait((starting,))
     if not starting.cancelled() and starting.exception() is None:
-        await abandon(starting.result())
+        try:
+            await abandon(starting.result())
+        except Exception as error:  # nobody awaits this step: say it here
+            _log.warning("adk.invocation.abandon_failed", error=type(error).__name__)
 
 
 @contextmanager

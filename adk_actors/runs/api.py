@@ -24,7 +24,6 @@ bridge does (review of 3142f62, 1).
 from __future__ import annotations
 
 import asyncio
-import uuid
 from typing import Any
 
 import msgspec
@@ -68,6 +67,7 @@ from supervision import (
     aio,
     call,
     cast,
+    random_bytes,
     whereis,
 )
 from supervision.logs import get_logger
@@ -90,8 +90,10 @@ def start(
     """Start a supervised run of one Runner invocation; returns its id (``run-<uuid4>``).
 
     An explicit `run_id` that is already in use raises ``already_exists``, and
-    nothing of the refused run is left behind. The caller's thread waits while the
-    invocation supervisor starts the run's server: asyncio code awaits `start_async`.
+    nothing of the refused run is left behind. Returns once the run's server is started
+    (by this thread itself from a worker thread; by a call to the invocation supervisor
+    from the main thread or an event loop's, which parks the loop: asyncio code awaits
+    `start_async`).
     """
     new = NewRun(retention, max_buffered_events, run_id)
     with refusals():
@@ -337,7 +339,7 @@ def _start_child(
     identity = run_identity(child_id, retention, max_buffered_events, parent_run_id)
     with refusals():
         runner.start_resume(
-            user_id, session_id, response, invocation_id, token=uuid.uuid4().hex, run=identity
+            user_id, session_id, response, invocation_id, token=random_bytes(16).hex(), run=identity
         )
     return child_id
 

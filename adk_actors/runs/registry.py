@@ -166,6 +166,7 @@ class RunRegistry(GenServer):
     def handle_cast(self, msg: Any, state: _State) -> _State:
         match msg:
             case Track(run_id, Pid() as server, retention, closing):
+                self._drop_stale(state, run_id, server)
                 if run_id not in state.tracked and run_id not in state.retained:
                     ref = monitor(server)
                     state.tracked[run_id] = _Tracked(server, ref, retention, closing)
@@ -198,6 +199,18 @@ class RunRegistry(GenServer):
             if entry is not None and entry.ref == msg.ref:  # outcome for the retention
                 entry.actor = None
         return state
+
+    def _drop_stale(self, state: _State, run_id: str, server: Pid) -> None:
+        """A `Track` comes from the live server that holds the run's name, so an entry
+        of the same id served by a dead server (a lost run retained, or one whose `Down`
+        is still on the way) is an earlier run's: that run is let go (its session
+        closed as a lost run's, if need be) and the new one is tracked."""
+        tracked = state.tracked.get(run_id)
+        if tracked is not None and tracked.actor != server and not tracked.actor.is_alive():
+            self._lose(state, run_id, "killed")  # its Down is still on the way
+        entry = state.retained.get(run_id)
+        if entry is not None and (entry.actor is None or not entry.actor.is_alive()):
+            self._release(state, entry, "replaced")
 
     def _lose(self, state: _State, run_id: str, reason: Any) -> None:
         """A run actor died without an outcome: record its one terminal here."""

@@ -104,6 +104,11 @@ def test_async_for_starts_while_the_event_loop_runs_on(sessions):
 
 
 def test_a_consumer_cancelled_while_its_start_is_in_flight_cancels_the_invocation(sessions):
+    """The invocation ends and nothing is left behind. Two things end it, either enough:
+    the abandon step's ``consumer_closed`` cancel and the consumer's inbox (its owner)
+    closing, so this checks the end, not which of them came first (session 30 review,
+    L2); `test_start_invocation_async_cancelled_in_flight_cancels_what_it_started`
+    checks the abandon step without an owner."""
     runner = runner_for(sessions, "LeftStream", never)
     inboxes = len(live("invocation caller"))
 

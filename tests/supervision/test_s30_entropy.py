@@ -1,6 +1,6 @@
 """`supervision.random_bytes`: ids from `os.urandom` without a syscall per id (session 30).
 
-A run's start drew four ids with `os.urandom`, each a system call that lets go of the
+A run's start drew three ids with `os.urandom`, each a system call that lets go of the
 GIL (and, on a busy process, waits to take it back). The bytes now come from one
 `os.urandom` block at a time, each handed out once; a forked child never repeats its
 parent's.
