@@ -30,15 +30,20 @@ def test_a_run_started_while_its_event_is_cancelled_is_cancelled_before_the_slot
     event's terminal (freeing the slot for the next event) only once it has ended."""
     setup = make(delay=1.5)
     start_invocation = setup.runner.start_invocation
+    starting = threading.Event()
 
     def slow_start(*args: Any, **kwargs: Any) -> Any:
+        starting.set()
         time.sleep(0.8)
         return start_invocation(*args, **kwargs)
 
     monkeypatch.setattr(setup.runner, "start_invocation", slow_start)
     name = trigger(setup, max_concurrency=1)
     first = adk.ambient.submit(name, event("first"))
-    wait_until(lambda: adk.ambient.status(first)["run_id"] is not None)
+    # the start is under way (inside the job's gate), not just about to be: the run id is
+    # recorded before the job's thread reaches the gate, and a cancel that closed the gate
+    # first would leave no run at all (a CI failure under load, session 30)
+    assert starting.wait(10)
     adk.ambient.cancel(first, "stop")
     second = adk.ambient.submit(name, event("second"))  # queued behind the first
     assert adk.ambient.wait(first, timeout=5) == adk.Cancelled("stop")
