@@ -61,11 +61,10 @@ $(MCP_NODE_STAMP):
 # Two worker processes (pytest-xdist), tests handed out one at a time: the suite mostly
 # waits (sleeps, subprocesses, sockets), so two workers on two cores shorten it.
 # `make pytest PYTEST_WORKERS=auto` uses every core; 0 runs it in one process.
-# `loadgroup`: as `load`, but the tests of one `xdist_group` share a worker.
 PYTEST_WORKERS ?= 2
 
 pytest: $(STAMP) browser-deps $(MCP_NODE_STAMP)
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS)
 
 test: lint contracts typecheck pytest
 

@@ -38,10 +38,6 @@ from adk_actors.tools import ToolCatalog
 from providers import content
 from providers.errors import AdkError
 
-# One worker runs the whole file, in order: its last test checks how many inputs the
-# others fed (handed out test by test, it found none on its worker and skipped).
-pytestmark = pytest.mark.xdist_group("fuzz")
-
 # The documented reasons. `providers.content.CONTENT_REASONS` is content's own set (one
 # place, imported); the rest are collected from the modules fuzzed here (their docstrings
 # name them), kept in this module because `providers/errors.py` has no central registry.
