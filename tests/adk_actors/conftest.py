@@ -12,3 +12,12 @@ def app():
     adk.start()
     yield
     adk.stop()
+
+
+@pytest.fixture
+def sessions():
+    """An in-memory session service of the test's own, closed afterwards (a test file
+    may define its own `sessions`)."""
+    service = adk.sessions.InMemorySessionService()
+    yield service
+    service.close()

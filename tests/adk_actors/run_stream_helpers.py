@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 import adk_actors as adk
 import supervision as sv
 from adk_actors.runner.request import run_name, stream_name
@@ -19,6 +21,19 @@ def lookup(city: str) -> dict:
 
 def echo(history, tools):
     return {"text": f"echo: {history[-1].text_value()}"}
+
+
+def assert_replay_gap(run_id, oldest, latest, terminal):
+    """A subscribe from the start is refused ``replay_gap``, with the window it names."""
+    with pytest.raises(adk.runs.RunError) as gap:
+        adk.runs.subscribe(run_id, after=0)
+    assert gap.value.reason == "replay_gap"
+    assert gap.value.gap == {
+        "after_sequence": 0,
+        "oldest_available_sequence": oldest,
+        "latest_sequence": latest,
+        "terminal": terminal,
+    }
 
 
 def runner_for(sessions, name, provider=None, tools=()):

@@ -17,19 +17,8 @@ from adk_actors.runner.server import InvocationServer
 from adk_actors.runs.values import MAX_RETAINED_TERMINAL_RUNS
 from supervision import default_task_supervisor
 from supervision.process import current_process, live_processes
-from tests.adk_actors.run_stream_helpers import Busy
+from tests.adk_actors.run_stream_helpers import Busy, echo
 from tests.helpers import in_thread, wait_until
-
-
-@pytest.fixture
-def sessions():
-    service = adk.sessions.InMemorySessionService()
-    yield service
-    service.close()
-
-
-def echo(history, tools):
-    return {"text": f"echo: {history[-1].text_value()}"}
 
 
 def runner_for(sessions, name, provider=None, tools=(), **options):

@@ -18,15 +18,14 @@ import adk_actors as adk
 import supervision as sv
 from adk_actors.runner.request import run_name
 from supervision.process import live_processes
-from tests.adk_actors.run_stream_helpers import lookup, one_tool_round, run_stream, runner_for
+from tests.adk_actors.run_stream_helpers import (
+    assert_replay_gap,
+    lookup,
+    one_tool_round,
+    run_stream,
+    runner_for,
+)
 from tests.helpers import wait_until
-
-
-@pytest.fixture
-def sessions():
-    service = adk.sessions.InMemorySessionService()
-    yield service
-    service.close()
 
 
 def stream_processes():
@@ -138,15 +137,7 @@ def test_past_its_window_before_any_subscriber_a_run_starts_its_stream_which_evi
     info = adk.runs.status(run_id)
     assert info["state"] == "running"
     assert (info["oldest_available_sequence"], info["latest_sequence"]) == (2, 3)
-    with pytest.raises(adk.runs.RunError) as gap:
-        adk.runs.subscribe(run_id, after=0)
-    assert gap.value.reason == "replay_gap"
-    assert gap.value.gap == {
-        "after_sequence": 0,
-        "oldest_available_sequence": 2,
-        "latest_sequence": 3,
-        "terminal": False,
-    }
+    assert_replay_gap(run_id, oldest=2, latest=3, terminal=False)
     items = read_all(adk.runs.subscribe(run_id, after=1))
     assert [item.seq for item in items] == [2, 3, 4, 5]
     assert [item.event.id for item in items[:-1]] == session_event_ids(sessions, "s")[1:]

@@ -22,6 +22,7 @@ from adk_actors.runner.request import stream_name
 from supervision.process import live_processes, resolve
 from tests.adk_actors.run_stream_helpers import (
     Busy,
+    assert_replay_gap,
     lookup,
     one_tool_round,
     run_stream,
@@ -29,13 +30,6 @@ from tests.adk_actors.run_stream_helpers import (
     server_of,
 )
 from tests.helpers import wait_until
-
-
-@pytest.fixture
-def sessions():
-    service = adk.sessions.InMemorySessionService()
-    yield service
-    service.close()
 
 
 def tool_then_answer(history, tools):
@@ -319,15 +313,7 @@ def test_an_event_past_the_window_right_at_the_terminal_starts_the_stream_that_e
     info = adk.runs.status(run_id)
     assert (info["oldest_available_sequence"], info["latest_sequence"]) == (2, 4)
     assert info["terminal_sequence"] == 5
-    with pytest.raises(adk.runs.RunError) as gap:
-        adk.runs.subscribe(run_id, after=0)
-    assert gap.value.reason == "replay_gap"
-    assert gap.value.gap == {
-        "after_sequence": 0,
-        "oldest_available_sequence": 2,
-        "latest_sequence": 4,
-        "terminal": True,
-    }
+    assert_replay_gap(run_id, oldest=2, latest=4, terminal=True)
     items = read_all(adk.runs.subscribe_credit(run_id, after=1))
     assert [item.seq for item in items] == [2, 3, 4, 5] and items[-1].outcome == outcome
     assert [item.event.id for item in items[:-1]] == session_event_ids(sessions, "s")[1:]

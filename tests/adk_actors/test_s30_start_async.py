@@ -22,21 +22,11 @@ import supervision as sv
 from adk_actors.runner.launch import START_WINDOW
 from adk_actors.runner.request import handoffs
 from supervision.process import live_processes
+from tests.adk_actors.run_stream_helpers import echo
 from tests.adk_actors.test_s30_start_async_gate import gated, until
 from tests.helpers import wait_until
 
 RUN_ID = re.compile(r"run-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
-
-
-@pytest.fixture
-def sessions():
-    service = adk.sessions.InMemorySessionService()
-    yield service
-    service.close()
-
-
-def echo(history, tools):
-    return {"text": f"echo: {history[-1].text_value()}"}
 
 
 def runner_for(sessions, name, provider=None):

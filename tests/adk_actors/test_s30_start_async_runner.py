@@ -26,13 +26,6 @@ from tests.helpers import wait_until
 pl = adk.plugins
 
 
-@pytest.fixture
-def sessions():
-    service = adk.sessions.InMemorySessionService()
-    yield service
-    service.close()
-
-
 class Ends(pl.Plugin):
     """Records each invocation's end as the plugins are told it."""
 
