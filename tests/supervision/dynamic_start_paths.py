@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import pytest
@@ -25,31 +25,31 @@ import pytest
 import supervision as sv
 from tests.helpers import in_thread
 
+Start = Callable[[sv.Pid | Hashable, sv.ChildSpec, "float | None"], Any]
+
+
+def _from_a_worker_thread(original: Start, sup: Any, spec: Any, timeout: Any) -> Any:
+    context = contextvars.copy_context()
+    return in_thread(lambda: context.run(original, sup, spec, timeout))
+
+
+def _from_an_event_loop(original: Start, sup: Any, spec: Any, timeout: Any) -> Any:
+    return asyncio.run(sv.DynamicSupervisor.start_child_async(sup, spec, timeout))
+
+
+_ROUTES = {"worker_thread": _from_a_worker_thread, "awaited": _from_an_event_loop}
+
 
 @pytest.fixture(params=["main_thread", "worker_thread", "awaited"])
 def each_start_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "worker_thread":
+    route = _ROUTES.get(request.param)
+    if route is not None:
         original = sv.DynamicSupervisor.start_child
 
-        def from_a_worker_thread(
-            sup: sv.Pid | Hashable, spec: sv.ChildSpec, timeout: float | None = None
-        ) -> Any:
+        def routed(sup: sv.Pid | Hashable, spec: sv.ChildSpec, timeout: float | None = None) -> Any:
             if threading.current_thread() is not threading.main_thread():
-                return original(sup, spec, timeout)
-            context = contextvars.copy_context()
-            return in_thread(lambda: context.run(original, sup, spec, timeout))
+                return original(sup, spec, timeout)  # a child's init, a handler: as they are
+            return route(original, sup, spec, timeout)
 
-        monkeypatch.setattr(sv.DynamicSupervisor, "start_child", staticmethod(from_a_worker_thread))
-    elif request.param == "awaited":
-        awaited = sv.DynamicSupervisor.start_child_async
-        plain = sv.DynamicSupervisor.start_child
-
-        def from_an_event_loop(
-            sup: sv.Pid | Hashable, spec: sv.ChildSpec, timeout: float | None = None
-        ) -> Any:
-            if threading.current_thread() is not threading.main_thread():
-                return plain(sup, spec, timeout)
-            return asyncio.run(awaited(sup, spec, timeout))
-
-        monkeypatch.setattr(sv.DynamicSupervisor, "start_child", staticmethod(from_an_event_loop))
+        monkeypatch.setattr(sv.DynamicSupervisor, "start_child", staticmethod(routed))
     return str(request.param)
