@@ -13,7 +13,10 @@ leaves once it has answered, an invocation started meanwhile cancelled with
 Leaving early never replaces the caller's own exception (``KeyboardInterrupt``, say)
 and always closes the inbox: a server too busy to answer the cancel in time (a slow
 session write) is logged, and ends with the cancel (still in its mailbox) or with
-its inbox owner's exit once it gets to them.
+its inbox owner's exit once it gets to them. A caller that leaves before its start has
+answered (an interrupt in the start's tail, as the server begins its turn) cannot name
+the server to cancel: closing the inbox is how it leaves, and the server records
+``consumer_closed`` itself on its owner's exit, shortly after the caller has left.
 """
 
 from __future__ import annotations
@@ -52,9 +55,12 @@ def follow(
     is told its server), then yield its stream: each event, then the outcome. Closing
     early closes the inbox, which the server sees as its caller leaving
     (``consumer_closed``)."""
-    inbox, server = _open(start, started)
+    inbox = Inbox(label="invocation caller")
+    server: Pid | None = None
     ended = False
     try:
+        server = start(inbox.pid)
+        _told(started, server)
         opened = inbox.receive(5.0, _is_opened)
         inbox.monitor(opened.stream)  # closed after the terminal; killed with its server
         while not ended:
@@ -115,9 +121,11 @@ def await_outcome(start: Callable[[Pid], Pid]) -> Outcome:
     ``("invocation_exit", kind)``, as for `follow`. Leaving while it runs (an
     exception in the wait, e.g. ``KeyboardInterrupt``) cancels it with
     ``consumer_closed`` (see `_leave`) and raises that exception."""
-    inbox, server = _open(start, None)
+    inbox = Inbox(label="invocation caller")
+    server: Pid | None = None
     ended = False
     try:
+        server = start(inbox.pid)
         ref = inbox.monitor(server)  # its terminal comes first: sent before it exits
         while True:
             message = inbox.receive(None, None)
@@ -146,15 +154,18 @@ def result_of(outcome: Outcome | None) -> str | Content | Paused:
     raise AdkError(reason, "the invocation failed")
 
 
-def _leave(server: Pid, inbox: Inbox, ended: bool) -> None:
+def _leave(server: Pid | None, inbox: Inbox, ended: bool) -> None:
     """A sync reader is done: if the invocation has not ended (the caller left early),
     cancel it with ``consumer_closed`` (its end is recorded once the server answers);
     then close the inbox, whatever the cancel did. Nothing here replaces the caller's
     own exception: a server gone meanwhile recorded its own end, and one too busy to
     answer within `CANCEL_WAIT` is logged (the cancel stays queued for it, and so does
-    the exit of its owner, this inbox)."""
+    the exit of its owner, this inbox). A caller that left before its start answered
+    (`server` unknown: an interrupt in the start, or as it returned) only closes the
+    inbox: a server started after all has it as owner, sees its caller gone and
+    records ``consumer_closed`` itself, shortly after."""
     try:
-        if not ended:
+        if not ended and server is not None:
             call(server, Cancel("consumer_closed", 0.0), CANCEL_WAIT)
     except ProcessExit:
         pass
@@ -162,15 +173,6 @@ def _leave(server: Pid, inbox: Inbox, ended: bool) -> None:
         _log.warning("adk.invocation.cancel_unanswered", server=repr(server))
     finally:
         inbox.close()
-
-
-def _open(start: Callable[[Pid], Pid], started: Callable[[Pid], None] | None) -> tuple[Inbox, Pid]:
-    """A fresh inbox, and the invocation started with it as owner and subscriber."""
-    inbox = Inbox(label="invocation caller")
-    with _closed_on_failure(inbox):
-        server = start(inbox.pid)
-    _told(started, server)
-    return inbox, server
 
 
 @contextmanager

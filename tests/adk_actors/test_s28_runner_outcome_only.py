@@ -12,6 +12,7 @@ terminal still reported, and a caller that leaves while it runs still cancels it
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 import time
 
@@ -189,7 +190,10 @@ def test_leaving_run_while_it_runs_cancels_it_with_consumer_closed(sessions):
         return {"text": "late"}
 
     def interrupt() -> None:
-        if entered.wait(10):
+        # the model is called as the server begins its turn, which may be before the
+        # caller has taken its start's answer (a CI failure under load, session 31):
+        # interrupt it once it waits for the outcome, the case this test is about
+        if entered.wait(10) and wait_until(lambda: _main_thread_in("await_outcome", "receive")):
             signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
 
     def raise_interrupted(signum, frame):
@@ -212,6 +216,53 @@ def test_leaving_run_while_it_runs_cancels_it_with_consumer_closed(sessions):
     assert [e.error.reason for e in session.events if e.error] == ["consumer_closed"]
     assert "temp:scratch" not in session.state
     assert not any(e.is_final for e in session.events)
+
+
+def test_leaving_before_the_start_answered_still_cancels_it_with_consumer_closed(sessions):
+    """The caller leaves as its start answers (here: the start itself raises after the
+    server began, as an interrupt in the start's tail would): the caller cannot name the
+    server, so it closes its inbox, and the server records ``consumer_closed`` on its
+    owner's exit. Nothing is left running."""
+    entered, gate = threading.Event(), threading.Event()
+
+    def slow(history, tools):
+        entered.set()
+        gate.wait(10)
+        return {"text": "late"}
+
+    agent = adk.spawn_agent("StartLeft", {"provider": adk.ScriptedProvider(fn=slow)})
+    sessions.create_session("app", "u", "s", {})
+    runner = adk.Runner(agent, "app", sessions)
+    servers = []
+
+    def start_then_leave(inbox):
+        servers.append(
+            runner.start_invocation(
+                "u", "s", "hi", owner=inbox, subscriber=inbox, outcome_only=True
+            )
+        )
+        assert entered.wait(10)
+        raise Interrupted
+
+    try:
+        with pytest.raises(Interrupted):
+            await_outcome(start_then_leave)
+    finally:
+        gate.set()
+    wait_dead(servers[0])
+    events = sessions.get_session("app", "u", "s").events
+    assert [e.error.reason for e in events if e.error] == ["consumer_closed"]
+    assert not any(e.is_final for e in events)
+
+
+def _main_thread_in(caller: str, callee: str) -> bool:
+    """The main thread runs `callee`, called from `caller` (read off its frames)."""
+    frame = sys._current_frames().get(threading.main_thread().ident)
+    while frame is not None and frame.f_back is not None:
+        if frame.f_code.co_name == callee and frame.f_back.f_code.co_name == caller:
+            return True
+        frame = frame.f_back
+    return False
 
 
 class HeldWrites(adk.sessions.InMemorySessionService):
