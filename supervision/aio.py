@@ -15,6 +15,8 @@ import functools
 import os
 import threading
 import time
+import weakref
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Sequence
 from typing import Any
 
@@ -71,6 +73,77 @@ async def call(dest: Pid | Hashable, request: Any, timeout: float | None = 5.0) 
     finally:
         process.remove_watcher(slot)
     return slot.result()
+
+
+class LoopWindow:
+    """At most `size` holders at once on each event loop, first come first served:
+    `acquire` waits for a place and returns the function that gives it back (call it
+    once, on that loop). Made once (a module constant) and used from any number of
+    loops: unlike an `asyncio.Semaphore`, which keeps the loop it first waited on, it
+    refers to a loop only through a weak key and its waiters' futures, so a loop's
+    places go with the loop."""
+
+    __slots__ = ("_places", "_size")
+
+    def __init__(self, size: int) -> None:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError("a window holds an int >= 1 of places")
+        self._size = size
+        self._places: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Places] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    async def acquire(self) -> Callable[[], None]:
+        """A place on the running loop (at once if one is free and nobody waits before);
+        cancelled meanwhile, the caller holds none."""
+        loop = asyncio.get_running_loop()
+        places = self._places.get(loop)
+        if places is None:
+            places = self._places[loop] = _Places(self._size)
+        await places.acquire()
+        return places.release
+
+    def loops(self) -> int:
+        """How many live loops have used the window (a leak check)."""
+        return len(self._places)
+
+
+class _Places:
+    """One loop's places in a `LoopWindow`."""
+
+    __slots__ = ("_free", "_waiting")
+
+    def __init__(self, size: int) -> None:
+        self._free = size
+        self._waiting: deque[asyncio.Future[None]] = deque()
+
+    async def acquire(self) -> None:
+        if self._free > 0 and not self._waiting:
+            self._free -= 1
+            return
+        turn = asyncio.get_running_loop().create_future()
+        self._waiting.append(turn)
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                self.release()  # given a place as it was cancelled: pass it on
+            else:
+                self._waiting.remove(turn)
+            raise
+
+    def release(self) -> None:
+        """Give a place back: to the first caller still waiting, if any."""
+        while self._waiting:
+            turn = self._waiting.popleft()
+            if not turn.done():
+                turn.set_result(None)
+                return
+        self._free += 1
 
 
 _END = object()

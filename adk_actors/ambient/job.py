@@ -3,7 +3,8 @@
 The job is a kernel `Task` whose function is a coroutine: it runs on the kernel's
 reactor, under the ambient job supervisor, started and monitored by its trigger
 server, and holds no thread while it waits (`runs.wait_async`, `asyncio.sleep` for
-backoff; starting or cancelling a run is a short call made with `run_blocking`). It
+backoff; starting or cancelling a run is a short call made with `run_blocking`, at
+most `START_WINDOW` starts of the reactor's jobs in flight at once). It
 tells the trigger each attempt's run id *before* starting that run, in the same step
 that starts it (a kill cancels a coroutine only at an ``await``), so the trigger
 knows every run the job may have started: a job that is stopped at any point leaves
@@ -18,6 +19,7 @@ import asyncio
 import random
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from adk_actors import runs
@@ -25,10 +27,13 @@ from adk_actors.ambient.values import AmbientOutcome, Attempt, JobSpec, TimedOut
 from adk_actors.outcomes import Cancelled, Completed, Failed, Paused
 from providers.errors import AdkError
 from supervision import KernelError, cast, self_pid
-from supervision.aio import run_blocking
+from supervision.aio import LoopWindow, run_blocking
 
 CANCEL_GRACE = 0.5
 """Seconds a cancelled run gets to end before the job (or its settling) moves on."""
+START_WINDOW = 16
+"""Job starts in flight at once on one event loop (the kernel's reactor)."""
+_starts = LoopWindow(START_WINDOW)
 
 
 def attempt_run_id(base: str, attempt: int) -> str:
@@ -47,15 +52,7 @@ async def run_job(spec: JobSpec) -> AmbientOutcome:
         run_id = attempt_run_id(spec.run_base, attempt)
         cast(spec.trigger, Attempt(spec.ref, me, attempt, run_id, False))
         try:
-            await run_blocking(
-                spec.gate.start,
-                spec.runner,
-                spec.event.user_id,
-                spec.event.session_id,
-                spec.event.payload,
-                run_id=run_id,
-                retention=spec.run_retention,
-            )
+            await _start(spec, run_id)
         except AdkError as error:
             reason = ("run_start_failed", error.reason)
         else:
@@ -82,6 +79,37 @@ async def run_job(spec: JobSpec) -> AmbientOutcome:
                 return TimedOut()
             await asyncio.sleep(pause)
     return Failed(reason)
+
+
+async def _start(spec: JobSpec, run_id: str) -> None:
+    """Start an attempt's run through the job's gate, a short blocking call. At most
+    `START_WINDOW` of the reactor's job starts are in flight at once (the invocation
+    supervisor starts one server at a time anyway): a burst of events then holds a few
+    threads of the blocking pool, not one per event. A job stopped meanwhile leaves at
+    once; its start, if made, goes on (the gate knows of it) and keeps its place till
+    it answers."""
+    release = await _starts.acquire()
+    starting = asyncio.ensure_future(
+        run_blocking(
+            spec.gate.start,
+            spec.runner,
+            spec.event.user_id,
+            spec.event.session_id,
+            spec.event.payload,
+            run_id=run_id,
+            retention=spec.run_retention,
+        )
+    )
+    starting.add_done_callback(lambda done: _answered(done, release))
+    await asyncio.shield(starting)
+
+
+def _answered(start: asyncio.Future[Any], release: Callable[[], None]) -> None:
+    """A job's start has answered: its place goes to the next; a refusal nobody awaits
+    any more (its job was stopped) is taken here, not logged as never retrieved."""
+    release()
+    if not start.cancelled():
+        start.exception()
 
 
 async def _cancel(run_id: str, reason: str) -> None:

@@ -24,8 +24,6 @@ one loop queues at the supervisor; the supervisor starts one server at a time an
 from __future__ import annotations
 
 import asyncio
-import weakref
-from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 
@@ -40,6 +38,7 @@ from supervision import (
     Pid,
     ProcessExit,
     SupervisorError,
+    aio,
 )
 from supervision.logs import get_logger
 
@@ -52,48 +51,8 @@ START_WINDOW = 16
 _log = get_logger("adk_actors.runner")
 
 
-class _Window:
-    """At most `START_WINDOW` holders at once, first come first served. Unlike an
-    `asyncio.Semaphore` (which keeps the loop it first waited on) it refers to a loop
-    only through the futures of the callers waiting in it, so a loop's window never
-    keeps that loop alive."""
-
-    __slots__ = ("_free", "_waiting")
-
-    def __init__(self, size: int) -> None:
-        self._free = size
-        self._waiting: deque[asyncio.Future[None]] = deque()
-
-    async def acquire(self) -> None:
-        """A place in the window: at once if one is free and nobody waits before."""
-        if self._free > 0 and not self._waiting:
-            self._free -= 1
-            return
-        turn = asyncio.get_running_loop().create_future()
-        self._waiting.append(turn)
-        try:
-            await turn
-        except asyncio.CancelledError:
-            if turn.done() and not turn.cancelled():
-                self.release()  # given a place as it was cancelled: pass it on
-            else:
-                self._waiting.remove(turn)
-            raise
-
-    def release(self) -> None:
-        """Give a place back: to the first caller still waiting, if any."""
-        while self._waiting:
-            turn = self._waiting.popleft()
-            if not turn.done():
-                turn.set_result(None)
-                return
-        self._free += 1
-
-
-_windows: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Window] = (
-    weakref.WeakKeyDictionary()
-)
-"""Each event loop's start window, dropped with its loop."""
+_starts = aio.LoopWindow(START_WINDOW)
+"""Each event loop's awaited starts in flight."""
 
 _abandoning: set[asyncio.Task[None]] = set()
 """The steps ending such servers, kept here while they run (the loop keeps only weak
@@ -128,10 +87,9 @@ async def launch_async(request: InvocationRequest, abandon: Abandon) -> Pid:
     `asyncio.run` cancels every task left) cancels the step too: the answer is lost and
     a server already started runs on (a run's server has told its registry)."""
     ensure_started()
-    window = _window()
-    await window.acquire()
+    release = await _starts.acquire()
     starting = asyncio.ensure_future(_start_awaited(request))
-    starting.add_done_callback(lambda _: window.release())  # answered, whoever waits
+    starting.add_done_callback(lambda _: release())  # answered, whoever waits
     try:
         return await asyncio.shield(starting)
     except asyncio.CancelledError:
@@ -140,15 +98,6 @@ async def launch_async(request: InvocationRequest, abandon: Abandon) -> Pid:
         ending.add_done_callback(_abandoning.discard)
         await asyncio.wait((ending,))
         raise
-
-
-def _window() -> _Window:
-    """The running loop's start window (made at its first awaited start)."""
-    loop = asyncio.get_running_loop()
-    window = _windows.get(loop)
-    if window is None:
-        window = _windows[loop] = _Window(START_WINDOW)
-    return window
 
 
 async def _start_awaited(request: InvocationRequest) -> Pid:

@@ -54,7 +54,7 @@ def test_a_loop_past_its_start_window_is_not_kept_alive(runner):
     for _ in range(3):
         assert asyncio.run(burst()) == [Completed("ok")] * count
     gc.collect()
-    assert len(launch._windows) == 0
+    assert launch._starts.loops() == 0
 
 
 def test_the_window_passes_on_a_place_given_to_a_caller_cancelled_at_once():
@@ -62,12 +62,13 @@ def test_the_window_passes_on_a_place_given_to_a_caller_cancelled_at_once():
     on; one cancelled while it still waited leaves the queue; the count stays whole."""
 
     async def main() -> list[str]:
-        window = launch._Window(1)
+        window = sv.aio.LoopWindow(1)
         order: list[str] = []
-        await window.acquire()  # the one place is taken
+        release = await window.acquire()  # the one place is taken
+        releases = []
 
         async def waiter(name: str) -> None:
-            await window.acquire()
+            releases.append(await window.acquire())
             order.append(name)
 
         first = asyncio.ensure_future(waiter("first"))
@@ -75,11 +76,11 @@ def test_the_window_passes_on_a_place_given_to_a_caller_cancelled_at_once():
         last = asyncio.ensure_future(waiter("last"))
         await asyncio.sleep(0)  # all three wait now
         dropped.cancel()  # still waiting: it leaves the queue
-        window.release()  # the place goes to "first"...
+        release()  # the place goes to "first"...
         first.cancel()  # ...cancelled before it could run: it passes the place on
         await asyncio.gather(first, dropped, return_exceptions=True)
         await last
-        window.release()  # "last" gives it back: one place free again
+        releases[0]()  # "last" gives it back: one place free again
         await asyncio.wait_for(window.acquire(), 1.0)
         return order
 

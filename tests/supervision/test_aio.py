@@ -124,3 +124,39 @@ def test_iterate_steps_off_the_loop_and_closes_on_early_exit():
     assert all(thread != loop_threads[0] for _, thread in seen)
     assert ticks > 5  # the loop kept running while steps blocked
     assert closed.wait(5)
+
+
+def test_a_loop_window_holds_its_size_per_loop_in_order_and_refuses_a_bad_size():
+    """`LoopWindow`: `size` holders at once on one loop, the rest served first come
+    first served; another loop has places of its own; a size that is not an int >= 1
+    is refused."""
+    window = sv.aio.LoopWindow(2)
+
+    async def main() -> list[str]:
+        order: list[str] = []
+        first, second = await window.acquire(), await window.acquire()
+
+        async def waiter(name: str) -> None:
+            release = await window.acquire()
+            order.append(name)
+            release()
+
+        waiters = [asyncio.ensure_future(waiter(name)) for name in ("a", "b", "c")]
+        await asyncio.sleep(0.01)
+        assert order == []  # both places are held
+        assert await asyncio.to_thread(asyncio.run, _acquired_elsewhere(window))
+        first()
+        second()
+        await asyncio.gather(*waiters)
+        return order
+
+    assert asyncio.run(main()) == ["a", "b", "c"]
+    for size in (0, -1, True, 1.5):
+        with pytest.raises(ValueError):
+            sv.aio.LoopWindow(size)  # type: ignore[arg-type]
+
+
+async def _acquired_elsewhere(window: sv.aio.LoopWindow) -> bool:
+    release = await asyncio.wait_for(window.acquire(), 1.0)
+    release()
+    return True

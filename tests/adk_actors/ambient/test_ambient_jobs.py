@@ -14,6 +14,7 @@ import pytest
 import adk_actors as adk
 from adk_actors import providers
 from adk_actors.ambient import AmbientError
+from adk_actors.ambient import job as job_module
 from adk_actors.ambient import trigger as trigger_module
 from adk_actors.ambient.options import normalize_event, trigger_options
 from adk_actors.ambient.values import Phase
@@ -100,7 +101,37 @@ def test_waiting_jobs_hold_no_thread() -> None:
         sampler.join()
     assert all(isinstance(outcome, adk.Completed) for outcome in outcomes)
     assert adk.ambient.trigger_status(name)["peak_active"] >= 100
-    assert peak[0] - base <= 40  # 1 sampler + short starts; a thread per job would be 64+
+    # 1 sampler + at most START_WINDOW (16) starts in flight; a thread per job would be 200
+    assert peak[0] - base <= 40
+
+
+def test_a_burst_of_events_starts_at_most_a_window_of_runs_at_once(monkeypatch: Any) -> None:
+    """64 events at once, each start slowed to 50 ms: at most `START_WINDOW` starts are
+    in flight (each holds a blocking-pool thread), the rest wait their turn on the
+    reactor, and every event completes (a CI failure under load, session 31: one
+    blocking thread per start in flight)."""
+    setup = make()
+    start = job_module.RunGate.start
+    in_flight, peak, lock = [0], [0], threading.Lock()
+
+    def slow_start(self: Any, *args: Any, **kwargs: Any) -> str:
+        with lock:
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+        try:
+            time.sleep(0.05)
+            return start(self, *args, **kwargs)
+        finally:
+            with lock:
+                in_flight[0] -= 1
+
+    monkeypatch.setattr(job_module.RunGate, "start", slow_start)
+    name = trigger(setup, max_concurrency=64, max_queue=64)
+    receipts = [adk.ambient.submit(name, event(f"w{i}")) for i in range(64)]
+    outcomes = [adk.ambient.wait(receipt, timeout=60) for receipt in receipts]
+    assert all(isinstance(outcome, adk.Completed) for outcome in outcomes)
+    assert peak[0] == job_module.START_WINDOW
+    assert idle(name)
 
 
 def test_a_job_runs_in_the_submitters_context() -> None:
