@@ -17,9 +17,12 @@ lock before it restarts a child, answers a call (which_children, terminate_child
 answered after a start under way, as a call queued behind a StartChild was), handles
 the exit of a pid it does not know yet (a child that died before its starter recorded
 it), or shuts down. The children table itself is read and written under a second,
-short lock. The main thread's starts stay calls: Python runs signal handlers there, so
-a Ctrl-C must land in the caller's wait, never halfway through a child's init. So do
-starts from an event loop's thread: a child's init never runs on a running loop.
+short lock. The main thread starts directly too, with its signal handlers held back
+until the child is recorded (`deferred_signals`): Python runs them there, between any
+two bytecodes, and a Ctrl-C must not land halfway through a child's init or the
+supervisor's bookkeeping; it lands once the start is over (a second Ctrl-C lands at
+once, for a start that hangs). Starts from an event loop's thread stay calls: a
+child's init never runs on a running loop.
 Asyncio code awaits `start_child_async` instead, a call whose reply is handed to the
 loop: the loop runs on while the supervisor's thread starts the child.
 
@@ -64,6 +67,7 @@ from supervision.child_spec import (
     start_child_process,
     wants_restart,
 )
+from supervision.deferred_signals import signals_deferred
 from supervision.errors import MaxChildrenReached, ProcessExit, SupervisorError
 from supervision.gen_server import From, GenServer, Reply, Stop, call
 from supervision.pid import Pid
@@ -312,7 +316,7 @@ class _DynamicSupervisorServer(GenServer):
 def _start_directly(sup: Pid | Hashable, spec: object) -> Answer | None:
     """`start_child` on the calling thread: the supervisor's answer, or None where the
     start must be a call (not a dynamic supervisor whose init has run, one started with
-    ``direct_starts=False``, the main thread or an event loop's, or the caller is the
+    ``direct_starts=False``, an event loop's thread, or the caller is the
     supervisor itself, which a call refuses with ``calling_self``). Raises `ProcessExit`
     as a call to the supervisor would: ``noproc`` if it is dead, its exit reason if it
     stops before the start."""
@@ -323,8 +327,8 @@ def _start_directly(sup: Pid | Hashable, spec: object) -> Answer | None:
     state = server.shared
     if state is None or not state.direct_starts:
         return None
-    if get_ident() == main_thread().ident or _get_running_loop() is not None:
-        return None  # signals, or an event loop's thread: see `start_child`
+    if _get_running_loop() is not None:
+        return None  # an event loop's thread: see `start_child`
     me = current_process(create=False)
     if me is process:
         return None
@@ -332,8 +336,12 @@ def _start_directly(sup: Pid | Hashable, spec: object) -> Answer | None:
         raise ProcessExit(me.exit_reason, "this thread's process was killed")
     if not process.alive:
         raise ProcessExit("noproc", f"{sup!r} is not alive")
-    # The start runs in a copy of the caller's context, as the call's start did.
-    return capture().run(_start_recorded, state, spec, process)
+    # The start runs in a copy of the caller's context, as the call's start did; on the
+    # main thread, with its signal handlers held back until the child is recorded.
+    if get_ident() != main_thread().ident:
+        return capture().run(_start_recorded, state, spec, process)
+    with signals_deferred():
+        return capture().run(_start_recorded, state, spec, process)
 
 
 def _start_recorded(state: _State, spec: object, supervisor: Process | None) -> Answer:
@@ -466,11 +474,11 @@ class DynamicSupervisor:
 
         Returns once the child is in the supervisor's table. Without a `timeout` the
         calling thread runs the start itself, as the supervisor (see the module's
-        docstring); with one, or from the supervisor itself, it is a call. So it is on
-        the main thread: Python runs signal handlers there, and a Ctrl-C (or any
-        handler that raises) must interrupt the caller's wait, as it always did, not
-        land in the middle of a child's init and abort the start the supervisor owns.
-        And so it is on a thread running an asyncio event loop: the child's init must
+        docstring); with one, or from the supervisor itself, it is a call. On the main
+        thread a signal that arrives during the start (a Ctrl-C) is held back and
+        raised once the child is recorded, so it never aborts a start halfway; the same
+        signal again lands at once (a start that hangs can still be stopped). On a
+        thread running an asyncio event loop the start is a call: the child's init must
         not find itself on a running loop (where blocking helpers refuse to block)."""
         if timeout is None:
             answer = _start_directly(sup, spec)

@@ -91,9 +91,8 @@ def start(
 
     An explicit `run_id` that is already in use raises ``already_exists``, and
     nothing of the refused run is left behind. Returns once the run's server is started
-    (by this thread itself from a worker thread; by a call to the invocation supervisor
-    from the main thread or an event loop's, which parks the loop: asyncio code awaits
-    `start_async`).
+    (by this thread itself; by a call to the invocation supervisor from an event loop's
+    thread, which parks the loop: asyncio code awaits `start_async`).
     """
     new = NewRun(retention, max_buffered_events, run_id)
     with refusals():

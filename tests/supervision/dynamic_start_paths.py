@@ -1,15 +1,15 @@
-"""`each_start_path`: run a test's `DynamicSupervisor.start_child` calls both ways.
+"""`each_start_path`: run a test's `DynamicSupervisor.start_child` calls every way.
 
-pytest runs a test on the main thread, whose starts stay calls to the supervisor's
-thread (signals: see `DynamicSupervisor.start_child`), so without this a suite only
-ever exercises the call path. With the ``worker_thread`` param every `start_child`
+pytest runs a test on the main thread, where a start without a timeout is a direct
+start (the caller runs the child's start itself) with the signal handlers held back
+(`deferred_signals`, session 31). With the ``worker_thread`` param every `start_child`
 the test body makes from the main thread runs on a fresh thread instead (in a copy of
-the caller's context, re-raising what it raised), where a start without a timeout is a
-direct start: the caller runs the child's start itself (session 29 review, L4). With
-the ``awaited`` param each is `DynamicSupervisor.start_child_async` awaited on an event
-loop of its own on the main thread (session 30: asyncio code's start, a call whose
-reply is handed to the loop). Calls made elsewhere (a child's init, a server's
-handler) are left as they are.
+the caller's context, re-raising what it raised): a direct start with no signal
+handling (session 29 review, L4). With the ``call`` param each is a call to the
+supervisor's thread (a start with a timeout, here an hour). With the ``awaited`` param
+each is `DynamicSupervisor.start_child_async` awaited on an event loop of its own on
+the main thread (session 30: asyncio code's start, a call whose reply is handed to the
+loop). Calls made elsewhere (a child's init, a server's handler) are left as they are.
 """
 
 from __future__ import annotations
@@ -33,14 +33,24 @@ def _from_a_worker_thread(original: Start, sup: Any, spec: Any, timeout: Any) ->
     return in_thread(lambda: context.run(original, sup, spec, timeout))
 
 
+def _as_a_call(original: Start, sup: Any, spec: Any, timeout: Any) -> Any:
+    return original(sup, spec, _CALL_TIMEOUT if timeout is None else timeout)
+
+
 def _from_an_event_loop(original: Start, sup: Any, spec: Any, timeout: Any) -> Any:
     return asyncio.run(sv.DynamicSupervisor.start_child_async(sup, spec, timeout))
 
 
-_ROUTES = {"worker_thread": _from_a_worker_thread, "awaited": _from_an_event_loop}
+_CALL_TIMEOUT = 3600.0
+"""A start with a timeout is a call; an hour never runs out in a test."""
+_ROUTES = {
+    "worker_thread": _from_a_worker_thread,
+    "call": _as_a_call,
+    "awaited": _from_an_event_loop,
+}
 
 
-@pytest.fixture(params=["main_thread", "worker_thread", "awaited"])
+@pytest.fixture(params=["main_thread", "worker_thread", "call", "awaited"])
 def each_start_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     route = _ROUTES.get(request.param)
     if route is not None:
