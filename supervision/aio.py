@@ -81,7 +81,8 @@ class LoopWindow:
     once, on that loop). Made once (a module constant) and used from any number of
     loops: unlike an `asyncio.Semaphore`, which keeps the loop it first waited on, it
     refers to a loop only through a weak key and its waiters' futures, so a loop's
-    places go with the loop."""
+    places go with the loop once nothing waits on it (`asyncio.run` cancels every task
+    left, and so every waiter)."""
 
     __slots__ = ("_places", "_size")
 
@@ -132,7 +133,7 @@ class _Places:
         except asyncio.CancelledError:
             if turn.done() and not turn.cancelled():
                 self.release()  # given a place as it was cancelled: pass it on
-            else:
+            elif turn in self._waiting:  # a release may have dropped it already
                 self._waiting.remove(turn)
             raise
 

@@ -18,6 +18,7 @@ from typing import Literal, NamedTuple
 
 from supervision import crash_report
 from supervision.carried_context import Context
+from supervision.deferred_signals import interruptible
 from supervision.errors import KernelError, SupervisorError
 from supervision.pid import Exited, Pid
 from supervision.primitives import exit, link, unlink
@@ -248,7 +249,8 @@ def start_child_process(spec: ChildSpec, taken: Callable[[Pid], bool]) -> Pid | 
     children, which a start must not return (``bad_start_return``).
     """
     try:
-        pid = spec.start()
+        with interruptible():  # a second Ctrl-C may stop the child's start, no more
+            pid = spec.start()
     except KernelError as exc:
         raise ChildStartFailed(exc.reason) from None
     except KeyboardInterrupt:

@@ -17,12 +17,13 @@ lock before it restarts a child, answers a call (which_children, terminate_child
 answered after a start under way, as a call queued behind a StartChild was), handles
 the exit of a pid it does not know yet (a child that died before its starter recorded
 it), or shuts down. The children table itself is read and written under a second,
-short lock. The main thread starts directly too, with its signal handlers held back
-until the child is recorded (`deferred_signals`): Python runs them there, between any
-two bytecodes, and a Ctrl-C must not land halfway through a child's init or the
-supervisor's bookkeeping; it lands once the start is over (a second Ctrl-C lands at
-once, for a start that hangs). Starts from an event loop's thread stay calls: a
-child's init never runs on a running loop.
+short lock. The main thread starts directly too, with its SIGINT and SIGTERM handlers
+held back until the child is recorded (`deferred_signals`): Python runs them there,
+between any two bytecodes, and a Ctrl-C must not land halfway through a child's init
+or the supervisor's bookkeeping; it lands once the start is over (a second Ctrl-C
+during the child's own start function lands at once, for a start that hangs). Other
+signals are not held (an alarm still stops a start that hangs). Starts from an event
+loop's thread stay calls: a child's init never runs on a running loop.
 Asyncio code awaits `start_child_async` instead, a call whose reply is handed to the
 loop: the loop runs on while the supervisor's thread starts the child.
 
@@ -475,9 +476,10 @@ class DynamicSupervisor:
         Returns once the child is in the supervisor's table. Without a `timeout` the
         calling thread runs the start itself, as the supervisor (see the module's
         docstring); with one, or from the supervisor itself, it is a call. On the main
-        thread a signal that arrives during the start (a Ctrl-C) is held back and
-        raised once the child is recorded, so it never aborts a start halfway; the same
-        signal again lands at once (a start that hangs can still be stopped). On a
+        thread a Ctrl-C (SIGINT, or a SIGTERM) that arrives during the start is held
+        back and handled once the child is recorded, so it never aborts a start
+        halfway; the same signal again during the child's own start function lands at
+        once (a start that hangs can still be stopped). On a
         thread running an asyncio event loop the start is a call: the child's init must
         not find itself on a running loop (where blocking helpers refuse to block)."""
         if timeout is None:

@@ -160,3 +160,31 @@ async def _acquired_elsewhere(window: sv.aio.LoopWindow) -> bool:
     release = await asyncio.wait_for(window.acquire(), 1.0)
     release()
     return True
+
+
+def test_a_loop_window_waiter_cancelled_as_a_release_skips_it_gets_its_cancellation():
+    """Session 31 review: a waiter cancelled and, in the same loop step, passed over by a
+    `release` (its turn already cancelled) ends with `CancelledError`, not a
+    `ValueError` from leaving a queue it was no longer in; the place goes on."""
+    window = sv.aio.LoopWindow(1)
+
+    async def main() -> tuple[type, list[str]]:
+        release = await window.acquire()
+        order: list[str] = []
+
+        async def waiter(name: str) -> None:
+            (await window.acquire())()
+            order.append(name)
+
+        dropped = asyncio.ensure_future(waiter("dropped"))
+        kept = asyncio.ensure_future(waiter("kept"))
+        await asyncio.sleep(0)  # both wait
+        dropped.cancel()  # its turn is cancelled at once...
+        release()  # ...and the release passes over it before its task runs
+        outcome = await asyncio.gather(dropped, return_exceptions=True)
+        await kept
+        return type(outcome[0]), order
+
+    kind, order = asyncio.run(main())
+    assert kind is asyncio.CancelledError
+    assert order == ["kept"]
