@@ -5,8 +5,9 @@ reactor, under the ambient job supervisor, started and monitored by its trigger
 server, and holds no thread while it waits (`runs.wait_async`, `asyncio.sleep` for
 backoff; starting or cancelling a run is a short call made with `run_blocking`, at
 most `START_WINDOW` starts of the reactor's jobs in flight at once). It
-tells the trigger each attempt's run id *before* starting that run, in the same step
-that starts it (a kill cancels a coroutine only at an ``await``), so the trigger
+tells the trigger each attempt's run id *before* starting that run (a kill cancels a
+coroutine only at an ``await``: one stopped while it waits for its start's place
+started nothing, and the gate refuses a start once it is closed), so the trigger
 knows every run the job may have started: a job that is stopped at any point leaves
 the trigger to cancel its runs and to wait for them to end (`settle`, itself a
 coroutine task started by the trigger, never by the stopped job). Its return value

@@ -189,15 +189,24 @@ def test_leaving_run_while_it_runs_cancels_it_with_consumer_closed(sessions):
         gate.wait(10)
         return {"text": "late"}
 
+    left = threading.Event()
+
     def interrupt() -> None:
-        # the model is called as the server begins its turn, which may be before the
-        # caller has taken its start's answer (a CI failure under load, session 31):
-        # interrupt it once it waits for the outcome, the case this test is about
+        # The model is called as the server begins its turn, which may be before the
+        # caller has taken its start's answer: interrupt it once it waits for the
+        # outcome, the case this test is about. Again every 20 ms until it has left: a
+        # signal that lands just before the wait blocks runs its handler only when the
+        # wait ends (CPython), here when the run ends (two CI failures, session 31).
         if entered.wait(10) and wait_until(lambda: _main_thread_in("await_outcome", "receive")):
-            signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+            deadline = time.monotonic() + 5.0
+            while not left.is_set() and time.monotonic() < deadline:
+                signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+                left.wait(0.02)
 
     def raise_interrupted(signum, frame):
-        raise Interrupted
+        if not left.is_set():  # once: a later one must not cut the cancel short
+            left.set()
+            raise Interrupted
 
     agent = adk.spawn_agent("RunLeft", {"provider": adk.ScriptedProvider(fn=slow)})
     sessions.create_session("app", "u", "s", {"temp:scratch": 1})

@@ -106,28 +106,34 @@ def test_waiting_jobs_hold_no_thread() -> None:
 
 
 def test_a_burst_of_events_starts_at_most_a_window_of_runs_at_once(monkeypatch: Any) -> None:
-    """64 events at once, each start slowed to 50 ms: at most `START_WINDOW` starts are
-    in flight (each holds a blocking-pool thread), the rest wait their turn on the
-    reactor, and every event completes (a CI failure under load, session 31: one
-    blocking thread per start in flight)."""
+    """64 events at once, each start held until the test lets them go: `START_WINDOW`
+    starts get in (each holding a blocking-pool thread), no more while they are held,
+    and every event then completes (a CI failure under load, session 31: one blocking
+    thread per start in flight)."""
     setup = make()
     start = job_module.RunGate.start
-    in_flight, peak, lock = [0], [0], threading.Lock()
+    in_flight, peak, lock, go = [0], [0], threading.Lock(), threading.Event()
 
-    def slow_start(self: Any, *args: Any, **kwargs: Any) -> str:
+    def held_start(self: Any, *args: Any, **kwargs: Any) -> str:
         with lock:
             in_flight[0] += 1
             peak[0] = max(peak[0], in_flight[0])
         try:
-            time.sleep(0.05)
+            assert go.wait(30)
             return start(self, *args, **kwargs)
         finally:
             with lock:
                 in_flight[0] -= 1
 
-    monkeypatch.setattr(job_module.RunGate, "start", slow_start)
+    monkeypatch.setattr(job_module.RunGate, "start", held_start)
     name = trigger(setup, max_concurrency=64, max_queue=64)
-    receipts = [adk.ambient.submit(name, event(f"w{i}")) for i in range(64)]
+    try:
+        receipts = [adk.ambient.submit(name, event(f"w{i}")) for i in range(64)]
+        wait_until(lambda: in_flight[0] == job_module.START_WINDOW, timeout=10)
+        time.sleep(0.1)  # a start past the window would get in now
+        assert peak[0] == job_module.START_WINDOW
+    finally:
+        go.set()
     outcomes = [adk.ambient.wait(receipt, timeout=60) for receipt in receipts]
     assert all(isinstance(outcome, adk.Completed) for outcome in outcomes)
     assert peak[0] == job_module.START_WINDOW
