@@ -114,11 +114,11 @@ def interruptible() -> Iterator[None]:
     if deferral is None or get_ident() != main_thread().ident:
         yield
         return
-    deferral.interruptible = True
+    outer, deferral.interruptible = deferral.interruptible, True
     try:
         yield
     finally:
-        deferral.interruptible = False
+        deferral.interruptible = outer  # a grandchild's start inside a child's: still in it
 
 
 def _swap(deferral: _Deferral) -> None:
