@@ -10,21 +10,25 @@ import threading
 import time
 
 import supervision as sv
-from supervision.timer_service import _SLACK, service
+from supervision.process import resolve
+from supervision.timer_service import _SLACK, TimerRef, _TimerService, service
 from tests.helpers import wait_until
 
 
 def test_an_earlier_timer_rings_a_thread_asleep_until_a_later_one():
-    """The thread sleeps toward a timer an hour away; one due in 50 ms fires then, not
-    in an hour (the ring), and the far one is cancelled with nothing left."""
+    """A service of its own (no other test's timer wakes its thread) sleeps toward a
+    timer an hour away; one due in 50 ms fires then, not in an hour (the ring), and the
+    far one is cancelled with nothing left."""
+    own = _TimerService()
     with sv.Inbox() as inbox:
-        far = sv.send_after(inbox.pid, "far", 3600.0)
-        time.sleep(0.05)  # the thread is asleep toward `far` (or toward an older timer)
-        began = time.monotonic()
-        sv.send_after(inbox.pid, "near", 0.05)
-        assert inbox.receive(10.0) == "near"
-        assert time.monotonic() - began < 5.0  # an hour without the ring
-        assert sv.cancel_timer(far) is not None
+        target = resolve(inbox.pid)
+        far = TimerRef(inbox.pid, target, "far", time.monotonic() + 3600.0)
+        own.schedule(far)
+        wait_until(lambda: own._ring_before > time.monotonic())  # asleep toward `far`
+        own.schedule(TimerRef(inbox.pid, target, "near", time.monotonic() + 0.05))
+        assert inbox.receive(10.0) == "near"  # an hour without the ring
+        assert own.cancel(far)
+        assert own.active_count() == 0
 
 
 def test_concurrent_schedules_and_cancels_fire_each_live_timer_once_and_no_cancelled_one():
@@ -69,15 +73,19 @@ def test_concurrent_schedules_and_cancels_fire_each_live_timer_once_and_no_cance
 
 
 def test_cancelled_timers_far_in_the_future_do_not_pile_up():
-    """10,000 timers an hour away, all cancelled: the thread drops their entries (a
-    cancel rings it once dropped ones outnumber live ones), so what it holds stays
-    within twice the live timers plus a slack."""
+    """10,000 timers an hour away on a service of its own, all cancelled: the thread
+    drops their entries (a cancel rings it once dropped ones outnumber live ones), so
+    what it holds stays within twice the live timers plus a slack."""
+    own = _TimerService()
     with sv.Inbox() as inbox:
-        timers = [sv.send_after(inbox.pid, ("pile", i), 3600.0) for i in range(10_000)]
+        target = resolve(inbox.pid)
+        timers = [
+            TimerRef(inbox.pid, target, ("pile", i), time.monotonic() + 3600.0)
+            for i in range(10_000)
+        ]
         for timer in timers:
-            assert sv.cancel_timer(timer) is not None
-        wait_until(
-            lambda: (
-                len(service._heap) + len(service._incoming) <= 2 * len(service._active) + _SLACK + 1
-            )
-        )
+            own.schedule(timer)
+        for timer in timers:
+            assert own.cancel(timer)
+        wait_until(lambda: len(own._heap) + len(own._incoming) <= _SLACK)
+        assert own.active_count() == 0
