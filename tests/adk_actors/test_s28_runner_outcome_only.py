@@ -218,9 +218,9 @@ def test_leaving_run_while_it_runs_cancels_it_with_consumer_closed(sessions):
         with pytest.raises(Interrupted):
             runner.run("u", "s", "hi")
     finally:
-        signal.signal(signal.SIGUSR1, previous)
         gate.set()
-        interrupter.join(10)
+        interrupter.join(10)  # before the handler goes: no SIGUSR1 may come after it
+        signal.signal(signal.SIGUSR1, previous)
     session = sessions.get_session("app", "u", "s")  # recorded before run returned
     assert [e.error.reason for e in session.events if e.error] == ["consumer_closed"]
     assert "temp:scratch" not in session.state
