@@ -56,14 +56,15 @@ class _Deferral:
         self.done = False
 
     def note(self, signum: int, frame: FrameType | None) -> None:
-        handler = self.saved.get(signum)
-        if self.done and handler is not None:
+        handler = self.saved[signum]  # installed only in place of a saved handler
+        if self.done:
             handler(signum, frame)  # a noting handler put back after its block: forward
             return
-        if signum not in self.noted or not self.interruptible or handler is None:
-            if signum not in self.noted:
-                self.noted.append(signum)
+        if signum not in self.noted:
+            self.noted.append(signum)
             return
+        if not self.interruptible:
+            return  # held once already: one delivery at the end serves both
         # A second one while the first waits, in a part that may stop: the sender insists
         # (a second Ctrl-C on a start that hangs). Its handler runs now, once for both.
         self.noted.remove(signum)
