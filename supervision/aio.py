@@ -17,8 +17,8 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from supervision.carried_context import capture
 from supervision.envelopes import CALL
@@ -27,6 +27,8 @@ from supervision.gen_server import _server
 from supervision.pid import Pid
 from supervision.reply_slot import From
 from supervision.tasks import Task, TaskFailed, TaskTimeout
+
+T = TypeVar("T")
 
 
 class _LoopFrom(From):
@@ -107,6 +109,16 @@ class LoopWindow:
             places = self._places[loop] = _Places(self._size)
         await places.acquire()
         return places.release
+
+    async def started(self, work: Callable[[], Awaitable[T]]) -> asyncio.Future[T]:
+        """A place on the running loop, then `work()` as a task of its own that gives the
+        place back when it ends, whoever still awaits it: cancelling the caller once it
+        has the task does not cancel the work (await it through `asyncio.shield`).
+        Cancelled while it waits for a place, the caller has started nothing."""
+        release = await self.acquire()
+        task = asyncio.ensure_future(work())
+        task.add_done_callback(lambda _: release())
+        return task
 
     def loops(self) -> int:
         """How many live loops have used the window (a leak check)."""

@@ -20,7 +20,6 @@ import asyncio
 import random
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from adk_actors import runs
@@ -89,9 +88,8 @@ async def _start(spec: JobSpec, run_id: str) -> None:
     threads of the blocking pool, not one per event. A job stopped meanwhile leaves at
     once; its start, if made, goes on (the gate knows of it) and keeps its place till
     it answers."""
-    release = await _starts.acquire()
-    starting = asyncio.ensure_future(
-        run_blocking(
+    starting = await _starts.started(
+        lambda: run_blocking(
             spec.gate.start,
             spec.runner,
             spec.event.user_id,
@@ -101,14 +99,13 @@ async def _start(spec: JobSpec, run_id: str) -> None:
             retention=spec.run_retention,
         )
     )
-    starting.add_done_callback(lambda done: _answered(done, release))
+    starting.add_done_callback(_retrieved)
     await asyncio.shield(starting)
 
 
-def _answered(start: asyncio.Future[Any], release: Callable[[], None]) -> None:
-    """A job's start has answered: its place goes to the next; a refusal nobody awaits
-    any more (its job was stopped) is taken here, not logged as never retrieved."""
-    release()
+def _retrieved(start: asyncio.Future[Any]) -> None:
+    """A refusal nobody awaits any more (its job was stopped) is taken here, not
+    logged as never retrieved."""
     if not start.cancelled():
         start.exception()
 

@@ -87,9 +87,7 @@ async def launch_async(request: InvocationRequest, abandon: Abandon) -> Pid:
     `asyncio.run` cancels every task left) cancels the step too: the answer is lost and
     a server already started runs on (a run's server has told its registry)."""
     ensure_started()
-    release = await _starts.acquire()
-    starting = asyncio.ensure_future(_start_awaited(request))
-    starting.add_done_callback(lambda _: release())  # answered, whoever waits
+    starting = await _starts.started(lambda: _start_awaited(request))
     try:
         return await asyncio.shield(starting)
     except asyncio.CancelledError:

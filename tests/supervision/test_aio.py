@@ -188,3 +188,29 @@ def test_a_loop_window_waiter_cancelled_as_a_release_skips_it_gets_its_cancellat
     kind, order = asyncio.run(main())
     assert kind is asyncio.CancelledError
     assert order == ["kept"]
+
+
+def test_loop_window_started_work_keeps_its_place_until_it_ends():
+    """`started`: the work runs as a task of its own holding a place until it ends;
+    the place is then free for the next."""
+    window = sv.aio.LoopWindow(1)
+
+    async def main() -> list[str]:
+        order: list[str] = []
+        gate = asyncio.Event()
+
+        async def work(name: str) -> str:
+            order.append(name)
+            await gate.wait()
+            return name
+
+        first = await window.started(lambda: work("first"))
+        second = asyncio.ensure_future(window.started(lambda: work("second")))
+        await asyncio.sleep(0.01)
+        assert order == ["first"] and not second.done()  # no place until `first` ends
+        gate.set()
+        assert await first == "first"
+        assert await (await second) == "second"
+        return order
+
+    assert asyncio.run(main()) == ["first", "second"]
