@@ -63,3 +63,18 @@ class Recorder:
     def snapshot(self) -> list[Any]:
         with self._lock:
             return list(self.events)
+
+
+def global_sdk_provider() -> Any:
+    """The OpenTelemetry SDK's `TracerProvider` that is the global one, installed if
+    there is none yet (a global provider can be set once per process, and another test
+    module may have set it): tests add their span processors to it."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        trace.set_tracer_provider(TracerProvider())
+        provider = trace.get_tracer_provider()
+    assert isinstance(provider, TracerProvider), "the global provider is not the SDK's"
+    return provider

@@ -19,10 +19,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from opentelemetry import trace
-from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor
 
 from adk_actors.observability import semconv
+from tests.helpers import global_sdk_provider
 
 HOLD_LIMIT = 5.0
 """Seconds a held start waits for its release before it goes on by itself."""
@@ -74,11 +74,7 @@ def _installed() -> _Gates:
     yet: a global provider can be set once per process, another module may have)."""
     global _gates
     if _gates is None:
-        provider = trace.get_tracer_provider()
-        if not isinstance(provider, TracerProvider):
-            trace.set_tracer_provider(TracerProvider())
-            provider = trace.get_tracer_provider()
-        assert isinstance(provider, TracerProvider), "the global provider is not the SDK's"
+        provider = global_sdk_provider()
         _gates = _Gates()
         provider.add_span_processor(_gates)
     return _gates

@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -16,6 +14,7 @@ from adk_actors.daemon import routes_observability
 from adk_actors.daemon.listener import stop_listener
 from adk_actors.observability import CATALOG, default_metrics
 from tests.daemon.conftest import DevServer, start_dev_server
+from tests.helpers import global_sdk_provider
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_SPAN_ID = "00f067aa0ba902b7"
@@ -29,11 +28,7 @@ def spans() -> Iterator[InMemorySpanExporter]:
     one): the exporter is added to the SDK provider already global, or to one installed
     when there is none. Its processor is shut down after the test, so it keeps nothing
     of the spans later tests open."""
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        trace.set_tracer_provider(TracerProvider())
-        provider = trace.get_tracer_provider()
-    assert isinstance(provider, TracerProvider), "the global provider is not the SDK's"
+    provider = global_sdk_provider()
     exporter = InMemorySpanExporter()
     processor = SimpleSpanProcessor(exporter)
     provider.add_span_processor(processor)

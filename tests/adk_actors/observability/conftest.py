@@ -8,10 +8,10 @@ SDK provider is installed when there is none yet.
 from __future__ import annotations
 
 import pytest
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from tests.helpers import global_sdk_provider
 
 _exporter: InMemorySpanExporter | None = None
 
@@ -19,11 +19,7 @@ _exporter: InMemorySpanExporter | None = None
 def _global_exporter() -> InMemorySpanExporter:
     global _exporter
     if _exporter is None:
-        provider = trace.get_tracer_provider()
-        if not isinstance(provider, TracerProvider):
-            trace.set_tracer_provider(TracerProvider())
-            provider = trace.get_tracer_provider()
-        assert isinstance(provider, TracerProvider), "the global provider is not the SDK's"
+        provider = global_sdk_provider()
         _exporter = InMemorySpanExporter()
         provider.add_span_processor(SimpleSpanProcessor(_exporter))
     return _exporter
